@@ -1,0 +1,70 @@
+package election
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Config configures an Elector. Zero values mean the documented defaults.
+type Config struct {
+	// Backend is the leadership store. Required.
+	Backend Backend
+	// Identity names this candidate; Identity.ID is required and must be
+	// unique per process. Host, PID and Started are filled in when zero.
+	Identity Identity
+	// Election names the election in logs. Optional.
+	Election string
+	// RetryPeriod is the pause after a failed Acquire, with up to 50%
+	// jitter added. Zero means 1 s.
+	RetryPeriod time.Duration
+	// ReleaseTimeout bounds the release at the end of a term. Zero means
+	// 5 s.
+	ReleaseTimeout time.Duration
+	// Logger receives transitions (Info) and retried errors (Warn). Nil
+	// means slog.Default().
+	Logger *slog.Logger
+}
+
+// Defaults.
+const (
+	DefaultRetryPeriod    = time.Second
+	DefaultReleaseTimeout = 5 * time.Second
+)
+
+func (c Config) withDefaults() Config {
+	if c.RetryPeriod == 0 {
+		c.RetryPeriod = DefaultRetryPeriod
+	}
+	if c.ReleaseTimeout == 0 {
+		c.ReleaseTimeout = DefaultReleaseTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate reports every problem with c at once, after defaults are
+// applied (a zero duration is valid; a negative one is not).
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	if c.Backend == nil {
+		errs = append(errs, errors.New("Backend: required"))
+	}
+	if c.Identity.ID == "" {
+		errs = append(errs, fmt.Errorf("Identity.ID %q: required, unique per process", c.Identity.ID))
+	}
+	if c.RetryPeriod < 0 {
+		errs = append(errs, fmt.Errorf("RetryPeriod %v: must be positive", c.RetryPeriod))
+	}
+	if c.ReleaseTimeout < 0 {
+		errs = append(errs, fmt.Errorf("ReleaseTimeout %v: must be positive", c.ReleaseTimeout))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("election: invalid config: %w", err)
+	}
+	return nil
+}

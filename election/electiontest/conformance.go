@@ -1,0 +1,380 @@
+package electiontest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/election"
+)
+
+// Candidate is one contender in a conformance election: a Backend with a
+// network path of its own, which Cut and Heal affect alone (blackhole and
+// restore, typically through a faultproxy.Proxy).
+type Candidate struct {
+	Backend election.Backend
+	Cut     func()
+	Heal    func()
+}
+
+// Harness tells RunConformance how to make elections on the backend under
+// test and what to expect of it.
+type Harness struct {
+	// NewElection starts a fresh election (a new key prefix, row or table)
+	// and returns a function making candidates for it. Resources belong to
+	// t (use t.Cleanup).
+	NewElection func(t *testing.T) func(t *testing.T, name string) Candidate
+	// TTL is the lease TTL the candidates use.
+	TTL time.Duration
+	// HandoverBound is how long a waiting candidate may take to lead after
+	// Release returns. Zero means 1 s.
+	HandoverBound time.Duration
+	// CutTrials is how many times the network-cut rule is tried. Zero
+	// means 20.
+	CutTrials int
+	// Package, if set, is the import path of the backend: after Release no
+	// goroutine may remain with a function of that package on its stack.
+	Package string
+}
+
+func (h Harness) handover() time.Duration {
+	if h.HandoverBound > 0 {
+		return h.HandoverBound
+	}
+	return time.Second
+}
+
+// RunConformance checks every lease rule of the election contract against
+// the backend h describes, as subtests of t.
+func RunConformance(t *testing.T, h Harness) {
+	t.Run("AcquireRelease", func(t *testing.T) { testAcquireRelease(t, h) })
+	t.Run("LeaseOutlivesAcquireContext", func(t *testing.T) { testOutlivesCtx(t, h) })
+	t.Run("ExclusionAndPromptHandover", func(t *testing.T) { testHandover(t, h) })
+	t.Run("AcquireHonoursContext", func(t *testing.T) { testAcquireCancel(t, h) })
+	t.Run("TokensIncreaseAfterExpiry", func(t *testing.T) { testExpiry(t, h) })
+	t.Run("ReleaseBoundedByContext", func(t *testing.T) { testReleaseBounded(t, h) })
+	t.Run("LeaderReader", func(t *testing.T) { testLeaderReader(t, h) })
+	t.Run("NetworkCutEndsTermFirst", func(t *testing.T) { testNetworkCut(t, h) })
+}
+
+func acquire(t *testing.T, c Candidate, name string, timeout time.Duration) election.Lease {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	l, err := c.Backend.Acquire(ctx, election.Identity{ID: name, Host: "conformance", PID: 1})
+	if err != nil {
+		t.Fatalf("%s: Acquire: %v", name, err)
+	}
+	if l == nil {
+		t.Fatalf("%s: Acquire returned a nil lease and no error", name)
+	}
+	return l
+}
+
+func release(t *testing.T, l election.Lease) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := l.Release(ctx); err != nil {
+		t.Errorf("Release: %v", err)
+	}
+}
+
+func isOpen(l election.Lease) bool {
+	select {
+	case <-l.Done():
+		return false
+	default:
+		return true
+	}
+}
+
+type acquired struct {
+	lease election.Lease
+	err   error
+	at    time.Time
+}
+
+// acquireAsync starts an Acquire on its own goroutine; the result arrives
+// on the returned channel. The caller must receive from it.
+func acquireAsync(ctx context.Context, c Candidate, name string) <-chan acquired {
+	ch := make(chan acquired, 1)
+	go func() {
+		l, err := c.Backend.Acquire(ctx, election.Identity{ID: name, Host: "conformance", PID: 2})
+		ch <- acquired{lease: l, err: err, at: time.Now()}
+	}()
+	return ch
+}
+
+func testAcquireRelease(t *testing.T, h Harness) {
+	newC := h.NewElection(t)
+	a := newC(t, "a")
+	l := acquire(t, a, "a", 10*h.TTL)
+	if l.Token() == 0 {
+		t.Errorf("Token() = 0, want a positive fencing token")
+	}
+	if err := l.Err(); err != nil || !isOpen(l) {
+		t.Fatalf("fresh lease: Err() = %v, Done open = %v; want nil, true", err, isOpen(l))
+	}
+	release(t, l)
+	if isOpen(l) {
+		t.Fatal("Done still open after Release")
+	}
+	if err := l.Err(); !errors.Is(err, election.ErrReleased) {
+		t.Fatalf("Err() after Release = %v, want ErrReleased", err)
+	}
+	release(t, l) // idempotent
+	if h.Package != "" {
+		checkNoGoroutines(t, h.Package)
+	}
+	// The election is free again at once.
+	l2 := acquire(t, newC(t, "b"), "b", h.handover())
+	if l2.Token() <= l.Token() {
+		t.Errorf("second term token %d <= first %d", l2.Token(), l.Token())
+	}
+	release(t, l2)
+}
+
+func testOutlivesCtx(t *testing.T, h Harness) {
+	newC := h.NewElection(t)
+	a, b := newC(t, "a"), newC(t, "b")
+	ctx, cancel := context.WithCancel(context.Background())
+	l, err := a.Backend.Acquire(ctx, election.Identity{ID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release(t, l)
+	cancel()
+	// Hold across more than one TTL: renewals must not depend on ctx.
+	wait := h.TTL + h.TTL/2
+	bctx, bcancel := context.WithTimeout(context.Background(), wait)
+	defer bcancel()
+	if lb, err := b.Backend.Acquire(bctx, election.Identity{ID: "b"}); err == nil {
+		release(t, lb)
+		t.Fatal("b acquired while a held the lease whose Acquire ctx was cancelled")
+	}
+	if !isOpen(l) || l.Err() != nil {
+		t.Fatalf("lease ended after its Acquire ctx was cancelled: %v", l.Err())
+	}
+}
+
+func testHandover(t *testing.T, h Harness) {
+	newC := h.NewElection(t)
+	a, b := newC(t, "a"), newC(t, "b")
+	la := acquire(t, a, "a", 10*h.TTL)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch := acquireAsync(ctx, b, "b")
+	// b must wait while a renews, across more than one TTL.
+	select {
+	case r := <-ch:
+		if r.lease != nil {
+			r.lease.Release(context.Background())
+		}
+		t.Fatalf("b's Acquire returned while a held the lease: %v", r.err)
+	case <-time.After(h.TTL + h.TTL/2):
+	}
+	if !isOpen(la) {
+		t.Fatalf("a's lease ended while held: %v", la.Err())
+	}
+	released := time.Now()
+	release(t, la)
+	r := <-ch
+	if r.err != nil {
+		t.Fatalf("b: Acquire: %v", r.err)
+	}
+	defer release(t, r.lease)
+	took := r.at.Sub(released)
+	t.Logf("graceful handover: %v (from Release called to b leading)", took.Round(time.Microsecond))
+	if took > h.handover() {
+		t.Errorf("handover took %v, want <= %v", took, h.handover())
+	}
+	if r.lease.Token() <= la.Token() {
+		t.Errorf("b's token %d <= a's %d", r.lease.Token(), la.Token())
+	}
+}
+
+func testAcquireCancel(t *testing.T, h Harness) {
+	newC := h.NewElection(t)
+	a, b := newC(t, "a"), newC(t, "b")
+	la := acquire(t, a, "a", 10*h.TTL)
+	defer release(t, la)
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := acquireAsync(ctx, b, "b")
+	time.Sleep(200 * time.Millisecond)
+	cancelled := time.Now()
+	cancel()
+	select {
+	case r := <-ch:
+		if r.err == nil {
+			r.lease.Release(context.Background())
+			t.Fatal("b acquired while a held the lease")
+		}
+		if !errors.Is(r.err, context.Canceled) {
+			t.Errorf("Acquire error = %v, want one wrapping context.Canceled", r.err)
+		}
+		t.Logf("Acquire returned %v after cancel", r.at.Sub(cancelled).Round(time.Microsecond))
+	case <-time.After(time.Second):
+		t.Fatal("Acquire did not return within 1s of its ctx being cancelled")
+	}
+}
+
+func testExpiry(t *testing.T, h Harness) {
+	newC := h.NewElection(t)
+	a, b := newC(t, "a"), newC(t, "b")
+	if a.Cut == nil {
+		t.Skip("backend harness cannot cut a candidate off")
+	}
+	la := acquire(t, a, "a", 10*h.TTL)
+	a.Cut()
+	lb := acquire(t, b, "b", 10*h.TTL)
+	if isOpen(la) {
+		t.Fatal("a's lease still open after b acquired")
+	}
+	if err := la.Err(); !errors.Is(err, election.ErrLeadershipLost) {
+		t.Errorf("a's Err() = %v, want ErrLeadershipLost", err)
+	}
+	if lb.Token() <= la.Token() {
+		t.Errorf("token after expiry %d <= expired term's %d", lb.Token(), la.Token())
+	}
+	a.Heal()
+	// Releasing a lost lease is safe and must not touch b's term.
+	release(t, la)
+	time.Sleep(h.TTL / 4)
+	if !isOpen(lb) {
+		t.Fatalf("b's lease ended after a released its lost lease: %v", lb.Err())
+	}
+	release(t, lb)
+	// Tokens also increase after a release.
+	lc := acquire(t, a, "a2", h.handover()+h.TTL)
+	if lc.Token() <= lb.Token() {
+		t.Errorf("token after release %d <= previous %d", lc.Token(), lb.Token())
+	}
+	release(t, lc)
+}
+
+func testReleaseBounded(t *testing.T, h Harness) {
+	newC := h.NewElection(t)
+	a := newC(t, "a")
+	if a.Cut == nil {
+		t.Skip("backend harness cannot cut a candidate off")
+	}
+	la := acquire(t, a, "a", 10*h.TTL)
+	a.Cut()
+	defer a.Heal()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_ = la.Release(ctx) // an error is expected: the backend cannot be told
+	if took := time.Since(start); took > 1300*time.Millisecond {
+		t.Errorf("Release with a 300ms ctx over a cut network took %v", took)
+	}
+	if isOpen(la) || !errors.Is(la.Err(), election.ErrReleased) {
+		t.Errorf("after Release: Done open = %v, Err = %v; want closed, ErrReleased", isOpen(la), la.Err())
+	}
+}
+
+func testLeaderReader(t *testing.T, h Harness) {
+	newC := h.NewElection(t)
+	a, b := newC(t, "a"), newC(t, "b")
+	lr, ok := b.Backend.(election.LeaderReader)
+	if !ok {
+		t.Skip("backend does not implement election.LeaderReader")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := lr.Leader(ctx); !errors.Is(err, election.ErrNoLeader) {
+		t.Errorf("Leader() before any term: err = %v, want ErrNoLeader", err)
+	}
+	la := acquire(t, a, "a", 10*h.TTL)
+	info, err := lr.Leader(ctx)
+	if err != nil {
+		t.Fatalf("Leader(): %v", err)
+	}
+	if info.Identity.ID != "a" || info.Token != la.Token() {
+		t.Errorf("Leader() = %+v, want id a, token %d", info, la.Token())
+	}
+	release(t, la)
+	if _, err := lr.Leader(ctx); !errors.Is(err, election.ErrNoLeader) {
+		t.Errorf("Leader() after release: err = %v, want ErrNoLeader", err)
+	}
+}
+
+func testNetworkCut(t *testing.T, h Harness) {
+	newC := h.NewElection(t)
+	trials := h.CutTrials
+	if trials == 0 {
+		trials = 20
+	}
+	minGap := time.Duration(1<<63 - 1)
+	for i := range trials {
+		a, b := newC(t, fmt.Sprintf("a%d", i)), newC(t, fmt.Sprintf("b%d", i))
+		if a.Cut == nil {
+			t.Skip("backend harness cannot cut a candidate off")
+		}
+		la := acquire(t, a, "a", 10*h.TTL)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*h.TTL)
+		ch := acquireAsync(ctx, b, "b")
+		// Cut at a different phase of the renew cycle each trial.
+		time.Sleep(time.Duration(i%5) * h.TTL / 10)
+		a.Cut()
+		cut := time.Now()
+		var aEnded time.Time
+		select {
+		case <-la.Done():
+			aEnded = time.Now()
+		case r := <-ch:
+			cancel()
+			t.Fatalf("trial %d: b acquired (%v) while a's term was still open", i, r.err)
+		case <-time.After(5 * h.TTL):
+			t.Fatalf("trial %d: a's term did not end within 5*TTL of the cut", i)
+		}
+		r := <-ch
+		cancel()
+		if r.err != nil {
+			t.Fatalf("trial %d: b: Acquire: %v", i, r.err)
+		}
+		gap := r.at.Sub(aEnded)
+		t.Logf("trial %2d: a's term ended %v after the cut, b led %v later", i, aEnded.Sub(cut).Round(time.Millisecond), gap.Round(time.Millisecond))
+		if gap <= 0 {
+			t.Errorf("trial %d: b led %v before a's term ended", i, -gap)
+		}
+		minGap = min(minGap, gap)
+		if !errors.Is(la.Err(), election.ErrLeadershipLost) {
+			t.Errorf("trial %d: a's Err() = %v, want ErrLeadershipLost", i, la.Err())
+		}
+		a.Heal()
+		release(t, la)
+		release(t, r.lease)
+	}
+	t.Logf("network cut: %d trials, a's term always ended first; minimum gap %v", trials, minGap.Round(time.Millisecond))
+}
+
+// checkNoGoroutines fails t if a goroutine with a function of pkg on its
+// stack is still running 2 s from now.
+func checkNoGoroutines(t *testing.T, pkg string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		var left []string
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, pkg+".") && !strings.Contains(g, "testing.tRunner") {
+				left = append(left, g)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%d goroutine(s) of %s left after Release:\n%s", len(left), pkg, strings.Join(left, "\n\n"))
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

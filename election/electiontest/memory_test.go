@@ -1,0 +1,25 @@
+package electiontest_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/electiontest"
+)
+
+func TestMemory_Conformance(t *testing.T) {
+	timing := election.Timing{TTL: 600 * time.Millisecond, RenewInterval: 150 * time.Millisecond, SafetyMargin: 120 * time.Millisecond}
+	electiontest.RunConformance(t, electiontest.Harness{
+		TTL: timing.TTL,
+		NewElection: func(t *testing.T) func(*testing.T, string) electiontest.Candidate {
+			m := electiontest.NewMemory(timing)
+			return func(t *testing.T, name string) electiontest.Candidate {
+				c := m.Candidate()
+				return electiontest.Candidate{Backend: c, Cut: c.Cut, Heal: c.Heal}
+			}
+		},
+		HandoverBound: 50 * time.Millisecond,
+		Package:       "github.com/batonhq/baton/election",
+	})
+}

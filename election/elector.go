@@ -1,0 +1,318 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Elector campaigns for one election and runs a lead function for each
+// term it wins. Create it with New; call Run once.
+type Elector struct {
+	cfg Config
+	log *slog.Logger
+
+	running atomic.Bool
+
+	mu        sync.Mutex
+	cur       *term              // nil when not leading
+	stepDown  chan struct{}      // closed by StepDown during the current term
+	cooldown  time.Time          // no campaign before this instant
+	eligible  bool               // false: do not campaign
+	eligibleC chan struct{}      // closed and replaced when eligibility changes
+	wake      context.CancelFunc // cancels a running Acquire when eligibility drops
+}
+
+// TermInfo describes the term an Elector currently holds.
+type TermInfo struct {
+	Token uint64
+	Since time.Time
+}
+
+// New copies cfg, applies defaults, validates it and returns an Elector.
+// It does not touch the backend.
+func New(cfg Config) (*Elector, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if cfg.Identity.Host == "" {
+		cfg.Identity.Host, _ = os.Hostname()
+	}
+	if cfg.Identity.PID == 0 {
+		cfg.Identity.PID = os.Getpid()
+	}
+	if cfg.Identity.Started.IsZero() {
+		cfg.Identity.Started = time.Now().UTC().Truncate(time.Millisecond)
+	}
+	return &Elector{
+		cfg:       cfg,
+		log:       cfg.Logger.With("election", cfg.Election, "identity", cfg.Identity.ID),
+		eligible:  true,
+		eligibleC: make(chan struct{}),
+	}, nil
+}
+
+// Identity returns the candidate's identity as sent to the backend.
+func (e *Elector) Identity() Identity { return e.cfg.Identity }
+
+// Run campaigns, and for each term won calls lead with a term context on
+// the calling goroutine, then releases the lease and campaigns again. It
+// blocks until ctx is done and the current term, if any, has been released;
+// then it returns nil. It returns early with an error only if lead returns
+// an error while its term is still live (and after releasing that term).
+//
+// The term context passed to lead ends when the term ends, with a cause:
+//   - wrapping ErrLeadershipLost when the lease was lost; it may already be
+//     held by another candidate, so stop at once;
+//   - ErrSteppingDown when ctx ended or StepDown was called; the lease is
+//     still held and renewed until lead returns, so lead may drain its
+//     work first, under LeaseContext(termCtx), which ends only on loss.
+//
+// The release uses a fresh context bounded by ReleaseTimeout. Run must be
+// called at most once.
+func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error) error {
+	if !e.running.CompareAndSwap(false, true) {
+		return errors.New("election: Run called twice")
+	}
+	for {
+		if err := e.waitEligible(ctx); err != nil {
+			return nil
+		}
+		actx, cancel := context.WithCancel(ctx)
+		e.mu.Lock()
+		e.wake = cancel
+		e.mu.Unlock()
+		e.log.Debug("campaigning")
+		lease, err := e.cfg.Backend.Acquire(actx, e.cfg.Identity)
+		e.mu.Lock()
+		e.wake = nil
+		e.mu.Unlock()
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if actx.Err() != nil { // eligibility dropped
+				continue
+			}
+			wait := e.cfg.RetryPeriod + rand.N(e.cfg.RetryPeriod/2+1)
+			e.log.Warn("acquire failed, retrying", "err", err, "retry_in", wait)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(wait):
+			}
+			continue
+		}
+		if err := e.runTerm(ctx, lease, lead); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+func (e *Elector) runTerm(ctx context.Context, lease Lease, lead func(context.Context) error) error {
+	base, cancelLease := context.WithCancelCause(context.WithoutCancel(ctx))
+	t := &term{token: lease.Token(), since: time.Now(), lease: lease}
+	t.leaseCtx = context.WithValue(base, termKey{}, t)
+	termCtx, cancelTerm := context.WithCancelCause(t.leaseCtx)
+	stepDown := make(chan struct{})
+
+	e.mu.Lock()
+	e.cur = t
+	e.stepDown = stepDown
+	e.mu.Unlock()
+
+	log := e.log.With("token", t.token)
+	log.Info("acquired leadership")
+
+	finished := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		stopping := false
+		for {
+			var stopC <-chan struct{}
+			var sdC <-chan struct{}
+			if !stopping {
+				stopC, sdC = ctx.Done(), stepDown
+			}
+			select {
+			case <-lease.Done():
+				cancelLease(lease.Err())
+				return
+			case <-stopC:
+				stopping = true
+				log.Info("stepping down", "reason", "shutdown")
+				cancelTerm(ErrSteppingDown)
+			case <-sdC:
+				stopping = true
+				log.Info("stepping down", "reason", "step-down requested")
+				cancelTerm(ErrSteppingDown)
+			case <-finished:
+				return
+			}
+		}
+	})
+
+	leadErr := callLead(termCtx, lead)
+	close(finished)
+	wg.Wait()
+	termLive := termCtx.Err() == nil
+
+	e.mu.Lock()
+	e.cur = nil
+	e.stepDown = nil
+	e.mu.Unlock()
+
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.ReleaseTimeout)
+	relErr := lease.Release(rctx)
+	cancel()
+	lost := lease.Err()
+	cancelLease(lost)
+	cancelTerm(lost)
+
+	switch {
+	case errors.Is(lost, ErrLeadershipLost):
+		log.Warn("lost leadership", "err", lost, "took", time.Since(t.since).Round(time.Millisecond))
+	case relErr != nil:
+		log.Warn("released leadership with error", "err", relErr, "took", time.Since(t.since).Round(time.Millisecond))
+	default:
+		log.Info("released leadership", "took", time.Since(t.since).Round(time.Millisecond))
+	}
+	if leadErr != nil && termLive {
+		return fmt.Errorf("election: lead: %w", leadErr)
+	}
+	if leadErr != nil {
+		log.Debug("lead returned after the term ended", "err", leadErr)
+	}
+	return nil
+}
+
+func callLead(ctx context.Context, lead func(context.Context) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return lead(ctx)
+}
+
+// IsLeader reports whether this elector holds a live term right now: the
+// lease is held and its local safe deadline has not passed. It does not
+// block.
+func (e *Elector) IsLeader() bool {
+	e.mu.Lock()
+	t := e.cur
+	e.mu.Unlock()
+	if t == nil {
+		return false
+	}
+	return CheckTerm(t.leaseCtx) == nil
+}
+
+// Term returns the live term this elector holds, if any.
+func (e *Elector) Term() (TermInfo, bool) {
+	e.mu.Lock()
+	t := e.cur
+	e.mu.Unlock()
+	if t == nil || CheckTerm(t.leaseCtx) != nil {
+		return TermInfo{}, false
+	}
+	return TermInfo{Token: t.token, Since: t.since}, true
+}
+
+// Leader reports who leads: this elector if it holds a live term, otherwise
+// whatever the backend says if it implements LeaderReader. Without a
+// LeaderReader it returns an error wrapping ErrNoLeader when not leading.
+func (e *Elector) Leader(ctx context.Context) (LeaderInfo, error) {
+	if ti, ok := e.Term(); ok {
+		return LeaderInfo{Identity: e.cfg.Identity, Token: ti.Token, Since: ti.Since}, nil
+	}
+	if lr, ok := e.cfg.Backend.(LeaderReader); ok {
+		return lr.Leader(ctx)
+	}
+	return LeaderInfo{}, fmt.Errorf("%w known: backend cannot report the leader", ErrNoLeader)
+}
+
+// StepDown asks the current term, if any, to end gracefully (the term
+// context ends with ErrSteppingDown, lead drains, the lease is released)
+// and keeps this elector from campaigning again for cooldown. It does not
+// block. It reports whether a term was being held.
+func (e *Elector) StepDown(cooldown time.Duration) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.cooldown = time.Now().Add(cooldown)
+	if e.stepDown == nil {
+		return false
+	}
+	select {
+	case <-e.stepDown:
+	default:
+		close(e.stepDown)
+	}
+	return true
+}
+
+// SetEligible lets this elector campaign (true, the default) or not
+// (false). Making it ineligible stops a campaign in progress but does not
+// end a term already held; use StepDown for that. It does not block.
+func (e *Elector) SetEligible(ok bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.eligible == ok {
+		return
+	}
+	e.eligible = ok
+	close(e.eligibleC)
+	e.eligibleC = make(chan struct{})
+	if !ok && e.wake != nil {
+		e.wake()
+	}
+}
+
+// Eligible reports whether this elector may campaign.
+func (e *Elector) Eligible() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.eligible
+}
+
+func (e *Elector) waitEligible(ctx context.Context) error {
+	for {
+		e.mu.Lock()
+		ok, ch, until := e.eligible, e.eligibleC, e.cooldown
+		e.mu.Unlock()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !ok {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-ch:
+			}
+			continue
+		}
+		if d := time.Until(until); d > 0 {
+			e.log.Info("cooling down before campaigning", "for", d.Round(time.Millisecond))
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(d):
+			case <-ch:
+			}
+			continue
+		}
+		return nil
+	}
+}

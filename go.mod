@@ -1,0 +1,3 @@
+module github.com/batonhq/baton
+
+go 1.26.7
