@@ -1,0 +1,2 @@
+// Package schedulerhost runs cron jobs for one term of leadership.
+package schedulerhost

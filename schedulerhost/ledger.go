@@ -1,0 +1,76 @@
+package schedulerhost
+
+import (
+	"context"
+	"time"
+)
+
+// Ledger records, in the same backend as the lease, which ticks were
+// claimed and the recent runs of each job. The Host claims every tick
+// before starting it; a backend's Ledger makes that claim atomic with a
+// check that the claiming term still holds the election.
+//
+// One Ledger serves one election. Its methods may be called from several
+// goroutines at once and block on backend I/O, bounded by ctx.
+type Ledger interface {
+	// Claim records that c.Tick of c.Job is being started by the term with
+	// c.Token, atomically, if and only if that term still holds the
+	// election on the backend (not expired by the backend's clock) and
+	// c.Tick is after the job's last claimed tick. It also appends a
+	// history entry for the run with Result "running".
+	//
+	// It returns an error wrapping ErrStaleTerm (which wraps
+	// election.ErrLeadershipLost) if the term no longer holds, and one
+	// wrapping ErrTickClaimed if the tick is not newer than the last
+	// claimed one. Any other error means the claim may or may not have
+	// been recorded; the Host does not start the run.
+	Claim(ctx context.Context, c Claim) error
+	// LastClaimed returns the newest claimed tick of job, or the zero time
+	// if none was ever claimed.
+	LastClaimed(ctx context.Context, job string) (time.Time, error)
+	// Finish stores the outcome of a claimed run: the history entry with
+	// the same Job, Tick and Token is updated. It is not conditioned on the
+	// term still holding (a run that ends after a loss is still recorded).
+	Finish(ctx context.Context, r Run) error
+	// History returns up to n of job's most recent runs, newest first.
+	History(ctx context.Context, job string, n int) ([]Run, error)
+}
+
+// Claim is one tick about to be started.
+type Claim struct {
+	Job      string
+	Tick     time.Time // nominal time of the tick, its identity with Job
+	Token    uint64    // fencing token of the claiming term
+	Instance string    // identity of the claiming instance
+	CatchUp  bool      // a run for ticks missed while nobody led
+	Started  time.Time // when the run is started (wall clock, for people)
+}
+
+// Run is one entry of a job's history.
+type Run struct {
+	Job      string    `json:"job"`
+	Tick     time.Time `json:"tick"`
+	Instance string    `json:"instance"`
+	Token    uint64    `json:"token"`
+	CatchUp  bool      `json:"catch_up,omitempty"`
+	Started  time.Time `json:"started"`
+	Ended    time.Time `json:"ended,omitzero"`
+	Result   Result    `json:"result"`
+	Error    string    `json:"error,omitempty"`
+}
+
+// Result is the outcome of a run.
+type Result string
+
+// Run results.
+const (
+	ResultRunning   Result = "running"   // claimed and started, not finished (or its instance died)
+	ResultOK        Result = "ok"        // returned nil
+	ResultFailed    Result = "failed"    // returned an error or panicked
+	ResultTimeout   Result = "timeout"   // cancelled by the job's Timeout
+	ResultCancelled Result = "cancelled" // cancelled by leadership loss or shutdown
+)
+
+// DefaultHistory is how many runs per job a backend Ledger keeps unless
+// told otherwise.
+const DefaultHistory = 20
