@@ -1,0 +1,29 @@
+// Package testenv holds helpers shared by the tests that need real servers.
+package testenv
+
+import (
+	"os"
+	"testing"
+)
+
+// Required reports whether tests must fail rather than skip when a server
+// they need is unreachable (BATON_TEST_REQUIRE=1, set by CI).
+func Required() bool { return os.Getenv("BATON_TEST_REQUIRE") == "1" }
+
+// Unavailable skips t with a loud reason, or fails it when servers are
+// required.
+func Unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if Required() {
+		t.Fatalf("required server unavailable (BATON_TEST_REQUIRE=1): "+format, args...)
+	}
+	t.Skipf("SKIP: server unavailable (set BATON_TEST_REQUIRE=1 to fail instead): "+format, args...)
+}
+
+// Getenv returns the environment variable key, or def when it is empty.
+func Getenv(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
