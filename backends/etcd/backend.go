@@ -1,0 +1,234 @@
+package etcd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/batonhq/baton/election"
+)
+
+// cleanupTimeout bounds the revoke of a lease that Acquire gives up on. If
+// the server cannot be told in time, the lease (and its key) expires after
+// its TTL.
+const cleanupTimeout = 500 * time.Millisecond
+
+// Backend is an election.Backend and election.LeaderReader on etcd: one
+// election under one key prefix. Create it with New. It may be shared by
+// goroutines; a process normally runs one candidate per election.
+type Backend struct {
+	cli    *clientv3.Client
+	prefix string // Config.Prefix
+	keys   string // prefix + "/": the candidates' keys
+	timing election.Timing
+	log    *slog.Logger
+
+	mu     sync.Mutex
+	leases map[uint64]*lease // terms handed out and not released, by token
+}
+
+var (
+	_ election.Backend      = (*Backend)(nil)
+	_ election.LeaderReader = (*Backend)(nil)
+)
+
+// New copies cfg, applies defaults, validates it and returns a Backend. It
+// does not touch the server.
+func New(cfg Config) (*Backend, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	return &Backend{
+		cli:    cfg.Client,
+		prefix: cfg.Prefix,
+		keys:   cfg.Prefix + "/",
+		timing: cfg.Timing,
+		log:    cfg.Logger.With("election", cfg.Prefix),
+		leases: map[uint64]*lease{},
+	}, nil
+}
+
+// Timing returns the lease timing in use, defaults applied.
+func (b *Backend) Timing() election.Timing { return b.timing }
+
+// Acquire implements election.Backend. It grants a fresh etcd lease, puts
+// the key PREFIX/<lease id in hex> with the JSON of id under it, and waits
+// until every key of the election created before it is gone. The lease is
+// kept alive from the start; if it ends while campaigning, Acquire revokes
+// what is left and returns an error wrapping ErrCampaignLost. When ctx is
+// done it revokes the lease (bounded by a fresh short timeout) and returns
+// an error wrapping ctx.Err().
+//
+// Before returning a lease it checks that its key still exists under its
+// lease and that the local deadline has not passed (etcd#19597).
+func (b *Backend) Acquire(ctx context.Context, id election.Identity) (election.Lease, error) {
+	val, err := json.Marshal(id)
+	if err != nil {
+		return nil, fmt.Errorf("etcd: acquire: encode identity: %w", err)
+	}
+	sent := time.Now()
+	g, err := b.cli.Grant(ctx, int64(b.timing.TTL/time.Second))
+	if err != nil {
+		return nil, b.acquireErr(ctx, "grant lease", err)
+	}
+	l := &lease{b: b, id: g.ID, key: fmt.Sprintf("%s%x", b.keys, g.ID)}
+	log := b.log.With("key", l.key)
+
+	put, err := b.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", 0)).
+		Then(clientv3.OpPut(l.key, string(val), clientv3.WithLease(g.ID))).
+		Commit()
+	if err == nil && !put.Succeeded {
+		err = fmt.Errorf("key %s exists already", l.key)
+	}
+	if err != nil {
+		b.revoke(g.ID, log)
+		return nil, b.acquireErr(ctx, "put key", err)
+	}
+	l.rev = put.Header.Revision
+	l.ManagedLease = election.NewManagedLease(election.ManagedLeaseConfig{
+		Timing:  b.timing,
+		Sent:    sent,
+		Renew:   l.renew,
+		Watch:   l.watch,
+		Release: l.release,
+		Logger:  log,
+	})
+	l.SetToken(uint64(l.rev))
+	log.Debug("campaigning", "token", l.rev)
+
+	if err := b.campaign(ctx, l); err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		if rerr := l.ManagedLease.Release(rctx); rerr != nil {
+			log.Warn("revoking lease after failed campaign", "err", rerr)
+		}
+		cancel()
+		return nil, err
+	}
+	b.mu.Lock()
+	b.leases[l.Token()] = l
+	b.mu.Unlock()
+	log.Debug("won election", "token", l.rev)
+	return l, nil
+}
+
+// campaign waits until l's key has the lowest create revision of the
+// election, then checks that l still holds (etcd#19597).
+func (b *Backend) campaign(ctx context.Context, l *lease) error {
+	cctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		select {
+		case <-l.Done():
+			cancel()
+		case <-stop:
+		}
+	})
+	defer func() {
+		close(stop)
+		wg.Wait()
+		cancel()
+	}()
+	fail := func(what string, err error) error {
+		select {
+		case <-l.Done():
+			return fmt.Errorf("%w: %w", ErrCampaignLost, l.Err())
+		default:
+		}
+		return b.acquireErr(ctx, what, err)
+	}
+
+	before := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(l.rev-1))
+	for {
+		resp, err := b.cli.Get(cctx, b.keys, before...)
+		if err != nil {
+			return fail("list earlier candidates", err)
+		}
+		if len(resp.Kvs) == 0 {
+			break
+		}
+		if err := waitDelete(cctx, b.cli, string(resp.Kvs[0].Key), resp.Header.Revision+1); err != nil {
+			return fail("wait for earlier candidate", err)
+		}
+	}
+
+	resp, err := b.cli.Get(cctx, l.key)
+	if err != nil {
+		return fail("check own key", err)
+	}
+	if reason := l.check(resp.Kvs); reason != nil {
+		l.Lose(reason)
+		return fail("check own key", reason)
+	}
+	select {
+	case <-l.Done():
+		return fail("check lease", l.Err())
+	default:
+	}
+	if !time.Now().Before(l.Deadline()) {
+		l.Lose(errors.New("local deadline passed while campaigning"))
+		return fail("check lease", l.Err())
+	}
+	return nil
+}
+
+// waitDelete blocks until key is deleted at or after revision rev. It
+// returns nil also when the watch was interrupted (compaction, leader
+// change), so that the caller looks again.
+func waitDelete(ctx context.Context, cli *clientv3.Client, key string, rev int64) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for wr := range cli.Watch(wctx, key, clientv3.WithRev(rev)) {
+		if wr.Err() != nil {
+			break
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == mvccpb.DELETE {
+				return nil
+			}
+		}
+	}
+	return ctx.Err()
+}
+
+// acquireErr wraps err from Acquire, as ctx's error when ctx is done.
+func (b *Backend) acquireErr(ctx context.Context, what string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("etcd: acquire %s: %w", b.prefix, ctx.Err())
+	}
+	return fmt.Errorf("etcd: acquire %s: %s: %w", b.prefix, what, err)
+}
+
+// revoke revokes a lease Acquire gives up on, with a fresh short context.
+func (b *Backend) revoke(id clientv3.LeaseID, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	if err := revokeLease(ctx, b.cli, id); err != nil {
+		log.Warn("revoking lease after failed campaign", "err", err)
+	}
+}
+
+// lookup returns the live, unreleased term of this Backend with token.
+func (b *Backend) lookup(token uint64) (*lease, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l, ok := b.leases[token]
+	return l, ok
+}
+
+func (b *Backend) forget(l *lease) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.leases[l.Token()] == l {
+		delete(b.leases, l.Token())
+	}
+}

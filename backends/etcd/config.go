@@ -1,0 +1,73 @@
+package etcd
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/batonhq/baton/election"
+)
+
+// Timing limits of etcd leases.
+const (
+	// DefaultTTL is the lease TTL when Config.TTL is zero.
+	DefaultTTL = 5 * time.Second
+	// MinTTL is the smallest TTL accepted (the server's minimum with its
+	// default election timeout).
+	MinTTL = 2 * time.Second
+)
+
+// Config configures a Backend. Zero values mean the documented defaults.
+type Config struct {
+	// Client talks to the etcd cluster. Required. TLS, authentication and
+	// endpoints come with it; the Backend never closes it. Give it a
+	// DialTimeout and DialKeepAliveTime/Timeout so that a dead connection
+	// is noticed.
+	Client *clientv3.Client
+	// Prefix names the election, e.g. "/baton/elections/reports". Required,
+	// without a trailing slash. Candidates put their keys under Prefix+"/",
+	// as concurrency.Election does, so `etcdctl elect -l PREFIX` shows the
+	// leader. The ledger uses Prefix+"-ledger/".
+	Prefix string
+	// Timing is the lease timing. TTL must be whole seconds, at least
+	// MinTTL; zero means DefaultTTL. See election.Timing for the others.
+	election.Timing
+	// Logger receives debug details and cleanup warnings. Nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	c.Timing = c.Timing.WithDefaults(DefaultTTL)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate reports every problem with c at once, after defaults are
+// applied. Each problem names the field and its value.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	if c.Client == nil {
+		errs = append(errs, errors.New("Client <nil>: required"))
+	}
+	switch {
+	case c.Prefix == "":
+		errs = append(errs, fmt.Errorf("Prefix %q: required", c.Prefix))
+	case strings.HasSuffix(c.Prefix, "/"):
+		errs = append(errs, fmt.Errorf("Prefix %q: must not end with a slash (keys go under Prefix + \"/\")", c.Prefix))
+	}
+	if err := c.Timing.Validate(MinTTL, time.Second); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("etcd: invalid config: %w", err)
+	}
+	return nil
+}

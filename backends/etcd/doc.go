@@ -1,0 +1,69 @@
+// Package etcd is a baton election backend on etcd v3
+// (go.etcd.io/etcd/client/v3).
+//
+// # Key layout
+//
+// An election is a key prefix, Config.Prefix, e.g. "/baton/elections/reports".
+// Each Acquire grants a fresh etcd lease (TTL Config.TTL, whole seconds,
+// at least 2 s) and puts one key under it:
+//
+//	PREFIX/<lease id in lowercase hex>  =  {"id":"node-1","host":"web-3","pid":4242,"started":"2026-..."}
+//
+// The candidate whose key has the lowest create revision leads; the others
+// wait, each watching for the deletion of the key created just before its
+// own. This is the layout of go.etcd.io/etcd/client/v3/concurrency.Election,
+// so the standard tools see baton's elections and baton sees theirs:
+//
+//	etcdctl elect -l /baton/elections/reports        # print the leader's value, follow changes
+//	etcdctl get --prefix /baton/elections/reports/   # every candidate, in key order
+//	etcdctl get --prefix --sort-by=CREATE --order=ASCEND --limit=1 /baton/elections/reports/   # the leader
+//	etcdctl lease timetolive --keys <lease id>        # remaining TTL of a candidate
+//
+// A candidate started with `etcdctl elect NAME` or concurrency.Election on
+// the same prefix takes part in the same election. Deleting the leader's
+// key, or revoking its lease, ends its term at once (its watch sees it).
+//
+// # Fencing token
+//
+// A term's token (election.Lease.Token) is the create revision of its key.
+// etcd revisions only grow across the whole cluster, so every later term,
+// after a release, an expiry or a deleted key, has a larger token.
+//
+// # Self-fencing
+//
+// The lease is kept alive by election.ManagedLease with one KeepAliveOnce
+// per RenewInterval, from the moment it is granted (also while waiting in
+// the campaign). The term ends locally at lastKeepAliveSent + TTL -
+// SafetyMargin on the monotonic clock: the server cannot expire the lease
+// before lastKeepAliveSent + TTL, so a leader cut off from etcd stops
+// before anyone else can be elected. The stock concurrency.Session does
+// not do this: its deadline is measured from when a response arrives.
+// The term also ends as soon as a watch on the key reports it deleted or
+// put under another lease, or a keepalive reports the lease gone.
+//
+// Acquire checks, after the earlier candidates are gone, that its own key
+// still exists under its lease and that the local deadline has not passed,
+// so a campaign whose lease expired while it waited never returns a term
+// (the failure of concurrency.Election.Campaign reported as etcd#19597).
+// Every failure path of Acquire revokes its lease; if the server cannot be
+// reached within half a second, the lease and its key expire after the TTL.
+//
+// Release revokes the lease, which deletes the key in the same step; the
+// next candidate's watch fires within milliseconds.
+//
+// # Ledger
+//
+// The ledger of claimed ticks (see schedulerhost.Ledger) lives under
+// PREFIX + "-ledger/", outside the election's prefix, so it never takes
+// part in the election. Do not name another election PREFIX-ledger.
+//
+// # Connections
+//
+// The Backend uses the caller's *clientv3.Client as is: endpoints, TLS
+// (client certificates) and user/password authentication come with it, and
+// the Backend never closes it. Give the client a DialTimeout and
+// DialKeepAliveTime/DialKeepAliveTimeout so dead connections are replaced.
+// Watches and reads of the campaign use clientv3.WithRequireLeader, so a
+// member cut off from its cluster's leader does not leave a candidate
+// waiting on stale data.
+package etcd
