@@ -1,0 +1,222 @@
+package etcd_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/schedulerhost"
+)
+
+var tick0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+
+func claim(t *testing.T, lg schedulerhost.Ledger, job string, tick time.Time, token uint64) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return lg.Claim(ctx, schedulerhost.Claim{Job: job, Tick: tick, Token: token, Instance: "i1", Started: time.Now()})
+}
+
+func TestLedger_ClaimOncePerTick(t *testing.T) {
+	pfx := prefix(t)
+	b := newBackend(t, dial(t, server(t).Addr()), pfx, 2*time.Second)
+	lg := b.Ledger()
+	l := mustAcquire(t, b, "a")
+	defer mustRelease(t, l)
+	ctx := context.Background()
+
+	if last, err := lg.LastClaimed(ctx, "mail"); err != nil || !last.IsZero() {
+		t.Fatalf("LastClaimed before any claim = %v, %v; want zero, nil", last, err)
+	}
+	if err := claim(t, lg, "mail", tick0, l.Token()); err != nil {
+		t.Fatalf("first claim: %v", err)
+	}
+	for _, tick := range []time.Time{tick0, tick0.Add(-time.Minute), tick0.In(time.FixedZone("X", 3600))} {
+		if err := claim(t, lg, "mail", tick, l.Token()); !errors.Is(err, schedulerhost.ErrTickClaimed) {
+			t.Errorf("claim of %v after %v: err = %v, want ErrTickClaimed", tick, tick0, err)
+		}
+	}
+	next := tick0.Add(time.Minute)
+	if err := claim(t, lg, "mail", next, l.Token()); err != nil {
+		t.Fatalf("claim of the next tick: %v", err)
+	}
+	// Jobs are independent, whatever their names.
+	if err := claim(t, lg, "mail/runs", tick0, l.Token()); err != nil {
+		t.Fatalf("claim of another job: %v", err)
+	}
+	if last, err := lg.LastClaimed(ctx, "mail"); err != nil || !last.Equal(next) {
+		t.Errorf("LastClaimed = %v, %v; want %v", last, err, next)
+	}
+	runs, err := lg.History(ctx, "mail", 10)
+	if err != nil || len(runs) != 2 {
+		t.Fatalf("History = %+v, %v; want 2 runs", runs, err)
+	}
+	if !runs[0].Tick.Equal(next) || runs[0].Result != schedulerhost.ResultRunning || runs[0].Token != l.Token() || runs[0].Instance != "i1" {
+		t.Errorf("newest run = %+v", runs[0])
+	}
+	// The ledger is not part of the election.
+	if n := countKeys(t, dial(t, server(t).Addr()), pfx); n != 1 {
+		t.Errorf("%d keys under the election prefix, want 1 (the leader's)", n)
+	}
+	if info, err := b.Leader(ctx); err != nil || info.Token != l.Token() {
+		t.Errorf("Leader() = %+v, %v; want token %d", info, err, l.Token())
+	}
+}
+
+func TestLedger_StaleTokenAfterTakeover(t *testing.T) {
+	pfx := prefix(t)
+	acli, aproxy := proxied(t)
+	a := newBackend(t, acli, pfx, 2*time.Second)
+	b := newBackend(t, dial(t, server(t).Addr()), pfx, 2*time.Second)
+	la := mustAcquire(t, a, "a")
+	if err := claim(t, a.Ledger(), "job", tick0, la.Token()); err != nil {
+		t.Fatal(err)
+	}
+	// a is cut off; its lease expires; b takes over and claims.
+	aproxy.Blackhole()
+	lb := mustAcquire(t, b, "b")
+	defer mustRelease(t, lb)
+	if err := claim(t, b.Ledger(), "job", tick0.Add(time.Minute), lb.Token()); err != nil {
+		t.Fatalf("b's claim: %v", err)
+	}
+	aproxy.Heal()
+	// A claim with a's token fails whether or not a noticed yet.
+	err := claim(t, a.Ledger(), "job", tick0.Add(2*time.Minute), la.Token())
+	if !errors.Is(err, schedulerhost.ErrStaleTerm) || !errors.Is(err, election.ErrLeadershipLost) {
+		t.Fatalf("claim with the old token: err = %v, want ErrStaleTerm", err)
+	}
+	if isOpen(la) || !errors.Is(la.Err(), election.ErrLeadershipLost) {
+		t.Errorf("a's lease after a stale claim: open %v, Err %v", isOpen(la), la.Err())
+	}
+	mustRelease(t, la)
+	// A token that is not a held term is refused without a request.
+	if err := claim(t, b.Ledger(), "job", tick0.Add(3*time.Minute), lb.Token()+1000); !errors.Is(err, schedulerhost.ErrStaleTerm) {
+		t.Errorf("claim with an unknown token: %v", err)
+	}
+	if last, _ := b.Ledger().LastClaimed(context.Background(), "job"); !last.Equal(tick0.Add(time.Minute)) {
+		t.Errorf("LastClaimed = %v, want b's tick", last)
+	}
+}
+
+// A term whose key is deleted while its lease still looks open locally is
+// ended by the stale claim itself.
+func TestLedger_StaleClaimEndsTerm(t *testing.T) {
+	pfx := prefix(t)
+	admin := dial(t, server(t).Addr())
+	a := newBackend(t, dial(t, server(t).Addr()), pfx, 2*time.Second)
+	byClaim := 0
+	for range 5 {
+		la := mustAcquire(t, a, "a")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if _, err := admin.Delete(ctx, pfx+"/", clientv3.WithPrefix()); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		err := claim(t, a.Ledger(), "job", time.Now(), la.Token())
+		if !errors.Is(err, schedulerhost.ErrStaleTerm) {
+			t.Fatalf("claim after the leader key was deleted: %v", err)
+		}
+		select {
+		case <-la.Done():
+		case <-time.After(time.Second):
+			t.Fatal("lease still open after a stale claim")
+		}
+		if errors.Is(la.Err(), schedulerhost.ErrStaleTerm) {
+			byClaim++ // else the key watch was first
+		}
+		mustRelease(t, la)
+	}
+	t.Logf("5 trials: the stale claim itself ended the term %d times, the key watch %d times", byClaim, 5-byClaim)
+}
+
+func TestLedger_HistoryBoundedNewestFirst(t *testing.T) {
+	pfx := prefix(t)
+	cli := dial(t, server(t).Addr())
+	b := newBackend(t, cli, pfx, 2*time.Second)
+	lg := b.Ledger()
+	l := mustAcquire(t, b, "a")
+	defer mustRelease(t, l)
+	n := schedulerhost.DefaultHistory
+	for i := range n + 7 {
+		if err := claim(t, lg, "job", tick0.Add(time.Duration(i)*time.Second), l.Token()); err != nil {
+			t.Fatalf("claim %d: %v", i, err)
+		}
+	}
+	ctx := context.Background()
+	runs, err := lg.History(ctx, "job", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != n {
+		t.Fatalf("History has %d runs, want %d", len(runs), n)
+	}
+	for i, r := range runs {
+		if want := tick0.Add(time.Duration(n+6-i) * time.Second); !r.Tick.Equal(want) {
+			t.Fatalf("runs[%d].Tick = %v, want %v (newest first)", i, r.Tick, want)
+		}
+	}
+	resp, err := cli.Get(ctx, pfx+"-ledger/job/runs/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || resp.Count != int64(n) {
+		t.Errorf("%v run keys stored (%v), want %d", resp.Count, err, n)
+	}
+	if runs, _ := lg.History(ctx, "job", 3); len(runs) != 3 {
+		t.Errorf("History(3) returned %d runs", len(runs))
+	}
+	small := b.LedgerKeeping(2)
+	for i := range 4 {
+		if err := claim(t, small, "other", tick0.Add(time.Duration(i)*time.Second), l.Token()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if runs, _ := small.History(ctx, "other", 10); len(runs) != 2 {
+		t.Errorf("LedgerKeeping(2) kept %d runs", len(runs))
+	}
+}
+
+func TestLedger_Finish(t *testing.T) {
+	pfx := prefix(t)
+	b := newBackend(t, dial(t, server(t).Addr()), pfx, 2*time.Second)
+	lg := b.Ledger()
+	l := mustAcquire(t, b, "a")
+	defer mustRelease(t, l)
+	ctx := context.Background()
+	if err := claim(t, lg, "job", tick0, l.Token()); err != nil {
+		t.Fatal(err)
+	}
+	runs, _ := lg.History(ctx, "job", 1)
+	r := runs[0]
+	r.Ended, r.Result, r.Error = r.Started.Add(time.Second), schedulerhost.ResultFailed, "boom"
+
+	wrong := r
+	wrong.Token++
+	wrong.Result = schedulerhost.ResultOK
+	if err := lg.Finish(ctx, wrong); err == nil {
+		t.Error("Finish with another token succeeded")
+	}
+	missing := r
+	missing.Tick = tick0.Add(time.Hour)
+	if err := lg.Finish(ctx, missing); err == nil {
+		t.Error("Finish of a tick never claimed succeeded")
+	}
+	if err := lg.Finish(ctx, r); err != nil {
+		t.Fatalf("Finish: %v", err)
+	}
+	runs, _ = lg.History(ctx, "job", 10)
+	if len(runs) != 1 {
+		t.Fatalf("History has %d runs, want 1", len(runs))
+	}
+	got := runs[0]
+	if got.Result != schedulerhost.ResultFailed || got.Error != "boom" || !got.Ended.Equal(r.Ended) || got.Token != l.Token() {
+		t.Errorf("after Finish: %+v", got)
+	}
+	// Finish does not depend on the term: it records runs that end after a loss.
+	mustRelease(t, l)
+	r.Result = schedulerhost.ResultCancelled
+	if err := lg.Finish(ctx, r); err != nil {
+		t.Errorf("Finish after release: %v", err)
+	}
+}
