@@ -1,0 +1,381 @@
+package consul
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/schedulerhost"
+)
+
+const defaultHistory = schedulerhost.DefaultHistory
+
+// Backend is a Consul leader election on one key: a candidate creates a
+// TTL session and locks the key with it (`?acquire=`, as `consul lock`
+// does); whoever holds the lock leads. It implements election.Backend and
+// election.LeaderReader. Its methods are safe for concurrent use.
+//
+// It does not use api.Lock: it owns the session, times every renewal
+// from when it was sent, and ends a term at the local safe deadline (see
+// election.ManagedLease), which api.Lock does not do.
+type Backend struct {
+	cfg Config
+	log *slog.Logger
+
+	mu    sync.Mutex
+	terms map[uint64]*term // live terms of this process, by token (for the Ledger)
+}
+
+var (
+	_ election.Backend      = (*Backend)(nil)
+	_ election.LeaderReader = (*Backend)(nil)
+)
+
+// New returns a Backend for cfg after applying defaults and validating it.
+// It does not talk to Consul.
+func New(cfg Config) (*Backend, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	return &Backend{cfg: cfg, log: cfg.Logger.With("election", cfg.Key), terms: map[uint64]*term{}}, nil
+}
+
+// Key returns the lock key.
+func (b *Backend) Key() string { return b.cfg.Key }
+
+// value is the JSON stored in the lock key, so that the Consul UI and
+// `consul kv get` show who leads. Token is filled in right after the lock
+// is taken (it is the ModifyIndex of the lock operation, unknown before).
+type value struct {
+	election.Identity
+	Session  string    `json:"session"`
+	Token    uint64    `json:"token,omitempty"`
+	Acquired time.Time `json:"acquired,omitzero"`
+}
+
+// term is one held lock.
+type term struct {
+	session string
+	token   uint64
+	value   value
+	lease   *election.ManagedLease
+}
+
+// session is a Consul session being kept alive by Acquire while it waits.
+type session struct {
+	id    string
+	sent  time.Time // when the last successful create or renew was sent
+	check bool      // renew before the next lock attempt, to learn whether it is still alive
+}
+
+// Acquire implements election.Backend. It creates a session, waits with
+// blocking queries while another session holds the key, and locks the key
+// when it is free. It returns an error wrapping ctx's error if ctx ends
+// first (never a nil Lease with a nil error); the session it created is
+// destroyed then. Other errors (ErrKeyConflict) are returned at once.
+// Transient Consul errors are logged and retried.
+func (b *Backend) Acquire(ctx context.Context, id election.Identity) (_ election.Lease, err error) {
+	var s session
+	defer func() {
+		if err != nil && s.id != "" {
+			b.destroy(ctx, s.id)
+		}
+	}()
+	retry := backoff{min: 10 * time.Millisecond, max: time.Second}
+	var waitIndex uint64
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("consul: acquire: %w", err)
+		}
+		if err := b.keepSession(ctx, &s, id); err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("consul: acquire: %w", ctx.Err())
+			}
+			b.log.Warn("consul session, retrying", "identity", id.ID, "err", err)
+			if err := retry.wait(ctx); err != nil {
+				return nil, fmt.Errorf("consul: acquire: %w", err)
+			}
+			continue
+		}
+		pair, meta, err := b.get(ctx, waitIndex)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("consul: acquire: %w", ctx.Err())
+			}
+			b.log.Warn("consul read lock key, retrying", "identity", id.ID, "err", err)
+			waitIndex = 0
+			if err := retry.wait(ctx); err != nil {
+				return nil, fmt.Errorf("consul: acquire: %w", err)
+			}
+			continue
+		}
+		if pair != nil && pair.Flags != api.LockFlagValue {
+			return nil, fmt.Errorf("consul: acquire %s: flags %#x, want %#x: %w", b.cfg.Key, pair.Flags, uint64(api.LockFlagValue), ErrKeyConflict)
+		}
+		if pair != nil && pair.Session != "" && pair.Session != s.id {
+			// Held by someone else: wait for a change.
+			waitIndex = nextIndex(waitIndex, meta.LastIndex)
+			retry.reset()
+			continue
+		}
+		waitIndex = 0
+		l, err := b.lock(ctx, &s, id)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("consul: acquire: %w", ctx.Err())
+			}
+			b.log.Warn("consul lock, retrying", "identity", id.ID, "err", err)
+		}
+		if l != nil {
+			return l, nil
+		}
+		// Refused: lock-delay after the last holder's session was
+		// invalidated, another candidate won the race, or our session is
+		// gone. Check the session and look again after a pause.
+		s.check = true
+		if err := retry.wait(ctx); err != nil {
+			return nil, fmt.Errorf("consul: acquire: %w", err)
+		}
+	}
+}
+
+// keepSession makes sure s is a live session whose last create or renew
+// was sent recently enough to lock with.
+func (b *Backend) keepSession(ctx context.Context, s *session, id election.Identity) error {
+	if s.id != "" && !s.check && time.Since(s.sent) < b.cfg.RenewInterval/2 {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, b.requestTimeout())
+	defer cancel()
+	wo := (&api.WriteOptions{}).WithContext(rctx)
+	sent := time.Now()
+	if s.id != "" {
+		e, _, err := b.cfg.Client.Session().Renew(s.id, wo)
+		if err != nil {
+			return fmt.Errorf("renew %s: %w", s.id, err)
+		}
+		if e != nil {
+			s.sent, s.check = sent, false
+			return nil
+		}
+		b.log.Debug("consul session gone while waiting, creating another", "identity", id.ID, "session", s.id)
+		s.id = ""
+	}
+	name := b.cfg.SessionName
+	if name == "" {
+		name = "baton " + id.ID + " " + b.cfg.Key
+	}
+	// No health checks: only the TTL (or an explicit destroy) invalidates
+	// the session, so the server never ends a term before the holder's
+	// own deadline has passed.
+	sid, _, err := b.cfg.Client.Session().CreateNoChecks(&api.SessionEntry{
+		Name:      name,
+		TTL:       b.cfg.TTL.String(),
+		LockDelay: b.cfg.LockDelay,
+		Behavior:  api.SessionBehaviorRelease,
+	}, wo)
+	if err != nil {
+		return fmt.Errorf("create session: %w", err)
+	}
+	s.id, s.sent, s.check = sid, sent, false
+	return nil
+}
+
+// lock tries once to lock the key with s. It returns a lease if it did,
+// (nil, nil) if Consul refused, or an error if the outcome is unknown.
+func (b *Backend) lock(ctx context.Context, s *session, id election.Identity) (election.Lease, error) {
+	v := value{Identity: id, Session: s.id, Acquired: time.Now().UTC().Round(time.Millisecond)}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, b.requestTimeout())
+	defer cancel()
+	ok, resp, _, err := b.cfg.Client.Txn().Txn(api.TxnOps{{KV: &api.KVTxnOp{
+		Verb:    api.KVLock,
+		Key:     b.cfg.Key,
+		Value:   raw,
+		Flags:   api.LockFlagValue,
+		Session: s.id,
+	}}}, (&api.QueryOptions{}).WithContext(rctx))
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", b.cfg.Key, err)
+	}
+	if !ok {
+		b.log.Debug("consul lock refused", "identity", id.ID, "errors", txnErrors(resp))
+		return nil, nil
+	}
+	if len(resp.Results) != 1 || resp.Results[0].KV == nil || resp.Results[0].KV.Session != s.id {
+		return nil, fmt.Errorf("lock %s: unexpected transaction result %+v", b.cfg.Key, resp)
+	}
+	// The token is the raft index of our lock operation. Consul's raft
+	// index grows cluster-wide with every write, so it is greater than the
+	// index of every earlier lock of this key, even if the key was deleted
+	// and created again in between (LockIndex would restart then).
+	token := resp.Results[0].KV.ModifyIndex
+	v.Token = token
+	t := &term{session: s.id, token: token, value: v}
+	t.lease = b.newLease(t, s.sent, id)
+	t.lease.SetToken(token)
+
+	// Show the token in the key's value, for people reading the Consul UI.
+	// The CAS on our lock's index succeeds only if nothing touched the key
+	// since; a plain write keeps the lock. Best effort: the term does not
+	// depend on it, and Leader falls back to the ModifyIndex.
+	if raw, err := json.Marshal(v); err == nil {
+		if _, _, err := b.cfg.Client.KV().CAS(&api.KVPair{Key: b.cfg.Key, Value: raw, Flags: api.LockFlagValue, ModifyIndex: token},
+			(&api.WriteOptions{}).WithContext(rctx)); err != nil {
+			b.log.Debug("consul write token into lock key", "err", err)
+		}
+	}
+	b.mu.Lock()
+	b.terms[token] = t
+	b.mu.Unlock()
+	b.log.Debug("consul lock taken", "identity", id.ID, "session", s.id, "token", token)
+	s.id = "" // the lease owns the session now
+	return t.lease, nil
+}
+
+func (b *Backend) newLease(t *term, sent time.Time, id election.Identity) *election.ManagedLease {
+	return election.NewManagedLease(election.ManagedLeaseConfig{
+		Timing: b.cfg.Timing,
+		Sent:   sent,
+		Renew: func(ctx context.Context) (time.Duration, error) {
+			e, _, err := b.cfg.Client.Session().Renew(t.session, (&api.WriteOptions{}).WithContext(ctx))
+			if err != nil {
+				return 0, fmt.Errorf("consul: renew session %s: %w", t.session, err)
+			}
+			if e == nil {
+				return 0, election.LostError(fmt.Errorf("%w: %s", ErrSessionGone, t.session))
+			}
+			ttl, err := time.ParseDuration(e.TTL)
+			if err != nil {
+				ttl = 0 // Timing.TTL
+			}
+			return ttl, nil
+		},
+		Watch: func(ctx context.Context) error {
+			var index uint64 = t.token
+			for {
+				pair, meta, err := b.get(ctx, index)
+				if err != nil {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					return fmt.Errorf("%w: %v", election.ErrRetryWatch, err)
+				}
+				switch {
+				case pair == nil:
+					return fmt.Errorf("%w: key %s deleted", ErrLockLost, b.cfg.Key)
+				case pair.Session != t.session:
+					return fmt.Errorf("%w: key %s held by session %q, ours is %s", ErrLockLost, b.cfg.Key, pair.Session, t.session)
+				}
+				index = nextIndex(index, meta.LastIndex)
+			}
+		},
+		Release: func(ctx context.Context) error {
+			b.mu.Lock()
+			delete(b.terms, t.token)
+			b.mu.Unlock()
+			wo := (&api.WriteOptions{}).WithContext(ctx)
+			// Unlock first, so that a waiting candidate takes over at
+			// once: an explicit release sets no lock-delay, a session
+			// invalidation does. Releasing with a session that no longer
+			// holds the key changes nothing.
+			_, _, rerr := b.cfg.Client.KV().Release(&api.KVPair{Key: b.cfg.Key, Flags: api.LockFlagValue, Session: t.session, Value: t.releasedValue()}, wo)
+			if rerr != nil {
+				rerr = fmt.Errorf("consul: unlock %s: %w", b.cfg.Key, rerr)
+			}
+			_, derr := b.cfg.Client.Session().Destroy(t.session, wo)
+			if derr != nil {
+				derr = fmt.Errorf("consul: destroy session %s: %w", t.session, derr)
+			}
+			return errors.Join(rerr, derr)
+		},
+		Logger: b.log.With("identity", id.ID, "token", t.token),
+	})
+}
+
+// releasedValue is the value left in the key after an unlock: the last
+// term's identity and token, with no session holding it.
+func (t *term) releasedValue() []byte {
+	raw, _ := json.Marshal(t.value)
+	return raw
+}
+
+// destroy destroys a session Acquire created but is giving up, bounded by
+// a short timeout of its own (ctx may be done already).
+func (b *Backend) destroy(ctx context.Context, sid string) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 500*time.Millisecond)
+	defer cancel()
+	if _, err := b.cfg.Client.Session().Destroy(sid, (&api.WriteOptions{}).WithContext(dctx)); err != nil {
+		b.log.Debug("consul destroy session", "session", sid, "err", err)
+	}
+}
+
+// get reads the key; with index > 0 it is a blocking query that returns
+// when the key's index passes index or after WaitTime. It is bounded by a
+// timeout of its own, so that a silently dead connection is noticed.
+func (b *Backend) get(ctx context.Context, index uint64) (*api.KVPair, *api.QueryMeta, error) {
+	timeout := b.requestTimeout()
+	if index > 0 {
+		timeout += b.cfg.WaitTime + b.cfg.WaitTime/16
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	q := &api.QueryOptions{WaitIndex: index, WaitTime: b.cfg.WaitTime}
+	return b.cfg.Client.KV().Get(b.cfg.Key, q.WithContext(rctx))
+}
+
+// requestTimeout bounds one non-blocking request.
+func (b *Backend) requestTimeout() time.Duration {
+	return max(b.cfg.RenewInterval, time.Second)
+}
+
+// nextIndex is the index for the next blocking query after one that
+// returned got, following Consul's advice: reset if it went backwards.
+func nextIndex(prev, got uint64) uint64 {
+	if got < prev {
+		return 0
+	}
+	return got
+}
+
+func txnErrors(r *api.TxnResponse) string {
+	if r == nil {
+		return ""
+	}
+	var s []string
+	for _, e := range r.Errors {
+		s = append(s, e.What)
+	}
+	return strings.Join(s, "; ")
+}
+
+// backoff is a doubling pause between retries.
+type backoff struct {
+	min, max, cur time.Duration
+}
+
+func (b *backoff) reset() { b.cur = 0 }
+
+func (b *backoff) wait(ctx context.Context) error {
+	b.cur = min(max(2*b.cur, b.min), b.max)
+	t := time.NewTimer(b.cur)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,252 @@
+package consul_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/backends/consul"
+	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/electiontest"
+)
+
+// cutTrials is how many network-cut trials the conformance suite runs:
+// each takes about 2*TTL (20 s) on Consul, which reaps a session 2*TTL
+// after its last renewal. BATON_CONSUL_CUT_TRIALS overrides it.
+func cutTrials() int {
+	if n, err := strconv.Atoi(os.Getenv("BATON_CONSUL_CUT_TRIALS")); err == nil && n > 0 {
+		return n
+	}
+	return 5
+}
+
+func TestConformance(t *testing.T) {
+	a := sharedAgent(t)
+	electiontest.RunConformance(t, electiontest.Harness{
+		NewElection: func(t *testing.T) func(t *testing.T, name string) electiontest.Candidate {
+			key := newKey(t)
+			return func(t *testing.T, name string) electiontest.Candidate {
+				c := newCandidate(t, a, key)
+				return electiontest.Candidate{Backend: c.Backend, Cut: c.proxy.Blackhole, Heal: c.proxy.Heal}
+			}
+		},
+		TTL:       consul.DefaultTTL,
+		CutTrials: cutTrials(),
+		Package:   "github.com/batonhq/baton/backends/consul",
+	})
+}
+
+func acquire(t *testing.T, b election.Backend, id string, timeout time.Duration) election.Lease {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	l, err := b.Acquire(ctx, election.Identity{ID: id, Host: "test", PID: os.Getpid()})
+	if err != nil {
+		t.Fatalf("%s: Acquire: %v", id, err)
+	}
+	return l
+}
+
+func release(t *testing.T, l election.Lease) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := l.Release(ctx); err != nil {
+		t.Errorf("Release: %v", err)
+	}
+}
+
+type result struct {
+	lease election.Lease
+	err   error
+	at    time.Time
+}
+
+func acquireAsync(ctx context.Context, b election.Backend, id string) <-chan result {
+	ch := make(chan result, 1)
+	go func() {
+		l, err := b.Acquire(ctx, election.Identity{ID: id, Host: "test", PID: os.Getpid()})
+		ch <- result{l, err, time.Now()}
+	}()
+	return ch
+}
+
+// TestHandover_Graceful measures Release on the leader to a waiting
+// follower leading, several times.
+func TestHandover_Graceful(t *testing.T) {
+	a := sharedAgent(t)
+	key := newKey(t)
+	c1, c2 := newCandidate(t, a, key), newCandidate(t, a, key)
+	cands := []candidate{c1, c2}
+	l := acquire(t, c1, "c0", 30*time.Second)
+	var took []time.Duration
+	for i := range 8 {
+		next := cands[(i+1)%2]
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ch := acquireAsync(ctx, next, "c"+strconv.Itoa(i+1))
+		time.Sleep(300 * time.Millisecond) // let it reach its blocking query
+		released := time.Now()
+		release(t, l)
+		r := <-ch
+		cancel()
+		if r.err != nil {
+			t.Fatalf("handover %d: %v", i, r.err)
+		}
+		if r.lease.Token() <= l.Token() {
+			t.Errorf("handover %d: token %d <= previous %d", i, r.lease.Token(), l.Token())
+		}
+		took = append(took, r.at.Sub(released))
+		l = r.lease
+	}
+	release(t, l)
+	slices.Sort(took)
+	t.Logf("graceful handover (Release called -> follower leads), %d runs: min %v, median %v, max %v",
+		len(took), took[0].Round(time.Microsecond), took[len(took)/2].Round(time.Microsecond), took[len(took)-1].Round(time.Microsecond))
+	if took[len(took)-1] > time.Second {
+		t.Errorf("slowest handover %v, want < 1s (target < 100ms)", took[len(took)-1])
+	}
+}
+
+// TestFailover_Crash cuts the leader off without a release, as a crash
+// or a partition would, and checks that the follower leads within
+// 2*TTL + LockDelay + 1 s (Consul reaps a session 2*TTL after its last
+// renewal, then refuses the key for LockDelay), and never before the old
+// leader's term ended.
+func TestFailover_Crash(t *testing.T) {
+	a := sharedAgent(t)
+	key := newKey(t)
+	ca, cb := newCandidate(t, a, key), newCandidate(t, a, key)
+	la := acquire(t, ca, "a", 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ch := acquireAsync(ctx, cb, "b")
+	time.Sleep(time.Second)
+	ca.proxy.Blackhole()
+	cut := time.Now()
+	var aEnded time.Time
+	select {
+	case <-la.Done():
+		aEnded = time.Now()
+	case r := <-ch:
+		t.Fatalf("b acquired (err %v) while a's term was open", r.err)
+	}
+	r := <-ch
+	if r.err != nil {
+		t.Fatalf("b: %v", r.err)
+	}
+	bound := 2*consul.DefaultTTL + testLockDelay + time.Second
+	t.Logf("crash failover: a's term ended %v after the cut (local deadline), b led %v after the cut (bound %v)",
+		aEnded.Sub(cut).Round(time.Millisecond), r.at.Sub(cut).Round(time.Millisecond), bound)
+	if !r.at.After(aEnded) {
+		t.Errorf("b led at %v, before a's term ended at %v", r.at, aEnded)
+	}
+	if took := r.at.Sub(cut); took > bound {
+		t.Errorf("failover took %v, want <= %v", took, bound)
+	}
+	if !errors.Is(la.Err(), election.ErrLeadershipLost) {
+		t.Errorf("a's Err() = %v, want ErrLeadershipLost", la.Err())
+	}
+	if r.lease.Token() <= la.Token() {
+		t.Errorf("b's token %d <= a's %d", r.lease.Token(), la.Token())
+	}
+	ca.proxy.Heal()
+	release(t, la)
+	release(t, r.lease)
+}
+
+// TestConsulLock_Interop checks mutual exclusion with `consul lock` on the
+// same prefix, both ways, with the consul binary.
+func TestConsulLock_Interop(t *testing.T) {
+	a := sharedAgent(t)
+	prefix := newKey(t) // ".../.lock"
+	prefix = prefix[:len(prefix)-len("/.lock")]
+	key := prefix + "/.lock"
+	c := newCandidate(t, a, key)
+	dir := t.TempDir()
+	httpAddr := "-http-addr=http://" + a.HTTPAddr
+
+	// 1. `consul lock` holds the lock: our candidate waits.
+	held := filepath.Join(dir, "held")
+	lockCmd := exec.Command(a.Binary, "lock", httpAddr, "-name=interop-test", prefix, "touch "+held+" && sleep 60")
+	lockCmd.Stdout, lockCmd.Stderr = os.Stderr, os.Stderr
+	if err := lockCmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- lockCmd.Wait() }()
+	defer func() {
+		if lockCmd.ProcessState == nil {
+			lockCmd.Process.Kill()
+			<-exited
+		}
+	}()
+	waitFor(t, 20*time.Second, "consul lock to run its command", func() bool { _, err := os.Stat(held); return err == nil })
+	info, err := c.Leader(context.Background())
+	if err != nil {
+		t.Fatalf("Leader() while consul lock holds: %v", err)
+	}
+	t.Logf("Leader() while consul lock holds: %+v", info)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch := acquireAsync(ctx, c, "baton")
+	select {
+	case r := <-ch:
+		t.Fatalf("Acquire returned while consul lock held the key: lease %v, err %v", r.lease, r.err)
+	case <-time.After(3 * time.Second):
+	}
+	stopped := time.Now()
+	lockCmd.Process.Signal(os.Interrupt) // consul lock releases on interrupt
+	var r result
+	select {
+	case r = <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Acquire did not return within 10s of consul lock being interrupted")
+	}
+	if r.err != nil {
+		t.Fatalf("Acquire after consul lock exited: %v", r.err)
+	}
+	t.Logf("baton led %v after consul lock was interrupted", r.at.Sub(stopped).Round(time.Millisecond))
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Error("consul lock did not exit within 10s of SIGINT")
+	}
+
+	// 2. We hold the lock: `consul lock` cannot take it.
+	ran := filepath.Join(dir, "ran")
+	out, err := exec.Command(a.Binary, "lock", httpAddr, "-timeout=2s", prefix, "touch "+ran).CombinedOutput()
+	if err == nil {
+		t.Errorf("consul lock -timeout=2s succeeded while baton held the key:\n%s", out)
+	}
+	if _, serr := os.Stat(ran); serr == nil {
+		t.Errorf("consul lock ran its command while baton held the key:\n%s", out)
+	}
+	t.Logf("consul lock while baton holds: %v: %s", err, out)
+
+	// 3. Once we release, `consul lock` gets it.
+	release(t, r.lease)
+	out, err = exec.Command(a.Binary, "lock", httpAddr, "-timeout=10s", prefix, "touch "+ran).CombinedOutput()
+	if err != nil {
+		t.Errorf("consul lock after baton released: %v\n%s", err, out)
+	}
+	if _, serr := os.Stat(ran); serr != nil {
+		t.Errorf("consul lock did not run its command after baton released:\n%s", out)
+	}
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

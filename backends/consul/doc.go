@@ -1,0 +1,61 @@
+// Package consul is baton's Consul backend: leader election with a
+// session and a lock on one KV key, compatible with `consul lock`.
+//
+// # How it works
+//
+// A candidate creates a session (TTL only, no health checks; behavior
+// "release"; the configured LockDelay, never the server's silent 15 s
+// default), then locks Config.Key with it (`?acquire=` semantics, in a
+// transaction that returns the new ModifyIndex). While another session
+// holds the key it waits with blocking queries of Config.WaitTime, so
+// that cancelling a campaign is prompt; when a holder releases, the
+// waiter's blocking query returns at once and it locks the key within
+// milliseconds. After a crash Consul reaps the holder's session 2*TTL
+// after the last renewal it received and then refuses the key for
+// LockDelay, so a follower leads within 2*TTL + LockDelay.
+//
+// The leader renews its session every RenewInterval (Session().Renew),
+// watches the key with blocking queries, and ends its term on its own at
+// lastRenewalSent + TTL - SafetyMargin (election.ManagedLease), long before
+// Consul would reap the session. A renewal error is retried until that
+// deadline, so one 500 from Consul does not end a term; Consul answering
+// that the session is gone, or the key being deleted or held by another
+// session, ends it at once. Release unlocks the key (no lock-delay) and
+// destroys the session.
+//
+// # Fencing token
+//
+// The token of a term is the ModifyIndex of its lock operation. Consul's
+// raft index grows with every write cluster-wide, so it is greater than
+// the index of every earlier term's lock, even if the key was deleted and
+// created again in between; the key's LockIndex would restart then, which
+// is why it is not used. A new Consul cluster with wiped data starts its
+// indexes again; its ledger is gone too.
+//
+// # Interoperating with `consul lock`
+//
+// `consul lock PREFIX cmd` locks PREFIX+"/.lock" with flags
+// api.LockFlagValue. Set Config.Key to PREFIX+"/.lock" and the two exclude
+// each other: baton puts the same flags on the key and waits while
+// `consul lock` holds it, and `consul lock` waits (or times out with
+// -timeout) while baton leads. Semaphores (`consul lock -n N`, N > 1) use
+// the key differently; Acquire refuses such a key with ErrKeyConflict.
+//
+// # Seeing the leader
+//
+// The key's value is JSON naming the leader, its session and token:
+//
+//	{"id":"node-a","host":"web-1","pid":4242,"started":"...","session":"8f0c...","token":1234,"acquired":"..."}
+//
+// In the Consul UI (for the dev agent, http://127.0.0.1:8500/ui), open
+// Key/Value and the key: the value shows the leader and the Lock Session
+// box links to its session (named "baton <id> <key>" unless
+// Config.SessionName says otherwise). Sessions are also listed per node
+// under Nodes -> the agent's node -> Lock Sessions. On the command line:
+//
+//	consul kv get -detailed service/baton/reports/leader
+//
+// prints the value with its Session (empty when nobody leads; the value
+// then names the last leader), LockIndex and ModifyIndex; and
+// `consul lock`'s own holders show up the same way with an empty value.
+package consul
