@@ -32,7 +32,7 @@ func TestCrashFailover(t *testing.T) {
 			ch <- l
 		}()
 		time.Sleep(time.Duration(i) * ttl / 5) // crash at a different phase of the renew cycle
-		aproxy.Close()                          // the leader's process is gone
+		aproxy.Close()                         // the leader's process is gone
 		crashed := time.Now()
 		lb := <-ch
 		cancel()
