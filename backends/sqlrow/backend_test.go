@@ -1,0 +1,437 @@
+package sqlrow_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/batonhq/baton/backends/sqlrow"
+	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/faultproxy"
+)
+
+func acquire(t *testing.T, b election.Backend, id string) election.Lease {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*testTTL)
+	defer cancel()
+	l, err := b.Acquire(ctx, election.Identity{ID: id, Host: "test"})
+	if err != nil {
+		t.Fatalf("%s: Acquire: %v", id, err)
+	}
+	return l
+}
+
+func release(t *testing.T, l election.Lease) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := l.Release(ctx); err != nil {
+		t.Errorf("Release: %v", err)
+	}
+}
+
+type result struct {
+	lease election.Lease
+	err   error
+	at    time.Time
+}
+
+func acquireAsync(ctx context.Context, b election.Backend, id string) <-chan result {
+	ch := make(chan result, 1)
+	go func() {
+		l, err := b.Acquire(ctx, election.Identity{ID: id, Host: "test"})
+		ch <- result{l, err, time.Now()}
+	}()
+	return ch
+}
+
+func open(l election.Lease) bool {
+	select {
+	case <-l.Done():
+		return false
+	default:
+		return true
+	}
+}
+
+func ms(d time.Duration) string { return d.Round(100 * time.Microsecond).String() }
+
+// skewed is an application wall clock off by d, without a monotonic
+// reading: what time.Now returns on a host whose clock is wrong.
+func skewed(d time.Duration) func() time.Time {
+	return func() time.Time { return time.Now().Round(0).Add(d) }
+}
+
+// TestClockSkew_AppClockDoesNotMatter: candidates whose wall clocks are
+// minutes apart, and whose database sessions use different time zones,
+// neither steal a live lease nor keep an expired one. The application wall
+// clock reaches only informational fields (Identity.Started here); the
+// database session time zone reaches nothing (UTC_TIMESTAMP, timestamptz).
+// A skewed leader's term ends by its monotonic deadline.
+func TestClockSkew_AppClockDoesNotMatter(t *testing.T) {
+	forEachServer(t, func(t *testing.T, s *server) {
+		tz := map[bool]string{true: "Asia/Kathmandu", false: "America/Los_Angeles"}
+		if s.dialect == sqlrow.MySQL {
+			tz = map[bool]string{true: "+05:45", false: "-08:00"}
+		}
+		for _, skew := range []time.Duration{-10 * time.Minute, 10 * time.Minute} {
+			t.Run(fmt.Sprintf("leader%+v", skew), func(t *testing.T) {
+				table := s.newTable(t)
+				ld := s.candidate(t, table, "skew", candOpts{tz: tz[skew < 0], wall: skewed(skew)})
+				cd := s.candidate(t, table, "skew", candOpts{tz: tz[skew > 0], wall: skewed(-skew)})
+
+				// The session time zones are in effect.
+				for _, c := range []struct {
+					db *sql.DB
+					tz string
+				}{{ld.db, tz[skew < 0]}, {cd.db, tz[skew > 0]}} {
+					q := map[sqlrow.Dialect]string{sqlrow.Postgres: "SHOW timezone", sqlrow.MySQL: "SELECT @@session.time_zone"}[s.dialect]
+					var got string
+					if err := c.db.QueryRow(q).Scan(&got); err != nil || got != c.tz {
+						t.Fatalf("session time zone %q, %v; want %q", got, err, c.tz)
+					}
+				}
+				la := acquire(t, ld, "leader")
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				info, err := cd.Leader(ctx)
+				cancel()
+				if err != nil || info.Identity.ID != "leader" || info.Token != la.Token() {
+					t.Fatalf("Leader() = %+v, %v; want leader with token %d", info, err, la.Token())
+				}
+				if off := time.Until(info.Identity.Started); off < skew-time.Minute || off > skew+time.Minute {
+					t.Fatalf("stored Identity.Started is %v from now, want about %v (the skewed clock)", off, skew)
+				}
+
+				// The candidate, 2*skew away, cannot take the live lease.
+				ctx, cancel = context.WithTimeout(context.Background(), testTTL+testTTL/2)
+				l, err := cd.Acquire(ctx, election.Identity{ID: "candidate"})
+				cancel()
+				if err == nil {
+					release(t, l)
+					t.Fatal("candidate with a skewed clock acquired a live lease")
+				}
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("candidate Acquire: %v, want a deadline error", err)
+				}
+				if !open(la) {
+					t.Fatalf("leader's term ended while renewing: %v", la.Err())
+				}
+
+				// Cut the leader off for good: its term ends by its
+				// monotonic deadline, before the candidate leads.
+				deadline := la.(election.Deadliner).Deadline()
+				ld.proxy.Blackhole()
+				cut := time.Now()
+				ctx, cancel = context.WithTimeout(context.Background(), 5*testTTL)
+				defer cancel()
+				ch := acquireAsync(ctx, cd, "candidate")
+				var ended time.Time
+				select {
+				case <-la.Done():
+					ended = time.Now()
+				case r := <-ch:
+					t.Fatalf("candidate acquired (%v) before the leader's term ended", r.err)
+				case <-time.After(testTTL + time.Second):
+					t.Fatal("skewed leader's term did not end within TTL + 1s of the cut")
+				}
+				if late := ended.Sub(deadline); late > 100*time.Millisecond {
+					t.Errorf("term ended %v after its local deadline", late)
+				}
+				r := <-ch
+				if r.err != nil {
+					t.Fatalf("candidate: %v", r.err)
+				}
+				defer release(t, r.lease)
+				t.Logf("skew %v/%v, session tz %s/%s: leader's term ended %v after the cut (its monotonic deadline %+v), candidate led %v later",
+					skew, -skew, tz[skew < 0], tz[skew > 0], ms(ended.Sub(cut)), ms(deadline.Sub(cut)), ms(r.at.Sub(ended)))
+				if !r.at.After(ended) || r.lease.Token() <= la.Token() {
+					t.Errorf("candidate led at %v (leader ended %v), token %d after %d", r.at, ended, r.lease.Token(), la.Token())
+				}
+				ld.proxy.Heal()
+				release(t, la) // a no-op on the database: the token moved on
+			})
+		}
+	})
+}
+
+func handoverBound(s *server) time.Duration {
+	if s.dialect == sqlrow.Postgres {
+		return 100 * time.Millisecond
+	}
+	return s.poll + 100*time.Millisecond
+}
+
+// TestHandover_Graceful measures Release -> the waiting candidate leads:
+// NOTIFY on PostgreSQL, polling on MariaDB.
+func TestHandover_Graceful(t *testing.T) {
+	forEachServer(t, func(t *testing.T, s *server) {
+		table := s.newTable(t)
+		cs := []*candidate{s.candidate(t, table, "handover", candOpts{}), s.candidate(t, table, "handover", candOpts{})}
+		var took []time.Duration
+		cur := acquire(t, cs[0], "c0")
+		for i := range 6 {
+			next := cs[(i+1)%2]
+			ctx, cancel := context.WithTimeout(context.Background(), 10*testTTL)
+			ch := acquireAsync(ctx, next, fmt.Sprintf("c%d", (i+1)%2))
+			// Let the waiter reach its wait (and LISTEN), at a different
+			// phase of its poll each time.
+			time.Sleep(300*time.Millisecond + time.Duration(i)*s.poll/6)
+			released := time.Now()
+			release(t, cur)
+			r := <-ch
+			cancel()
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			took = append(took, r.at.Sub(released))
+			cur = r.lease
+		}
+		release(t, cur)
+		slices.Sort(took)
+		bound := handoverBound(s)
+		t.Logf("graceful handover over %d releases: min %v, median %v, max %v (bound %v)",
+			len(took), ms(took[0]), ms(took[len(took)/2]), ms(took[len(took)-1]), bound)
+		if took[len(took)-1] > bound {
+			t.Errorf("slowest handover %v > %v", took[len(took)-1], bound)
+		}
+	})
+}
+
+// TestFailover_Crash: the leader stops renewing without releasing (its
+// network is blackholed for good, like kill -9 or a partition); a waiting
+// candidate leads within TTL + PollInterval + 1s of the cut, and only after
+// the old term ended.
+func TestFailover_Crash(t *testing.T) {
+	forEachServer(t, func(t *testing.T, s *server) {
+		table := s.newTable(t)
+		var worst time.Duration
+		for i := range 3 {
+			a := s.candidate(t, table, "crash", candOpts{})
+			b := s.candidate(t, table, "crash", candOpts{})
+			la := acquire(t, a, "a")
+			ctx, cancel := context.WithTimeout(context.Background(), 10*testTTL)
+			ch := acquireAsync(ctx, b, "b")
+			time.Sleep(time.Duration(i) * testTTL / 7) // a different renew phase each time
+			a.proxy.Blackhole()
+			cut := time.Now()
+			r := <-ch
+			cancel()
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			if open(la) {
+				t.Fatal("b leads while a's term is open")
+			}
+			took := r.at.Sub(cut)
+			worst = max(worst, took)
+			t.Logf("crash %d: b led %v after the cut", i, ms(took))
+			release(t, r.lease)
+		}
+		bound := testTTL + s.poll + time.Second
+		t.Logf("crash failover: worst %v (TTL %v, PollInterval %v, bound %v)", ms(worst), testTTL, s.poll, bound)
+		if worst > bound {
+			t.Errorf("failover took %v > %v", worst, bound)
+		}
+	})
+}
+
+// TestAcquire_MissingTable: without the schema, Acquire fails at once with
+// an error naming the table and the file to apply, and Check lists every
+// missing relation.
+func TestAcquire_MissingTable(t *testing.T) {
+	forEachServer(t, func(t *testing.T, s *server) {
+		table := randomTable(t)
+		b := s.backend(t, s.admin, table, "missing", nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		start := time.Now()
+		_, err := b.Acquire(ctx, election.Identity{ID: "x"})
+		took := time.Since(start)
+		file := map[sqlrow.Dialect]string{sqlrow.Postgres: "schema/postgres.sql", sqlrow.MySQL: "schema/mysql.sql"}[s.dialect]
+		if !errors.Is(err, sqlrow.ErrSchemaMissing) || !strings.Contains(err.Error(), table) || !strings.Contains(err.Error(), file) ||
+			!strings.Contains(err.Error(), "EnsureSchema") {
+			t.Fatalf("Acquire on a missing table: %v\nwant ErrSchemaMissing naming %s and %s", err, table, file)
+		}
+		if took > time.Second {
+			t.Errorf("Acquire took %v to report the missing table", took)
+		}
+		t.Logf("Acquire error after %v: %v", ms(took), err)
+		if _, err := b.Leader(ctx); !errors.Is(err, sqlrow.ErrSchemaMissing) {
+			t.Errorf("Leader on a missing table: %v", err)
+		}
+		err = b.Check(ctx)
+		for _, rel := range []string{table, table + "_ticks", table + "_runs"} {
+			if err == nil || !strings.Contains(err.Error(), rel) {
+				t.Errorf("Check() = %v, want it to name %s", err, rel)
+			}
+		}
+		// EnsureSchema fixes it; running it twice is fine.
+		t.Cleanup(func() { s.dropTable(t, table) })
+		for range 2 {
+			if err := b.EnsureSchema(ctx); err != nil {
+				t.Fatalf("EnsureSchema: %v", err)
+			}
+		}
+		l := acquire(t, b, "x")
+		release(t, l)
+		// Only the token counter missing (PostgreSQL: the sequence).
+		if s.dialect == sqlrow.Postgres {
+			if _, err := s.admin.ExecContext(ctx, "DROP SEQUENCE "+table+"_token_seq"); err != nil {
+				t.Fatal(err)
+			}
+			_, err := b.Acquire(ctx, election.Identity{ID: "x"})
+			if !errors.Is(err, sqlrow.ErrSchemaMissing) || !strings.Contains(err.Error(), table+"_token_seq") {
+				t.Fatalf("Acquire without the sequence: %v", err)
+			}
+		}
+	})
+}
+
+// TestRenew_RowDeletedByHand: the term ends at the next renewal, and the
+// next term's token is still greater.
+func TestRenew_RowDeletedByHand(t *testing.T) {
+	forEachServer(t, func(t *testing.T, s *server) {
+		table := s.newTable(t)
+		a := s.candidate(t, table, "deleted", candOpts{})
+		la := acquire(t, a, "a")
+		edited := handEdit(t, s, "DELETE FROM "+table+" WHERE election = 'deleted'")
+		waitEnded(t, la, edited, "deleted")
+		lb := acquire(t, s.candidate(t, table, "deleted", candOpts{}), "b")
+		defer release(t, lb)
+		if lb.Token() <= la.Token() {
+			t.Errorf("token after the row was deleted: %d <= %d", lb.Token(), la.Token())
+		}
+		release(t, la)
+	})
+}
+
+// TestRenew_RowEditedByHand: a changed token ends the term at the next
+// renewal.
+func TestRenew_RowEditedByHand(t *testing.T) {
+	forEachServer(t, func(t *testing.T, s *server) {
+		table := s.newTable(t)
+		a := s.candidate(t, table, "edited", candOpts{})
+		la := acquire(t, a, "a")
+		edited := handEdit(t, s, "UPDATE "+table+" SET token = token + 100 WHERE election = 'edited'")
+		waitEnded(t, la, edited, "taken over or edited")
+		release(t, la)
+	})
+}
+
+func handEdit(t *testing.T, s *server, q string) time.Time {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := s.admin.ExecContext(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		t.Fatalf("%s: %d rows", q, n)
+	}
+	return time.Now()
+}
+
+// waitEnded waits for l to end after a hand edit: within one
+// RenewInterval (plus slack), not at the local deadline.
+func waitEnded(t *testing.T, l election.Lease, edited time.Time, reason string) {
+	t.Helper()
+	renew := election.Timing{TTL: testTTL}.WithDefaults(testTTL).RenewInterval
+	select {
+	case <-l.Done():
+	case <-time.After(testTTL):
+		t.Fatal("term did not end after the hand edit")
+	}
+	took := time.Since(edited)
+	t.Logf("term ended %v after the hand edit: %v", ms(took), l.Err())
+	if !errors.Is(l.Err(), election.ErrLeadershipLost) || !strings.Contains(l.Err().Error(), reason) {
+		t.Errorf("Err() = %v, want ErrLeadershipLost saying %q", l.Err(), reason)
+	}
+	if took > renew+300*time.Millisecond {
+		t.Errorf("term ended %v after the edit, want within a RenewInterval (%v)", took, renew)
+	}
+}
+
+// TestFollower_IdleWritesNothing: a waiting candidate takes no token and
+// changes no row while the leader renews.
+func TestFollower_IdleWritesNothing(t *testing.T) {
+	forEachServer(t, func(t *testing.T, s *server) {
+		table := s.newTable(t)
+		la := acquire(t, s.candidate(t, table, "idle", candOpts{}), "a")
+		defer release(t, la)
+		counter := "SELECT last_value FROM " + table + "_token_seq"
+		if s.dialect == sqlrow.MySQL {
+			counter = "SELECT token FROM " + table + "_seq"
+		}
+		read := func() (v int64) {
+			if err := s.admin.QueryRow(counter).Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+		before := read()
+		b := s.candidate(t, table, "idle", candOpts{})
+		ctx, cancel := context.WithTimeout(context.Background(), 3*s.poll+testTTL)
+		defer cancel()
+		if l, err := b.Acquire(ctx, election.Identity{ID: "b"}); err == nil {
+			release(t, l)
+			t.Fatal("b acquired a live lease")
+		}
+		if after := read(); after != before {
+			t.Errorf("token counter moved from %d to %d while b only waited", before, after)
+		}
+		t.Logf("idle follower: %d connections, %d bytes through its proxy in %v", b.proxy.Connections(), b.proxy.Bytes(), 3*s.poll+testTTL)
+	})
+}
+
+// TestListen_BrokenFallsBackToPolling: a listen connection that cannot
+// connect, or is blackholed, leaves polling working (PostgreSQL).
+func TestListen_BrokenFallsBackToPolling(t *testing.T) {
+	t.Parallel()
+	s := getServer(t, "postgres")
+	table := s.newTable(t)
+	dead, err := faultproxy.New(s.target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dead.Close() })
+	dead.Blackhole()
+	for name, listen := range map[string]func(context.Context) (*pgx.Conn, error){
+		"refused":    func(context.Context) (*pgx.Conn, error) { return nil, errors.New("no listening today") },
+		"blackholed": s.listen(dead.Addr(), ""),
+	} {
+		t.Run(name, func(t *testing.T) {
+			a := s.candidate(t, table, "listen-"+name, candOpts{})
+			b := s.candidate(t, table, "listen-"+name, candOpts{noWait: true})
+			bb := s.backend(t, b.db, table, "listen-"+name, func(c *sqlrow.Config) { c.Listen = listen })
+			la := acquire(t, a, "a")
+			ctx, cancel := context.WithTimeout(context.Background(), 10*testTTL)
+			defer cancel()
+			ch := acquireAsync(ctx, bb, "b")
+			time.Sleep(300 * time.Millisecond)
+			released := time.Now()
+			release(t, la)
+			r := <-ch
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			took := r.at.Sub(released)
+			t.Logf("handover with a %s listen connection: %v (PollInterval %v)", name, ms(took), s.poll)
+			if took > s.poll+100*time.Millisecond {
+				t.Errorf("handover took %v", took)
+			}
+			start := time.Now()
+			release(t, r.lease)
+			if d := time.Since(start); d > time.Second {
+				t.Errorf("Release took %v", d)
+			}
+		})
+	}
+}

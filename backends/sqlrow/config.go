@@ -1,0 +1,202 @@
+package sqlrow
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/schedulerhost"
+)
+
+// Dialect selects the SQL spoken to the database. The zero value is not a
+// dialect: Config.Dialect is required.
+type Dialect int
+
+// Dialects.
+const (
+	// Postgres is PostgreSQL 12 or later (the database clock is
+	// clock_timestamp(); LISTEN/NOTIFY speeds up handover).
+	Postgres Dialect = iota + 1
+	// MySQL is MySQL 8 or MariaDB 10.5 or later (the database clock is
+	// UTC_TIMESTAMP(6); followers only poll).
+	MySQL
+)
+
+// String returns "postgres", "mysql" or "Dialect(n)".
+func (d Dialect) String() string {
+	switch d {
+	case Postgres:
+		return "postgres"
+	case MySQL:
+		return "mysql"
+	}
+	return fmt.Sprintf("Dialect(%d)", int(d))
+}
+
+// Defaults.
+const (
+	// DefaultTTL is the lease TTL when Config.Timing.TTL is zero.
+	DefaultTTL = 5 * time.Second
+	// MinTTL is the smallest TTL accepted.
+	MinTTL = time.Second
+	// DefaultPollInterval is the pause between a follower's reads of the
+	// lease row when Config.PollInterval is zero.
+	DefaultPollInterval = time.Second
+)
+
+// Config configures a Backend. Zero values mean the documented defaults;
+// New copies it and never mutates the caller's value.
+type Config struct {
+	// DB is the connection pool every statement goes through. Required.
+	// Give its connections timeouts (pgx: connect_timeout; go-sql-driver/
+	// mysql: timeout, readTimeout, writeTimeout), so that a dead network
+	// fails a statement instead of hanging it past its context.
+	DB *sql.DB
+	// Dialect is the SQL dialect of DB. Required.
+	Dialect Dialect
+	// Table is the lease table, a lowercase SQL identifier, optionally
+	// qualified by a schema (PostgreSQL) or database (MySQL) name:
+	// "baton_lease" or "ops.baton_lease". The ledger uses Table+"_ticks"
+	// and Table+"_runs", PostgreSQL the sequence Table+"_token_seq",
+	// MySQL the counter table Table+"_seq". Required.
+	Table string
+	// Election names the election: its primary key in Table. Several
+	// elections may share one table. Required; at most 255 characters.
+	Election string
+	// Timing is the lease timing. Zero fields mean the election.Timing
+	// defaults with a TTL of DefaultTTL. The TTL is at least MinTTL;
+	// database timestamps have microsecond precision, so any TTL above the
+	// minimum works.
+	Timing election.Timing
+	// PollInterval is the pause between a waiting candidate's reads of the
+	// lease row. A waiting candidate wakes earlier when the row's expiry
+	// (by the database clock) is nearer, or, on PostgreSQL with Listen
+	// set, when the holder releases. Zero means DefaultPollInterval.
+	PollInterval time.Duration
+	// QueryTimeout bounds every statement a waiting candidate, Leader,
+	// Check and the Ledger send. (Renewals are bounded by the lease's local
+	// deadline instead.) Zero means the TTL.
+	QueryTimeout time.Duration
+	// Listen, PostgreSQL only, opens a dedicated connection (outside DB's
+	// pool) on which a waiting candidate LISTENs for the holder's release,
+	// so that handover takes milliseconds instead of up to a PollInterval.
+	// Nil means poll only. ListenDSN builds one from a connection string.
+	// A broken or stalled listen connection is reopened in the background;
+	// polling goes on meanwhile.
+	Listen func(ctx context.Context) (*pgx.Conn, error)
+	// History is how many runs per job the Ledger keeps. Zero means
+	// schedulerhost.DefaultHistory.
+	History int
+	// Logger receives transitions (Info) and retried errors (Warn). Nil
+	// means slog.Default().
+	Logger *slog.Logger
+
+	// wallNow is the application wall clock, used only for informational
+	// fields (Identity.Started when zero, Claim.Started when zero). Tests
+	// skew it; nil means time.Now. No expiry decision ever reads it.
+	wallNow func() time.Time
+}
+
+// ListenDSN returns a Config.Listen function that connects with pgx to
+// dsn, a PostgreSQL URL or key=value string (normally the one DB was
+// opened with). Include connect_timeout in it.
+func ListenDSN(dsn string) func(ctx context.Context) (*pgx.Conn, error) {
+	return func(ctx context.Context) (*pgx.Conn, error) {
+		return pgx.Connect(ctx, dsn)
+	}
+}
+
+func (c Config) withDefaults() Config {
+	c.Timing = c.Timing.WithDefaults(DefaultTTL)
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.QueryTimeout == 0 {
+		c.QueryTimeout = c.Timing.TTL
+	}
+	if c.History == 0 {
+		c.History = schedulerhost.DefaultHistory
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.wallNow == nil {
+		c.wallNow = time.Now
+	}
+	return c
+}
+
+// identPart is one unquoted identifier part. Lowercase only, so that
+// PostgreSQL's case folding and MySQL's case-sensitive table names agree;
+// 48 characters at most, so that the derived names (longest suffix
+// "_token_seq") stay within PostgreSQL's 63-byte limit.
+var identPart = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,47}$`)
+
+// validTable reports whether t is one or two identifier parts.
+func validTable(t string) bool {
+	for i := 0; i < len(t); i++ {
+		if t[i] == '.' {
+			return identPart.MatchString(t[:i]) && identPart.MatchString(t[i+1:])
+		}
+	}
+	return identPart.MatchString(t)
+}
+
+// MaxNameLen is the longest Election name and job name, in characters.
+const MaxNameLen = 255
+
+// Validate reports every problem with c at once, after defaults are
+// applied (a zero duration is valid, a negative one is not). Each problem
+// names the field and its value.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	if c.DB == nil {
+		errs = append(errs, errors.New("DB: required"))
+	}
+	switch c.Dialect {
+	case Postgres, MySQL:
+	case 0:
+		errs = append(errs, errors.New("Dialect: required (sqlrow.Postgres or sqlrow.MySQL)"))
+	default:
+		errs = append(errs, fmt.Errorf("Dialect %v: unknown (want sqlrow.Postgres or sqlrow.MySQL)", c.Dialect))
+	}
+	switch {
+	case c.Table == "":
+		errs = append(errs, errors.New("Table: required"))
+	case !validTable(c.Table):
+		errs = append(errs, fmt.Errorf("Table %q: not a safe SQL identifier (want [schema.]name, each part [a-z_][a-z0-9_]*, at most 48 characters)", c.Table))
+	}
+	switch n := len([]rune(c.Election)); {
+	case c.Election == "":
+		errs = append(errs, errors.New("Election: required"))
+	case n > MaxNameLen:
+		errs = append(errs, fmt.Errorf("Election %q: %d characters, at most %d", c.Election, n, MaxNameLen))
+	}
+	if err := c.Timing.Validate(MinTTL, 0); err != nil {
+		errs = append(errs, fmt.Errorf("Timing: %w", err))
+	}
+	if c.PollInterval < 0 {
+		errs = append(errs, fmt.Errorf("PollInterval %v: must be positive", c.PollInterval))
+	}
+	if c.QueryTimeout < 0 {
+		errs = append(errs, fmt.Errorf("QueryTimeout %v: must be positive", c.QueryTimeout))
+	}
+	if c.History < 0 {
+		errs = append(errs, fmt.Errorf("History %d: must be positive", c.History))
+	}
+	if c.Listen != nil && c.Dialect == MySQL {
+		errs = append(errs, errors.New("Listen: set, but LISTEN/NOTIFY is PostgreSQL only (Dialect mysql)"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("sqlrow: invalid config: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,36 @@
+package sqlrow_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/election/electiontest"
+)
+
+// The conformance runs are not parallel: the suite checks that no goroutine
+// of this package is left after Release, which a parallel test of the same
+// package would break. Go runs them before every parallel test.
+
+func TestConformance_Postgres(t *testing.T) {
+	conformance(t, getServer(t, "postgres"), 100*time.Millisecond)
+}
+
+func TestConformance_MariaDB(t *testing.T) {
+	conformance(t, getServer(t, "mariadb"), myPoll+100*time.Millisecond)
+}
+
+func conformance(t *testing.T, s *server, handover time.Duration) {
+	electiontest.RunConformance(t, electiontest.Harness{
+		NewElection: func(t *testing.T) func(t *testing.T, name string) electiontest.Candidate {
+			table := s.newTable(t)
+			return func(t *testing.T, name string) electiontest.Candidate {
+				c := s.candidate(t, table, "conformance", candOpts{})
+				return electiontest.Candidate{Backend: c.Backend, Cut: c.proxy.Blackhole, Heal: c.proxy.Heal}
+			}
+		},
+		TTL:           testTTL,
+		HandoverBound: handover,
+		CutTrials:     20,
+		Package:       "github.com/batonhq/baton/backends/sqlrow",
+	})
+}

@@ -1,0 +1,267 @@
+package sqlrow_test
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/batonhq/baton/backends/sqlrow"
+	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/faultproxy"
+	"github.com/batonhq/baton/internal/testenv"
+)
+
+const (
+	defaultPostgresDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	defaultMySQLDSN    = "root@tcp(127.0.0.1:3306)/test?parseTime=true"
+
+	testTTL = 2 * time.Second
+	// Polling intervals in tests. PostgreSQL also LISTENs.
+	pgPoll = 500 * time.Millisecond
+	myPoll = 250 * time.Millisecond
+)
+
+// server is one database server the tests run against.
+type server struct {
+	name    string
+	dialect sqlrow.Dialect
+	target  string // host:port of the server
+	poll    time.Duration
+	admin   *sql.DB // direct, for schema and hand edits
+
+	// open returns a pool dialing addr (a proxy) with the session time
+	// zone tz ("" for the server's).
+	open func(addr, tz string) *sql.DB
+	// listen returns a Config.Listen dialing addr (PostgreSQL only).
+	listen func(addr, tz string) func(context.Context) (*pgx.Conn, error)
+}
+
+var (
+	serversOnce sync.Once
+	servers     = map[string]*server{}
+	serverErrs  = map[string]error{}
+)
+
+func loadServers() {
+	// PostgreSQL.
+	func() {
+		dsn := testenv.Getenv("BATON_TEST_POSTGRES_DSN", defaultPostgresDSN)
+		cfg, err := pgx.ParseConfig(dsn)
+		if err != nil {
+			serverErrs["postgres"] = err
+			return
+		}
+		cfg.ConnectTimeout = 2 * time.Second
+		withAddr := func(addr, tz string) *pgx.ConnConfig {
+			c := cfg.Copy()
+			host, port, _ := net.SplitHostPort(addr)
+			p, _ := strconv.Atoi(port)
+			c.Host, c.Port, c.Fallbacks = host, uint16(p), nil
+			if tz != "" {
+				c.RuntimeParams["timezone"] = tz
+			}
+			return c
+		}
+		s := &server{
+			name:    "postgres",
+			dialect: sqlrow.Postgres,
+			target:  net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))),
+			poll:    pgPoll,
+			open:    func(addr, tz string) *sql.DB { return stdlib.OpenDB(*withAddr(addr, tz)) },
+			listen: func(addr, tz string) func(context.Context) (*pgx.Conn, error) {
+				return func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, withAddr(addr, tz)) }
+			},
+		}
+		s.admin = s.open(s.target, "")
+		if err := ping(s.admin); err != nil {
+			serverErrs["postgres"] = err
+			s.admin.Close()
+			return
+		}
+		servers["postgres"] = s
+	}()
+	// MariaDB (or MySQL).
+	func() {
+		dsn := testenv.Getenv("BATON_TEST_MYSQL_DSN", defaultMySQLDSN)
+		cfg, err := mysql.ParseDSN(dsn)
+		if err != nil {
+			serverErrs["mariadb"] = err
+			return
+		}
+		cfg.Timeout = 2 * time.Second
+		cfg.ReadTimeout = 10 * time.Second
+		cfg.WriteTimeout = 10 * time.Second
+		s := &server{
+			name:    "mariadb",
+			dialect: sqlrow.MySQL,
+			target:  cfg.Addr,
+			poll:    myPoll,
+			open: func(addr, tz string) *sql.DB {
+				c := cfg.Clone()
+				c.Addr = addr
+				if tz != "" {
+					if c.Params == nil {
+						c.Params = map[string]string{}
+					}
+					c.Params["time_zone"] = "'" + tz + "'"
+				}
+				conn, err := mysql.NewConnector(c)
+				if err != nil {
+					panic(err)
+				}
+				return sql.OpenDB(conn)
+			},
+		}
+		s.admin = s.open(s.target, "")
+		if err := ping(s.admin); err != nil {
+			serverErrs["mariadb"] = err
+			s.admin.Close()
+			return
+		}
+		servers["mariadb"] = s
+	}()
+}
+
+func ping(db *sql.DB) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	return db.PingContext(ctx)
+}
+
+// getServer returns the named server or skips (fails under
+// BATON_TEST_REQUIRE=1) if it is unreachable.
+func getServer(t *testing.T, name string) *server {
+	t.Helper()
+	serversOnce.Do(loadServers)
+	s := servers[name]
+	if s == nil {
+		testenv.Unavailable(t, "%s: %v", name, serverErrs[name])
+	}
+	return s
+}
+
+// forEachServer runs f as parallel subtests "postgres" and "mariadb".
+func forEachServer(t *testing.T, f func(t *testing.T, s *server)) {
+	for _, name := range []string{"postgres", "mariadb"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f(t, getServer(t, name))
+		})
+	}
+}
+
+func randomTable(t *testing.T) string {
+	var b [5]byte
+	rand.Read(b[:])
+	return "baton_t_" + hex.EncodeToString(b[:])
+}
+
+// newTable creates the schema of a fresh table (EnsureSchema through the
+// admin pool) and drops it when t ends.
+func (s *server) newTable(t *testing.T) string {
+	t.Helper()
+	table := randomTable(t)
+	b := s.backend(t, s.admin, table, "schema", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := b.EnsureSchema(ctx); err != nil {
+		t.Fatalf("EnsureSchema: %v", err)
+	}
+	t.Cleanup(func() { s.dropTable(t, table) })
+	return table
+}
+
+func (s *server) dropTable(t *testing.T, table string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stmts := []string{"DROP TABLE IF EXISTS " + table + ", " + table + "_ticks, " + table + "_runs"}
+	if s.dialect == sqlrow.Postgres {
+		stmts = append(stmts, "DROP SEQUENCE IF EXISTS "+table+"_token_seq")
+	} else {
+		stmts[0] += ", " + table + "_seq"
+	}
+	for _, q := range stmts {
+		if _, err := s.admin.ExecContext(ctx, q); err != nil {
+			t.Errorf("drop %s: %v", table, err)
+		}
+	}
+}
+
+// backend builds a Backend on db with the test timing.
+func (s *server) backend(t *testing.T, db *sql.DB, table, electionName string, mod func(*sqlrow.Config)) *sqlrow.Backend {
+	t.Helper()
+	cfg := sqlrow.Config{
+		DB:           db,
+		Dialect:      s.dialect,
+		Table:        table,
+		Election:     electionName,
+		Timing:       election.Timing{TTL: testTTL},
+		PollInterval: s.poll,
+		Logger:       testLogger(t),
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	b, err := sqlrow.New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return b
+}
+
+// candidate is a Backend with its own pool (and listen connection) dialing
+// through a proxy of its own.
+type candidate struct {
+	*sqlrow.Backend
+	proxy *faultproxy.Proxy
+	db    *sql.DB
+}
+
+type candOpts struct {
+	tz     string           // session time zone
+	wall   func() time.Time // skewed application wall clock
+	noWait bool             // PostgreSQL: no LISTEN
+}
+
+func (s *server) candidate(t *testing.T, table, electionName string, o candOpts) *candidate {
+	t.Helper()
+	p, err := faultproxy.New(s.target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := s.open(p.Addr(), o.tz)
+	t.Cleanup(func() {
+		p.Heal()
+		db.Close()
+		p.Close()
+	})
+	b := s.backend(t, db, table, electionName, func(c *sqlrow.Config) {
+		if s.listen != nil && !o.noWait {
+			c.Listen = s.listen(p.Addr(), o.tz)
+		}
+		if o.wall != nil {
+			sqlrow.SetWallClock(c, o.wall)
+		}
+	})
+	return &candidate{Backend: b, proxy: p, db: db}
+}
+
+// testLogger logs to stderr at the level BATON_TEST_LOG names (debug,
+// info, warn; default: errors only), tagged with the test name.
+func testLogger(t *testing.T) *slog.Logger {
+	level := slog.LevelError
+	_ = level.UnmarshalText([]byte(os.Getenv("BATON_TEST_LOG")))
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("test", t.Name())
+}

@@ -1,0 +1,128 @@
+package sqlrow
+
+import (
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Schema holds the schema files, one per dialect: schema/postgres.sql and
+// schema/mysql.sql. In them the table name is the placeholder
+// "baton_lease"; SchemaSQL substitutes it.
+//
+//go:embed schema/*.sql
+var Schema embed.FS
+
+// placeholder is the table name used in the schema files.
+const placeholder = "baton_lease"
+
+func schemaFile(d Dialect) string {
+	if d == MySQL {
+		return "schema/mysql.sql"
+	}
+	return "schema/postgres.sql"
+}
+
+// SchemaSQL returns the statements creating the schema of table for d (the
+// lease table, its token sequence or counter, and the ledger tables), the
+// placeholder replaced by table. Each statement is idempotent (IF NOT
+// EXISTS). Use it to feed a migration tool; EnsureSchema runs it.
+func SchemaSQL(d Dialect, table string) ([]string, error) {
+	if d != Postgres && d != MySQL {
+		return nil, fmt.Errorf("sqlrow: schema: Dialect %v: unknown", d)
+	}
+	if !validTable(table) {
+		return nil, fmt.Errorf("sqlrow: schema: Table %q: not a safe SQL identifier", table)
+	}
+	raw, err := Schema.ReadFile(schemaFile(d))
+	if err != nil {
+		return nil, err
+	}
+	var stmts []string
+	var cur strings.Builder
+	for line := range strings.Lines(string(raw)) {
+		if strings.HasPrefix(strings.TrimSpace(line), "--") {
+			continue
+		}
+		cur.WriteString(line)
+		if strings.HasSuffix(strings.TrimSpace(line), ";") {
+			s := strings.TrimSuffix(strings.TrimSpace(cur.String()), ";")
+			stmts = append(stmts, strings.ReplaceAll(s, placeholder, table))
+			cur.Reset()
+		}
+	}
+	if strings.TrimSpace(cur.String()) != "" {
+		return nil, fmt.Errorf("sqlrow: schema: %s: trailing statement without ';'", schemaFile(d))
+	}
+	return stmts, nil
+}
+
+// EnsureSchema creates whatever is missing of the schema (see SchemaSQL)
+// and then runs Check. It is opt-in: call it at start-up if the service
+// may create tables; otherwise apply the schema file with your migrations.
+// It blocks on the database, bounded by ctx. Several instances may call it
+// at once: on PostgreSQL the statements run in one transaction under an
+// advisory lock; on MySQL each CREATE ... IF NOT EXISTS is atomic.
+func (b *Backend) EnsureSchema(ctx context.Context) error {
+	stmts, err := SchemaSQL(b.cfg.Dialect, b.cfg.Table)
+	if err != nil {
+		return err
+	}
+	switch b.cfg.Dialect {
+	case Postgres:
+		tx, err := b.cfg.DB.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("sqlrow: ensure schema: %w", err)
+		}
+		defer tx.Rollback()
+		sum := sha256.Sum256([]byte("baton schema " + b.cfg.Table))
+		key := int64(binary.BigEndian.Uint64(sum[:8]))
+		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", key); err != nil {
+			return fmt.Errorf("sqlrow: ensure schema: lock: %w", err)
+		}
+		for _, s := range stmts {
+			if _, err := tx.ExecContext(ctx, s); err != nil {
+				return fmt.Errorf("sqlrow: ensure schema: %w\n%s", err, s)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("sqlrow: ensure schema: %w", err)
+		}
+	case MySQL:
+		for _, s := range stmts {
+			if _, err := b.cfg.DB.ExecContext(ctx, s); err != nil {
+				return fmt.Errorf("sqlrow: ensure schema: %w\n%s", err, s)
+			}
+		}
+	}
+	return b.Check(ctx)
+}
+
+// Check verifies that every table (and the sequence or counter table) of
+// the schema exists with the expected columns. It returns every problem at
+// once, each wrapping ErrSchemaMissing and naming the relation and the
+// schema file to apply. It blocks on the database, bounded by ctx and
+// QueryTimeout per statement. New does not call it: call it at start-up
+// to fail fast.
+func (b *Backend) Check(ctx context.Context) error {
+	var errs []error
+	for _, c := range b.q.checks {
+		qctx, cancel := context.WithTimeout(ctx, b.cfg.QueryTimeout)
+		rows, err := b.cfg.DB.QueryContext(qctx, c.query)
+		if err == nil {
+			for rows.Next() {
+			}
+			err = rows.Err()
+			rows.Close()
+		}
+		cancel()
+		if err != nil {
+			errs = append(errs, b.wrap("check "+c.relation, err))
+		}
+	}
+	return errors.Join(errs...)
+}
