@@ -67,7 +67,9 @@ func (e *Elector) Identity() Identity { return e.cfg.Identity }
 // the calling goroutine, then releases the lease and campaigns again. It
 // blocks until ctx is done and the current term, if any, has been released;
 // then it returns nil. It returns early with an error only if lead returns
-// an error while its term is still live (and after releasing that term).
+// an error while its term is still live (and after releasing that term),
+// unless that error wraps ErrLeadershipLost: lead learned the term is
+// stale, so the lease is released and the elector campaigns again.
 //
 // The term context passed to lead ends when the term ends, with a cause:
 //   - wrapping ErrLeadershipLost when the lease was lost; it may already be
@@ -189,7 +191,7 @@ func (e *Elector) runTerm(ctx context.Context, lease Lease, lead func(context.Co
 	default:
 		log.Info("released leadership", "took", time.Since(t.since).Round(time.Millisecond))
 	}
-	if leadErr != nil && termLive {
+	if leadErr != nil && termLive && !errors.Is(leadErr, ErrLeadershipLost) {
 		return fmt.Errorf("election: lead: %w", leadErr)
 	}
 	if leadErr != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/schedulerhost"
 )
 
 // Memory is an in-memory leadership store: the "server" of an election
@@ -23,6 +24,12 @@ type Memory struct {
 	holder  *memHolder // nil when free
 	token   uint64
 	changed chan struct{} // closed and replaced on every change
+
+	// ledger state, guarded by mu
+	last map[string]time.Time
+	runs map[string][]schedulerhost.Run // newest last
+	// leases by token, so a stale claim can end its term
+	byToken map[uint64]*election.ManagedLease
 }
 
 type memHolder struct {
@@ -230,5 +237,11 @@ func (b *MemoryBackend) newLease(h *memHolder, sent time.Time) *election.Managed
 		},
 	})
 	l.SetToken(h.token)
+	m.mu.Lock()
+	if m.byToken == nil {
+		m.byToken = map[uint64]*election.ManagedLease{}
+	}
+	m.byToken[h.token] = l
+	m.mu.Unlock()
 	return l
 }

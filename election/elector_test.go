@@ -1,0 +1,212 @@
+package election_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/electiontest"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func newElector(t *testing.T, b election.Backend, id string) *election.Elector {
+	t.Helper()
+	e, err := election.New(election.Config{Backend: b, Identity: election.Identity{ID: id}, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func TestElector_Run_ReleasesAfterLeadReturns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
+		e := newElector(t, m.Candidate(), "a")
+		ctx, cancel := context.WithCancel(context.Background())
+		var heldDuringDrain, heldAfter bool
+		var cause error
+		done := make(chan error)
+		go func() {
+			done <- e.Run(ctx, func(tctx context.Context) error {
+				<-tctx.Done()
+				cause = context.Cause(tctx)
+				time.Sleep(3 * time.Second) // drain: the lease must stay held and renewed
+				_, err := m.Leader(context.Background())
+				heldDuringDrain = err == nil && election.LeaseContext(tctx).Err() == nil
+				return nil
+			})
+		}()
+		time.Sleep(time.Second)
+		if !e.IsLeader() {
+			t.Fatal("not leading")
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		_, err := m.Leader(context.Background())
+		heldAfter = err == nil
+		if !errors.Is(cause, election.ErrSteppingDown) {
+			t.Errorf("term cause = %v, want ErrSteppingDown", cause)
+		}
+		if !heldDuringDrain {
+			t.Error("lease not held while lead was draining")
+		}
+		if heldAfter {
+			t.Error("lease still held after Run returned")
+		}
+	})
+}
+
+func TestElector_Run_LossCancelsTermWithCause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
+		e := newElector(t, m.Candidate(), "a")
+		ctx, cancel := context.WithCancel(context.Background())
+		causes := make(chan error, 10)
+		done := make(chan error)
+		go func() {
+			done <- e.Run(ctx, func(tctx context.Context) error {
+				<-tctx.Done()
+				causes <- context.Cause(tctx)
+				return nil
+			})
+		}()
+		synctest.Wait()
+		m.Revoke()
+		if c := <-causes; !errors.Is(c, election.ErrLeadershipLost) {
+			t.Errorf("cause = %v, want ErrLeadershipLost", c)
+		}
+		synctest.Wait()
+		if !e.IsLeader() {
+			t.Error("elector did not campaign again after the loss")
+		}
+		cancel()
+		<-done
+		if c := <-causes; !errors.Is(c, election.ErrSteppingDown) {
+			t.Errorf("second term's cause = %v, want ErrSteppingDown", c)
+		}
+	})
+}
+
+func TestElector_StepDown_CoolsDownThenLeadsAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
+		a, b := newElector(t, m.Candidate(), "a"), newElector(t, m.Candidate(), "b")
+		ctx, cancel := context.WithCancel(context.Background())
+		lead := func(tctx context.Context) error { <-tctx.Done(); return nil }
+		da, db := make(chan error), make(chan error)
+		go func() { da <- a.Run(ctx, lead) }()
+		synctest.Wait()
+		go func() { db <- b.Run(ctx, lead) }()
+		synctest.Wait()
+		if !a.IsLeader() || b.IsLeader() {
+			t.Fatal("want a leading, b following")
+		}
+		if !a.StepDown(10 * time.Second) {
+			t.Fatal("StepDown reported no term")
+		}
+		synctest.Wait()
+		if a.IsLeader() || !b.IsLeader() {
+			t.Fatalf("after step-down: a leads %v, b leads %v; want b", a.IsLeader(), b.IsLeader())
+		}
+		// b steps down without cooldown; a is cooling down and must not take it.
+		b.StepDown(0)
+		time.Sleep(5 * time.Second)
+		if a.IsLeader() {
+			t.Error("a led during its cooldown")
+		}
+		time.Sleep(6 * time.Second)
+		if !a.IsLeader() && !b.IsLeader() {
+			t.Error("nobody leads after the cooldown")
+		}
+		cancel()
+		<-da
+		<-db
+	})
+}
+
+func TestElector_Ineligible_DoesNotCampaign(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
+		a := newElector(t, m.Candidate(), "a")
+		a.SetEligible(false)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- a.Run(ctx, func(tctx context.Context) error { <-tctx.Done(); return nil }) }()
+		time.Sleep(time.Minute)
+		if a.IsLeader() {
+			t.Fatal("an ineligible elector leads")
+		}
+		a.SetEligible(true)
+		synctest.Wait()
+		if !a.IsLeader() {
+			t.Fatal("eligible again but not leading")
+		}
+		cancel()
+		<-done
+	})
+}
+
+func TestElector_Run_LeadErrorIsReturnedAfterRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
+		a := newElector(t, m.Candidate(), "a")
+		boom := errors.New("boom")
+		err := a.Run(context.Background(), func(context.Context) error { return boom })
+		if !errors.Is(err, boom) {
+			t.Errorf("Run = %v, want boom", err)
+		}
+		err = newElector(t, m.Candidate(), "b").Run(context.Background(), func(context.Context) error { panic("oops") })
+		if err == nil || !contains(err.Error(), "panic: oops") {
+			t.Errorf("Run with a panicking lead = %v, want the panic as an error", err)
+		}
+		if _, err := m.Leader(context.Background()); !errors.Is(err, election.ErrNoLeader) {
+			t.Error("lease still held after Run returned an error")
+		}
+	})
+}
+
+func TestManagedLease_SelfFencesAtLocalDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing := election.Timing{TTL: 6 * time.Second, RenewInterval: 2 * time.Second, SafetyMargin: time.Second}
+		m := electiontest.NewMemory(timing)
+		c := m.Candidate()
+		l, err := c.Acquire(context.Background(), election.Identity{ID: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Renewals at 2 s and 4 s succeed; the path is cut at 5 s, so the
+		// last renewal was sent at 4 s: the term must end at 4+6-1 = 9 s.
+		start := time.Now()
+		time.Sleep(5 * time.Second)
+		c.Cut()
+		<-l.Done()
+		if got := time.Since(start); got != 9*time.Second {
+			t.Errorf("term ended at %v, want 9s (last renewal sent + TTL - SafetyMargin)", got)
+		}
+		if !errors.Is(l.Err(), election.ErrLeadershipLost) {
+			t.Errorf("Err = %v, want ErrLeadershipLost", l.Err())
+		}
+		// The store gives the lease away only at 4+6 = 10 s.
+		other := m.Candidate()
+		lb, err := other.Acquire(context.Background(), election.Identity{ID: "b"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := time.Since(start); got != 10*time.Second {
+			t.Errorf("b acquired at %v, want 10s", got)
+		}
+		c.Heal()
+		l.Release(context.Background())
+		lb.Release(context.Background())
+	})
+}
+
+func contains(s, sub string) bool { return len(s) >= len(sub) && (s[:len(sub)] == sub || contains(s[1:], sub)) }

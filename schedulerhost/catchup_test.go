@@ -1,0 +1,173 @@
+package schedulerhost_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/schedulerhost"
+)
+
+// record is an independent log of runs, kept by the job itself.
+type record struct {
+	mu   sync.Mutex
+	runs []schedulerhost.Tick
+	by   []string
+}
+
+func (r *record) job(name string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		tk, _ := schedulerhost.TickFromContext(ctx)
+		r.mu.Lock()
+		r.runs = append(r.runs, tk)
+		r.by = append(r.by, name)
+		r.mu.Unlock()
+		return nil
+	}
+}
+
+func TestHost_CatchUpAfterCrash(t *testing.T) {
+	for _, tc := range []struct {
+		policy   schedulerhost.Misfire
+		maxCatch int
+	}{
+		{schedulerhost.MisfireSkip, 0},
+		{schedulerhost.MisfireRunOnce, 0},
+		{schedulerhost.MisfireRunAll, 0},
+		{schedulerhost.MisfireRunAll, 2},
+	} {
+		t.Run(string(tc.policy), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				// A wide safety margin leaves a gap of about 5 ticks between
+				// the crashed leader's last tick and the next leader's first.
+				m := electiontest.NewMemory(election.Timing{TTL: 10 * time.Second, RenewInterval: 2 * time.Second, SafetyMargin: 5 * time.Second})
+				var rec record
+				cfg := func(name string) schedulerhost.Config {
+					return schedulerhost.Config{Jobs: []schedulerhost.Job{{
+						Name: "tick", Schedule: "@every 1s", Misfire: tc.policy,
+						MisfireGrace: 30 * time.Second, MaxCatchUp: tc.maxCatch,
+						Run: rec.job(name),
+					}}}
+				}
+				a := startNode(t, m, "a", cfg("a"))
+				b := startNode(t, m, "b", cfg("b"))
+				time.Sleep(5500 * time.Millisecond)
+				a.backend.Cut() // a "crashes": no renewal, no release reaches the store
+				time.Sleep(20 * time.Second)
+				rec.mu.Lock()
+				runs, by := append([]schedulerhost.Tick(nil), rec.runs...), append([]string(nil), rec.by...)
+				rec.mu.Unlock()
+				seen := map[time.Time]string{}
+				var lastA time.Time
+				var catchUps []schedulerhost.Tick
+				firstB := -1
+				for i, r := range runs {
+					if prev, dup := seen[r.Time]; dup {
+						t.Errorf("tick %v run twice (by %s and %s)", r.Time, prev, by[i])
+					}
+					seen[r.Time] = by[i]
+					if by[i] == "a" && r.Time.After(lastA) {
+						lastA = r.Time
+					}
+					if r.CatchUp {
+						catchUps = append(catchUps, r)
+					}
+					if by[i] == "b" && firstB < 0 {
+						firstB = i
+					}
+				}
+				if firstB < 0 {
+					t.Fatal("b never ran anything")
+				}
+				var regularB time.Time
+				for i := firstB; i < len(runs); i++ {
+					if !runs[i].CatchUp {
+						regularB = runs[i].Time
+						break
+					}
+				}
+				missed := int(regularB.Sub(lastA)/time.Second) - 1
+				if missed < 2 {
+					t.Fatalf("gap too small to test: a's last tick %v, b's first regular %v", lastA, regularB)
+				}
+				want := 0
+				switch tc.policy {
+				case schedulerhost.MisfireRunOnce:
+					want = 1
+				case schedulerhost.MisfireRunAll:
+					want = missed
+					if tc.maxCatch > 0 {
+						want = min(missed, tc.maxCatch)
+					}
+				}
+				t.Logf("%s: a's last tick +%v, b's first regular tick +%v, missed %d, catch-up runs %d",
+					tc.policy, lastA.Sub(runs[0].Time), regularB.Sub(runs[0].Time), missed, len(catchUps))
+				if len(catchUps) != want {
+					t.Fatalf("catch-up runs = %d (%v), want %d", len(catchUps), catchUps, want)
+				}
+				// Catch-up runs are the newest missed ticks, oldest first.
+				for i, c := range catchUps {
+					if wantT := regularB.Add(-time.Duration(len(catchUps)-i) * time.Second); !c.Time.Equal(wantT) {
+						t.Errorf("catch-up %d has tick %v, want %v", i, c.Time, wantT)
+					}
+				}
+				a.backend.Heal()
+				b.stop(t)
+				a.stop(t)
+			})
+		})
+	}
+}
+
+func TestHost_CatchUpRespectsGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := electiontest.NewMemory(election.Timing{TTL: 10 * time.Second, RenewInterval: 2 * time.Second, SafetyMargin: 5 * time.Second})
+		var rec record
+		cfg := schedulerhost.Config{Jobs: []schedulerhost.Job{{
+			Name: "tick", Schedule: "@every 1s", Misfire: schedulerhost.MisfireRunAll,
+			MisfireGrace: 2 * time.Second, Run: rec.job("x"),
+		}}}
+		a := startNode(t, m, "a", cfg)
+		time.Sleep(3500 * time.Millisecond)
+		a.backend.Cut()
+		b := startNode(t, m, "b", cfg)
+		time.Sleep(20 * time.Second)
+		term, ok := b.elector.Term()
+		if !ok {
+			t.Fatal("b does not lead")
+		}
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		var lastA time.Time
+		var got []time.Time
+		for _, r := range rec.runs {
+			if r.CatchUp {
+				got = append(got, r.Time)
+			} else if r.Time.Before(term.Since) {
+				lastA = r.Time
+			}
+		}
+		var want []time.Time
+		for tk := lastA.Add(time.Second); !tk.After(term.Since); tk = tk.Add(time.Second) {
+			if term.Since.Sub(tk) <= 2*time.Second {
+				want = append(want, tk)
+			}
+		}
+		t.Logf("b led at %v; a's last tick %v; catch-up ticks %v", term.Since, lastA, got)
+		if len(want) < 2 || len(got) != len(want) {
+			t.Fatalf("catch-up ticks = %v, want %v (those within 2s grace)", got, want)
+		}
+		for i := range want {
+			if !got[i].Equal(want[i]) {
+				t.Errorf("catch-up %d = %v, want %v", i, got[i], want[i])
+			}
+		}
+		a.backend.Heal()
+		b.stop(t)
+		a.stop(t)
+	})
+}

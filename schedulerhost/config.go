@@ -1,0 +1,208 @@
+package schedulerhost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/robfig/cron/v3"
+)
+
+// Overlap says what happens when a job's tick comes while an earlier run of
+// the same job is still going.
+type Overlap string
+
+// Overlap policies.
+const (
+	OverlapSkip  Overlap = "skip"  // default: the tick is not run; counted and logged
+	OverlapAllow Overlap = "allow" // runs start side by side
+	OverlapQueue Overlap = "queue" // the tick runs when the earlier run ends
+)
+
+// Misfire says what a new leader does with ticks missed while nobody led
+// (read from the Ledger's last claimed tick).
+type Misfire string
+
+// Misfire policies.
+const (
+	MisfireSkip    Misfire = "skip"     // missed ticks are counted and not run
+	MisfireRunOnce Misfire = "run-once" // default: one run for the whole gap, as the newest missed tick
+	MisfireRunAll  Misfire = "run-all"  // one run per missed tick, oldest first, at most MaxCatchUp
+)
+
+// Job is one scheduled job.
+type Job struct {
+	// Name identifies the job in the ledger, logs and metrics. Required,
+	// unique within a Host.
+	Name string
+	// Schedule is a cron spec: 5 fields, or 6 with leading seconds;
+	// descriptors such as @hourly and @every 10s; an optional CRON_TZ=Zone
+	// prefix. Required.
+	Schedule string
+	// Run does the work. Its context carries the fencing token
+	// (election.TokenFromContext) and the tick (TickFromContext). It ends
+	// with a cause: wrapping election.ErrLeadershipLost on loss,
+	// ErrShutdownTimeout when a graceful stop gave up waiting,
+	// ErrJobTimeout after Timeout. Required.
+	Run func(ctx context.Context) error
+	// Timeout bounds one run. Zero means no limit.
+	Timeout time.Duration
+	// Overlap is the overlap policy. Empty means OverlapSkip.
+	Overlap Overlap
+	// Misfire is the catch-up policy for ticks missed during a failover.
+	// Empty means MisfireRunOnce. Without a Ledger there is no catch-up.
+	Misfire Misfire
+	// MisfireGrace is how old a missed tick may be and still be caught up.
+	// Zero means one period of the schedule, capped at 1 minute.
+	MisfireGrace time.Duration
+	// MaxCatchUp caps the runs of MisfireRunAll. Zero means 10.
+	MaxCatchUp int
+}
+
+// Config configures a Host. Zero values mean the documented defaults.
+type Config struct {
+	// Jobs to run while leading. At least one.
+	Jobs []Job
+	// Location is the default time zone of the schedules (a spec's
+	// CRON_TZ= wins). Nil means UTC.
+	Location *time.Location
+	// ShutdownTimeout is how long a graceful stop waits for runs in
+	// flight, and how long a loss waits for cancelled runs to return,
+	// before Lead returns. Zero means 25 s.
+	ShutdownTimeout time.Duration
+	// KillGrace is how long a graceful stop waits after cancelling the
+	// runs still going at ShutdownTimeout. Zero means 5 s.
+	KillGrace time.Duration
+	// Ledger, if not nil, is claimed before every run and enables
+	// misfire catch-up and run history.
+	Ledger Ledger
+	// Instance identifies this instance in the ledger. Required with a
+	// Ledger.
+	Instance string
+	// Observer, if not nil, is told about runs, for metrics.
+	Observer Observer
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Defaults.
+const (
+	DefaultShutdownTimeout = 25 * time.Second
+	DefaultKillGrace       = 5 * time.Second
+	DefaultMaxCatchUp      = 10
+	maxDefaultGrace        = time.Minute
+)
+
+var specParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// ParseSchedule parses a cron spec the way a Host does.
+func ParseSchedule(spec string) (cron.Schedule, error) {
+	return specParser.Parse(spec)
+}
+
+func (c Config) withDefaults() Config {
+	if c.Location == nil {
+		c.Location = time.UTC
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.KillGrace == 0 {
+		c.KillGrace = DefaultKillGrace
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	jobs := make([]Job, len(c.Jobs))
+	copy(jobs, c.Jobs)
+	for i := range jobs {
+		j := &jobs[i]
+		if j.Overlap == "" {
+			j.Overlap = OverlapSkip
+		}
+		if j.Misfire == "" {
+			j.Misfire = MisfireRunOnce
+		}
+		if j.MaxCatchUp == 0 {
+			j.MaxCatchUp = DefaultMaxCatchUp
+		}
+	}
+	c.Jobs = jobs
+	return c
+}
+
+// Validate reports every problem with c at once, each naming the field
+// (and job) and the value.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if len(c.Jobs) == 0 {
+		add("Jobs: at least one job is required")
+	}
+	if c.ShutdownTimeout < 0 {
+		add("ShutdownTimeout %v: must be positive", c.ShutdownTimeout)
+	}
+	if c.KillGrace < 0 {
+		add("KillGrace %v: must be positive", c.KillGrace)
+	}
+	if c.Ledger != nil && c.Instance == "" {
+		add("Instance %q: required with a Ledger", c.Instance)
+	}
+	seen := map[string]int{}
+	for i, j := range c.Jobs {
+		where := fmt.Sprintf("Jobs[%d]", i)
+		if j.Name == "" {
+			add("%s.Name %q: required", where, j.Name)
+		} else {
+			where = fmt.Sprintf("job %q", j.Name)
+			if k, dup := seen[j.Name]; dup {
+				add("%s: Name %q: duplicate of Jobs[%d]", where, j.Name, k)
+			}
+			seen[j.Name] = i
+		}
+		if j.Schedule == "" {
+			add("%s: Schedule %q: required", where, j.Schedule)
+		} else if _, err := ParseSchedule(j.Schedule); err != nil {
+			add("%s: Schedule %q: %v", where, j.Schedule, err)
+		}
+		if j.Run == nil {
+			add("%s: Run: required", where)
+		}
+		if j.Timeout < 0 {
+			add("%s: Timeout %v: must not be negative", where, j.Timeout)
+		}
+		switch j.Overlap {
+		case OverlapSkip, OverlapAllow, OverlapQueue:
+		default:
+			add("%s: Overlap %q: want skip, allow or queue", where, j.Overlap)
+		}
+		switch j.Misfire {
+		case MisfireSkip, MisfireRunOnce, MisfireRunAll:
+		default:
+			add("%s: Misfire %q: want skip, run-once or run-all", where, j.Misfire)
+		}
+		if j.MisfireGrace < 0 {
+			add("%s: MisfireGrace %v: must not be negative", where, j.MisfireGrace)
+		}
+		if j.MaxCatchUp < 0 {
+			add("%s: MaxCatchUp %d: must not be negative", where, j.MaxCatchUp)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("schedulerhost: invalid config: %w", err)
+	}
+	return nil
+}
+
+// Observer is told about a Host's runs, synchronously, on the Host's
+// goroutines; its methods must not block. Metrics implement it.
+type Observer interface {
+	RunStarted(job string, tick time.Time, lateness time.Duration)
+	RunFinished(job string, result Result, took time.Duration)
+	Misfired(job string, ticks int)
+	OverlapSkipped(job string)
+	Drained(took time.Duration, left int)
+}

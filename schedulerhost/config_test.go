@@ -1,0 +1,75 @@
+package schedulerhost_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/schedulerhost"
+)
+
+func TestConfig_Validate(t *testing.T) {
+	run := func(context.Context) error { return nil }
+	ok := schedulerhost.Job{Name: "a", Schedule: "*/5 * * * *", Run: run}
+	for _, tc := range []struct {
+		name string
+		cfg  schedulerhost.Config
+		want []string // substrings of the error; nil means valid
+	}{
+		{"valid", schedulerhost.Config{Jobs: []schedulerhost.Job{ok}}, nil},
+		{"valid seconds, descriptor and zone", schedulerhost.Config{Jobs: []schedulerhost.Job{
+			{Name: "s", Schedule: "*/10 * * * * *", Run: run},
+			{Name: "d", Schedule: "@every 90s", Run: run},
+			{Name: "z", Schedule: "CRON_TZ=Europe/Paris 0 3 * * *", Run: run},
+		}}, nil},
+		{"no jobs", schedulerhost.Config{}, []string{"Jobs: at least one"}},
+		{"bad spec", schedulerhost.Config{Jobs: []schedulerhost.Job{{Name: "report", Schedule: "61 * * * *", Run: run}}},
+			[]string{`job "report": Schedule "61 * * * *"`}},
+		{"bad zone", schedulerhost.Config{Jobs: []schedulerhost.Job{{Name: "tz", Schedule: "CRON_TZ=Mars/Base 0 * * * *", Run: run}}},
+			[]string{`job "tz": Schedule "CRON_TZ=Mars/Base 0 * * * *"`}},
+		{"duplicate name", schedulerhost.Config{Jobs: []schedulerhost.Job{ok, ok}}, []string{`Name "a": duplicate of Jobs[0]`}},
+		{"empty name", schedulerhost.Config{Jobs: []schedulerhost.Job{{Schedule: "* * * * *", Run: run}}}, []string{`Jobs[0].Name "": required`}},
+		{"missing run", schedulerhost.Config{Jobs: []schedulerhost.Job{{Name: "x", Schedule: "* * * * *"}}}, []string{`job "x": Run: required`}},
+		{"negative timeout", schedulerhost.Config{Jobs: []schedulerhost.Job{{Name: "x", Schedule: "* * * * *", Run: run, Timeout: -time.Second}}},
+			[]string{`job "x": Timeout -1s`}},
+		{"bad overlap", schedulerhost.Config{Jobs: []schedulerhost.Job{{Name: "x", Schedule: "* * * * *", Run: run, Overlap: "sometimes"}}},
+			[]string{`Overlap "sometimes"`}},
+		{"bad misfire", schedulerhost.Config{Jobs: []schedulerhost.Job{{Name: "x", Schedule: "* * * * *", Run: run, Misfire: "all"}}},
+			[]string{`Misfire "all"`}},
+		{"negative durations", schedulerhost.Config{Jobs: []schedulerhost.Job{ok}, ShutdownTimeout: -1, KillGrace: -2},
+			[]string{"ShutdownTimeout -1ns", "KillGrace -2ns"}},
+		{"ledger without instance", schedulerhost.Config{Jobs: []schedulerhost.Job{ok}, Ledger: staleLedger{}}, []string{`Instance "": required with a Ledger`}},
+		{"every problem at once", schedulerhost.Config{Jobs: []schedulerhost.Job{{Name: "x", Schedule: "nope"}, {Name: "x", Schedule: "* * * * *", Run: run}}},
+			[]string{`Schedule "nope"`, `job "x": Run: required`, `duplicate of Jobs[0]`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := schedulerhost.New(tc.cfg)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("New: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("New: no error, want %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestNew_DoesNotMutateCaller(t *testing.T) {
+	jobs := []schedulerhost.Job{{Name: "a", Schedule: "* * * * *", Run: func(context.Context) error { return nil }}}
+	cfg := schedulerhost.Config{Jobs: jobs}
+	if _, err := schedulerhost.New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if jobs[0].Overlap != "" || cfg.ShutdownTimeout != 0 {
+		t.Errorf("New changed the caller's config: %+v", cfg)
+	}
+}

@@ -1,0 +1,391 @@
+package schedulerhost_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/schedulerhost"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// node is one instance in a synctest bubble: an elector on a memory store
+// running a Host.
+type node struct {
+	name    string
+	backend *electiontest.MemoryBackend
+	elector *election.Elector
+	host    *schedulerhost.Host
+	cancel  context.CancelFunc
+	done    chan error
+}
+
+func startNode(t *testing.T, m *electiontest.Memory, name string, cfg schedulerhost.Config) *node {
+	t.Helper()
+	b := m.Candidate()
+	e, err := election.New(election.Config{Backend: b, Identity: election.Identity{ID: name}, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Logger = quiet
+	if cfg.Ledger == nil {
+		cfg.Ledger = m.Ledger()
+	}
+	cfg.Instance = name
+	h, err := schedulerhost.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &node{name: name, backend: b, elector: e, host: h, cancel: cancel, done: make(chan error, 1)}
+	go func() { n.done <- e.Run(ctx, h.Lead) }()
+	synctest.Wait()
+	return n
+}
+
+// stop cancels the node's Run and waits for it.
+func (n *node) stop(t *testing.T) {
+	t.Helper()
+	n.cancel()
+	if err := <-n.done; err != nil {
+		t.Errorf("%s: Run: %v", n.name, err)
+	}
+}
+
+// starts records the start and end of runs, in fake time.
+type starts struct {
+	mu     sync.Mutex
+	at     []time.Time
+	ticks  []time.Time
+	causes []error
+}
+
+func (s *starts) add(ctx context.Context) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.at = append(s.at, time.Now())
+	tk, _ := schedulerhost.TickFromContext(ctx)
+	s.ticks = append(s.ticks, tk.Time)
+}
+
+func (s *starts) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.at)
+}
+
+func newMemory() *electiontest.Memory {
+	return electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
+}
+
+func TestHost_GracefulStop_WaitsForRunAndStartsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemory()
+		var st starts
+		var ended atomic.Int64
+		var sawCancel atomic.Bool
+		n := startNode(t, m, "a", schedulerhost.Config{Jobs: []schedulerhost.Job{{
+			Name: "work", Schedule: "@every 1s", Overlap: schedulerhost.OverlapAllow,
+			Run: func(ctx context.Context) error {
+				st.add(ctx)
+				select {
+				case <-time.After(3 * time.Second):
+				case <-ctx.Done():
+					sawCancel.Store(true)
+				}
+				ended.Add(1)
+				return nil
+			},
+		}}})
+		t0 := time.Now()
+		time.Sleep(1500 * time.Millisecond) // the 1s run is going
+		startsAtStop := st.count()
+		if startsAtStop != 1 {
+			t.Fatalf("starts before stop = %d, want 1", startsAtStop)
+		}
+		n.cancel()
+		err := <-n.done
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		if got := time.Since(t0); got != 4*time.Second {
+			t.Errorf("Run returned after %v, want 4s (the run started at 1s takes 3s)", got)
+		}
+		if st.count() != startsAtStop {
+			t.Errorf("%d runs started after the stop", st.count()-startsAtStop)
+		}
+		if sawCancel.Load() {
+			t.Error("the run's context was cancelled during a graceful drain")
+		}
+		if ended.Load() != 1 {
+			t.Errorf("runs ended = %d, want 1", ended.Load())
+		}
+		if _, err := m.Leader(context.Background()); !errors.Is(err, election.ErrNoLeader) {
+			t.Errorf("after Run returned, the lease is still held: %v", err)
+		}
+	})
+}
+
+func TestHost_GracefulStop_TimeoutCancelsWithCause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemory()
+		cause := make(chan error, 1)
+		n := startNode(t, m, "a", schedulerhost.Config{ShutdownTimeout: 10 * time.Second, Jobs: []schedulerhost.Job{{
+			Name: "stuck", Schedule: "@every 1s",
+			Run: func(ctx context.Context) error {
+				<-ctx.Done()
+				cause <- context.Cause(ctx)
+				return ctx.Err()
+			},
+		}}})
+		time.Sleep(1500 * time.Millisecond)
+		stopped := time.Now()
+		n.cancel()
+		c := <-cause
+		if !errors.Is(c, schedulerhost.ErrShutdownTimeout) {
+			t.Errorf("run's cause = %v, want ErrShutdownTimeout", c)
+		}
+		if got := time.Since(stopped); got != 10*time.Second {
+			t.Errorf("run cancelled %v after the stop, want ShutdownTimeout (10s)", got)
+		}
+		if err := <-n.done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		if got := time.Since(stopped); got != 10*time.Second {
+			t.Errorf("Run returned %v after the stop, want 10s", got)
+		}
+	})
+}
+
+func TestHost_GracefulStop_KillGraceBoundsAStuckRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemory()
+		release := make(chan struct{})
+		n := startNode(t, m, "a", schedulerhost.Config{ShutdownTimeout: 4 * time.Second, KillGrace: 2 * time.Second,
+			Jobs: []schedulerhost.Job{{
+				Name: "deaf", Schedule: "@every 1s",
+				Run: func(ctx context.Context) error {
+					<-release // ignores its context
+					return nil
+				},
+			}}})
+		time.Sleep(1500 * time.Millisecond)
+		stopped := time.Now()
+		n.cancel()
+		<-n.done
+		if got := time.Since(stopped); got != 6*time.Second {
+			t.Errorf("Run returned %v after the stop, want ShutdownTimeout+KillGrace = 6s", got)
+		}
+		if n.host.Running() != 1 {
+			t.Errorf("Running() = %d, want 1 (the deaf run)", n.host.Running())
+		}
+		close(release)
+		synctest.Wait()
+		if n.host.Running() != 0 {
+			t.Errorf("Running() = %d after the run returned, want 0", n.host.Running())
+		}
+	})
+}
+
+func TestHost_Loss_CancelsRunsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemory()
+		type ended struct {
+			at    time.Time
+			cause error
+		}
+		ch := make(chan ended, 1)
+		n := startNode(t, m, "a", schedulerhost.Config{Jobs: []schedulerhost.Job{{
+			Name: "long", Schedule: "@every 1s",
+			Run: func(ctx context.Context) error {
+				<-ctx.Done()
+				ch <- ended{time.Now(), context.Cause(ctx)}
+				return ctx.Err()
+			},
+		}}})
+		time.Sleep(1500 * time.Millisecond)
+		lostAt := time.Now()
+		m.Revoke()
+		e := <-ch
+		if e.at != lostAt {
+			t.Errorf("run cancelled %v after the loss, want at once", e.at.Sub(lostAt))
+		}
+		if !errors.Is(e.cause, election.ErrLeadershipLost) {
+			t.Errorf("cause = %v, want ErrLeadershipLost", e.cause)
+		}
+		synctest.Wait()
+		// The elector campaigns again and leads (nobody else is there).
+		if !n.elector.IsLeader() {
+			t.Error("elector did not lead again after the loss")
+		}
+		n.stop(t)
+	})
+}
+
+func TestHost_Overlap(t *testing.T) {
+	for _, tc := range []struct {
+		policy schedulerhost.Overlap
+		want   int // starts in 10.5 s of ticks every 1 s with 2.5 s runs
+	}{
+		{schedulerhost.OverlapSkip, 4},   // 1, 4, 7, 10
+		{schedulerhost.OverlapAllow, 10}, // every tick
+		{schedulerhost.OverlapQueue, 5},  // 1, 3.5, 6, 8.5, 11 (started at 11?) -> see below
+	} {
+		t.Run(string(tc.policy), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := newMemory()
+				var st starts
+				n := startNode(t, m, "a", schedulerhost.Config{ShutdownTimeout: time.Minute, Jobs: []schedulerhost.Job{{
+					Name: "slow", Schedule: "@every 1s", Overlap: tc.policy,
+					Run: func(ctx context.Context) error {
+						st.add(ctx)
+						time.Sleep(2500 * time.Millisecond)
+						return nil
+					},
+				}}})
+				time.Sleep(10500 * time.Millisecond)
+				got := st.count()
+				n.stop(t)
+				want := tc.want
+				if tc.policy == schedulerhost.OverlapQueue {
+					want = 4 // starts at 1, 3.5, 6, 8.5 within 10.5 s
+				}
+				if got != want {
+					t.Errorf("starts = %d, want %d (at %v)", got, want, st.at)
+				}
+				if tc.policy == schedulerhost.OverlapQueue {
+					// Queued ticks keep their identity: 1s, 2s, 3s, 4s.
+					for i, tk := range st.ticks {
+						if want := st.ticks[0].Add(time.Duration(i) * time.Second); !tk.Equal(want) {
+							t.Errorf("queued run %d has tick %v, want %v", i, tk, want)
+						}
+					}
+				}
+			})
+		})
+	}
+}
+
+func TestHost_PanickingJobIsAFailedRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemory()
+		var calls atomic.Int64
+		n := startNode(t, m, "a", schedulerhost.Config{Jobs: []schedulerhost.Job{{
+			Name: "boom", Schedule: "@every 1s",
+			Run: func(ctx context.Context) error {
+				calls.Add(1)
+				panic("kaboom")
+			},
+		}}})
+		time.Sleep(3500 * time.Millisecond)
+		if calls.Load() != 3 {
+			t.Errorf("calls = %d, want 3 (a panic must not stop the schedule)", calls.Load())
+		}
+		if !n.elector.IsLeader() {
+			t.Error("a panicking job ended the term")
+		}
+		hist, _ := n.host.History(context.Background(), "boom", 5)
+		if len(hist) != 3 || hist[0].Result != schedulerhost.ResultFailed {
+			t.Fatalf("history = %+v, want 3 failed runs", hist)
+		}
+		if want := "panic: kaboom"; len(hist[0].Error) < len(want) || hist[0].Error[:len(want)] != want {
+			t.Errorf("error = %q, want it to start with %q", hist[0].Error, want)
+		}
+		n.stop(t)
+	})
+}
+
+func TestHost_JobTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemory()
+		cause := make(chan error, 10)
+		n := startNode(t, m, "a", schedulerhost.Config{Jobs: []schedulerhost.Job{{
+			Name: "bounded", Schedule: "@every 5s", Timeout: 2 * time.Second,
+			Run: func(ctx context.Context) error {
+				<-ctx.Done()
+				cause <- context.Cause(ctx)
+				return ctx.Err()
+			},
+		}}})
+		time.Sleep(7500 * time.Millisecond)
+		if c := <-cause; !errors.Is(c, schedulerhost.ErrJobTimeout) {
+			t.Errorf("cause = %v, want ErrJobTimeout", c)
+		}
+		hist, _ := n.host.History(context.Background(), "bounded", 1)
+		if len(hist) != 1 || hist[0].Result != schedulerhost.ResultTimeout || hist[0].Ended.Sub(hist[0].Started) != 2*time.Second {
+			t.Errorf("history = %+v, want one timeout run of 2s", hist)
+		}
+		n.stop(t)
+	})
+}
+
+func TestHost_RunContextCarriesTokenAndTick(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemory()
+		type seen struct {
+			token uint64
+			tick  schedulerhost.Tick
+			start time.Time
+		}
+		ch := make(chan seen, 10)
+		n := startNode(t, m, "a", schedulerhost.Config{Jobs: []schedulerhost.Job{{
+			Name: "look", Schedule: "*/2 * * * * *",
+			Run: func(ctx context.Context) error {
+				tok, _ := election.TokenFromContext(ctx)
+				tk, _ := schedulerhost.TickFromContext(ctx)
+				ch <- seen{tok, tk, time.Now()}
+				return nil
+			},
+		}}})
+		time.Sleep(2100 * time.Millisecond)
+		s := <-ch
+		info, _ := m.Leader(context.Background())
+		if s.token != info.Token || s.token == 0 {
+			t.Errorf("token = %d, want the term's %d", s.token, info.Token)
+		}
+		if s.tick.Job != "look" || s.tick.Time.Second()%2 != 0 || s.tick.Time.Nanosecond() != 0 || s.tick.Time.After(s.start) {
+			t.Errorf("tick = %+v (start %v), want the nominal even second", s.tick, s.start)
+		}
+		n.stop(t)
+	})
+}
+
+// staleLedger refuses every claim as stale.
+type staleLedger struct{ schedulerhost.Ledger }
+
+func (staleLedger) Claim(context.Context, schedulerhost.Claim) error { return schedulerhost.ErrStaleTerm }
+
+func TestHost_StaleClaimEndsTheTerm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemory()
+		var calls atomic.Int64
+		n := startNode(t, m, "a", schedulerhost.Config{Ledger: staleLedger{m.Ledger()}, Jobs: []schedulerhost.Job{{
+			Name: "never", Schedule: "@every 1s",
+			Run:  func(ctx context.Context) error { calls.Add(1); return nil },
+		}}})
+		first, _ := n.elector.Term()
+		time.Sleep(1500 * time.Millisecond)
+		if calls.Load() != 0 {
+			t.Errorf("a run started despite a refused claim")
+		}
+		now, ok := n.elector.Term()
+		if !ok || now.Token <= first.Token {
+			t.Errorf("term after the stale claim = %+v (leading %v), want a new term with a token above %d", now, ok, first.Token)
+		}
+		select {
+		case err := <-n.done:
+			t.Fatalf("Run returned %v; a stale claim must end the term, not the elector", err)
+		default:
+		}
+		n.stop(t)
+	})
+}

@@ -1,0 +1,74 @@
+package schedulerhost
+
+import (
+	"context"
+	"time"
+)
+
+// JobStatus describes one job for status pages.
+type JobStatus struct {
+	Name     string    `json:"name"`
+	Schedule string    `json:"schedule"`
+	Overlap  Overlap   `json:"overlap"`
+	Misfire  Misfire   `json:"misfire"`
+	Next     time.Time `json:"next,omitzero"` // next tick: the scheduled one while leading, else what the schedule says
+	Running  int       `json:"running"`       // runs in flight in the current term
+	Skipped  int64     `json:"skipped"`       // ticks skipped by the overlap policy since start
+	LastRun  *Run      `json:"last_run,omitempty"`
+	Recent   []Run     `json:"recent,omitempty"` // newest first, runs of this instance
+}
+
+// Status describes every job. It does not block on I/O.
+func (h *Host) Status() []JobStatus {
+	now := time.Now().In(h.cfg.Location)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]JobStatus, 0, len(h.jobs))
+	for _, j := range h.jobs {
+		s := JobStatus{Name: j.Name, Schedule: j.Schedule, Overlap: j.Overlap, Misfire: j.Misfire,
+			Next: j.next, Running: j.active, Skipped: j.skipped}
+		if s.Next.IsZero() {
+			s.Next = j.sched.Next(now)
+		}
+		for i := len(j.recent) - 1; i >= 0; i-- {
+			s.Recent = append(s.Recent, j.recent[i])
+		}
+		if len(s.Recent) > 0 {
+			r := s.Recent[0]
+			s.LastRun = &r
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// Leading reports whether Lead is running.
+func (h *Host) Leading() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.leading
+}
+
+// Ledger returns the configured ledger, or nil.
+func (h *Host) Ledger() Ledger { return h.cfg.Ledger }
+
+// History returns up to n of job's most recent runs, newest first, from
+// the ledger (every instance's runs) or, without one, from this instance's
+// memory.
+func (h *Host) History(ctx context.Context, job string, n int) ([]Run, error) {
+	if h.cfg.Ledger != nil {
+		return h.cfg.Ledger.History(ctx, job, n)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []Run
+	for _, j := range h.jobs {
+		if j.Name != job {
+			continue
+		}
+		for i := len(j.recent) - 1; i >= 0 && len(out) < n; i-- {
+			out = append(out, j.recent[i])
+		}
+	}
+	return out, nil
+}
