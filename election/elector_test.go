@@ -209,4 +209,6 @@ func TestManagedLease_SelfFencesAtLocalDeadline(t *testing.T) {
 	})
 }
 
-func contains(s, sub string) bool { return len(s) >= len(sub) && (s[:len(sub)] == sub || contains(s[1:], sub)) }
+func contains(s, sub string) bool {
+	return len(s) >= len(sub) && (s[:len(sub)] == sub || contains(s[1:], sub))
+}

@@ -362,7 +362,9 @@ func TestHost_RunContextCarriesTokenAndTick(t *testing.T) {
 // staleLedger refuses every claim as stale.
 type staleLedger struct{ schedulerhost.Ledger }
 
-func (staleLedger) Claim(context.Context, schedulerhost.Claim) error { return schedulerhost.ErrStaleTerm }
+func (staleLedger) Claim(context.Context, schedulerhost.Claim) error {
+	return schedulerhost.ErrStaleTerm
+}
 
 func TestHost_StaleClaimEndsTheTerm(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -370,7 +372,7 @@ func TestHost_StaleClaimEndsTheTerm(t *testing.T) {
 		var calls atomic.Int64
 		n := startNode(t, m, "a", schedulerhost.Config{Ledger: staleLedger{m.Ledger()}, Jobs: []schedulerhost.Job{{
 			Name: "never", Schedule: "@every 1s",
-			Run:  func(ctx context.Context) error { calls.Add(1); return nil },
+			Run: func(ctx context.Context) error { calls.Add(1); return nil },
 		}}})
 		first, _ := n.elector.Term()
 		time.Sleep(1500 * time.Millisecond)
