@@ -91,30 +91,37 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (_ election
 		}
 	}()
 	retry := backoff{min: 10 * time.Millisecond, max: time.Second}
+	// pause logs a retried error (if any) and waits before the next try;
+	// it returns an error only when ctx is done.
+	pause := func(msg string, err error) error {
+		if ctx.Err() != nil {
+			return fmt.Errorf("consul: acquire: %w", ctx.Err())
+		}
+		if err != nil {
+			b.log.Warn(msg, "identity", id.ID, "err", err)
+		}
+		if err := retry.wait(ctx); err != nil {
+			return fmt.Errorf("consul: acquire: %w", err)
+		}
+		return nil
+	}
 	var waitIndex uint64
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("consul: acquire: %w", err)
 		}
-		if err := b.keepSession(ctx, &s, id); err != nil {
-			if ctx.Err() != nil {
-				return nil, fmt.Errorf("consul: acquire: %w", ctx.Err())
-			}
-			b.log.Warn("consul session, retrying", "identity", id.ID, "err", err)
-			if err := retry.wait(ctx); err != nil {
-				return nil, fmt.Errorf("consul: acquire: %w", err)
+		// Keep the session alive while waiting.
+		if err := b.keepSession(ctx, &s, id, b.cfg.RenewInterval/2); err != nil {
+			if err := pause("consul session, retrying", err); err != nil {
+				return nil, err
 			}
 			continue
 		}
 		pair, meta, err := b.get(ctx, waitIndex)
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil, fmt.Errorf("consul: acquire: %w", ctx.Err())
-			}
-			b.log.Warn("consul read lock key, retrying", "identity", id.ID, "err", err)
 			waitIndex = 0
-			if err := retry.wait(ctx); err != nil {
-				return nil, fmt.Errorf("consul: acquire: %w", err)
+			if err := pause("consul read lock key, retrying", err); err != nil {
+				return nil, err
 			}
 			continue
 		}
@@ -128,30 +135,32 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (_ election
 			continue
 		}
 		waitIndex = 0
-		l, err := b.lock(ctx, &s, id)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, fmt.Errorf("consul: acquire: %w", ctx.Err())
+		// The lease's first deadline counts from the session's last
+		// renewal: make it recent.
+		if err := b.keepSession(ctx, &s, id, b.cfg.RenewInterval/4); err != nil {
+			if err := pause("consul session, retrying", err); err != nil {
+				return nil, err
 			}
-			b.log.Warn("consul lock, retrying", "identity", id.ID, "err", err)
+			continue
 		}
+		l, err := b.lock(ctx, &s, id)
 		if l != nil {
 			return l, nil
 		}
-		// Refused: lock-delay after the last holder's session was
+		// Refused (lock-delay after the last holder's session was
 		// invalidated, another candidate won the race, or our session is
-		// gone. Check the session and look again after a pause.
+		// gone) or failed: check the session, look again after a pause.
 		s.check = true
-		if err := retry.wait(ctx); err != nil {
-			return nil, fmt.Errorf("consul: acquire: %w", err)
+		if err := pause("consul lock, retrying", err); err != nil {
+			return nil, err
 		}
 	}
 }
 
 // keepSession makes sure s is a live session whose last create or renew
-// was sent recently enough to lock with.
-func (b *Backend) keepSession(ctx context.Context, s *session, id election.Identity) error {
-	if s.id != "" && !s.check && time.Since(s.sent) < b.cfg.RenewInterval/2 {
+// was sent less than maxAge ago.
+func (b *Backend) keepSession(ctx context.Context, s *session, id election.Identity, maxAge time.Duration) error {
+	if s.id != "" && !s.check && time.Since(s.sent) < maxAge {
 		return nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, b.requestTimeout())

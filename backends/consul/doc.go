@@ -58,4 +58,10 @@
 // prints the value with its Session (empty when nobody leads; the value
 // then names the last leader), LockIndex and ModifyIndex; and
 // `consul lock`'s own holders show up the same way with an empty value.
+//
+// # Ledger
+//
+// Backend.Ledger returns a schedulerhost.Ledger kept under Key+"-ledger/":
+// each claim is a Consul transaction that checks that the claiming term's
+// session still holds the lock key.
 package consul

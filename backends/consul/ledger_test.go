@@ -1,0 +1,157 @@
+package consul_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/schedulerhost"
+)
+
+func TestLedger_ClaimFinishHistory(t *testing.T) {
+	a := sharedAgent(t)
+	c := newCandidate(t, a, newKey(t))
+	lg := c.Ledger()
+	ctx := context.Background()
+	l := acquire(t, c, "a", 30*time.Second)
+	defer release(t, l)
+
+	base := time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
+	job := "mail/daily report" // escaped in the key
+	if last, err := lg.LastClaimed(ctx, job); err != nil || !last.IsZero() {
+		t.Fatalf("LastClaimed before any claim = %v, %v; want zero, nil", last, err)
+	}
+	claim := func(i int) error {
+		return lg.Claim(ctx, schedulerhost.Claim{Job: job, Tick: base.Add(time.Duration(i) * time.Minute), Token: l.Token(),
+			Instance: "a", Started: time.Now()})
+	}
+	if err := claim(0); err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	if err := claim(0); !errors.Is(err, schedulerhost.ErrTickClaimed) {
+		t.Errorf("Claim of the same tick: %v, want ErrTickClaimed", err)
+	}
+	if err := claim(-1); !errors.Is(err, schedulerhost.ErrTickClaimed) {
+		t.Errorf("Claim of an older tick: %v, want ErrTickClaimed", err)
+	}
+	if last, err := lg.LastClaimed(ctx, job); err != nil || !last.Equal(base) {
+		t.Errorf("LastClaimed = %v, %v; want %v", last, err, base)
+	}
+	h, err := lg.History(ctx, job, 10)
+	if err != nil || len(h) != 1 || h[0].Result != schedulerhost.ResultRunning || h[0].Token != l.Token() || !h[0].Tick.Equal(base) {
+		t.Fatalf("History = %+v, %v; want one running entry", h, err)
+	}
+	fin := h[0]
+	fin.Result, fin.Ended = schedulerhost.ResultOK, time.Now().UTC()
+	if err := lg.Finish(ctx, fin); err != nil {
+		t.Fatalf("Finish: %v", err)
+	}
+	// A Finish with another token does not overwrite the entry.
+	other := fin
+	other.Token, other.Result = l.Token()+1, schedulerhost.ResultFailed
+	if err := lg.Finish(ctx, other); err != nil {
+		t.Fatalf("Finish with another token: %v", err)
+	}
+	if h, _ := lg.History(ctx, job, 1); len(h) != 1 || h[0].Result != schedulerhost.ResultOK {
+		t.Errorf("History after Finish = %+v, want result ok", h)
+	}
+
+	// The history is bounded, newest first.
+	for i := 1; i <= schedulerhost.DefaultHistory+5; i++ {
+		if err := claim(i); err != nil {
+			t.Fatalf("Claim %d: %v", i, err)
+		}
+	}
+	h, err = lg.History(ctx, job, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != schedulerhost.DefaultHistory {
+		t.Errorf("History kept %d runs, want %d", len(h), schedulerhost.DefaultHistory)
+	}
+	for i := 1; i < len(h); i++ {
+		if !h[i-1].Tick.After(h[i].Tick) {
+			t.Errorf("History not newest first at %d: %v then %v", i, h[i-1].Tick, h[i].Tick)
+		}
+	}
+	if want := base.Add((schedulerhost.DefaultHistory + 5) * time.Minute); len(h) > 0 && !h[0].Tick.Equal(want) {
+		t.Errorf("newest run tick %v, want %v", h[0].Tick, want)
+	}
+	if h, _ := lg.History(ctx, job, 3); len(h) != 3 {
+		t.Errorf("History(3) returned %d runs", len(h))
+	}
+	// Other jobs are separate.
+	if h, _ := lg.History(ctx, "mail", 10); len(h) != 0 {
+		t.Errorf("History of another job = %+v, want none", h)
+	}
+}
+
+// TestLedger_StaleTerm checks that a term that no longer holds the lock
+// cannot claim: after a handover (the old token), and when Consul
+// destroyed the session behind a term that has not noticed yet, in which
+// case the claim also ends that term.
+func TestLedger_StaleTerm(t *testing.T) {
+	a := sharedAgent(t)
+	key := newKey(t)
+	ca, cb := newCandidate(t, a, key), newCandidate(t, a, key)
+	ctx := context.Background()
+	tick := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+	la := acquire(t, ca, "a", 30*time.Second)
+	release(t, la)
+	lb := acquire(t, cb, "b", 30*time.Second)
+	err := ca.Ledger().Claim(ctx, schedulerhost.Claim{Job: "j", Tick: tick, Token: la.Token(), Instance: "a"})
+	if !errors.Is(err, schedulerhost.ErrStaleTerm) || !errors.Is(err, election.ErrLeadershipLost) {
+		t.Errorf("Claim with a released term's token: %v, want ErrStaleTerm", err)
+	}
+	// b's Backend can claim with b's token, and so can a's Backend
+	// (another process's view), finding the term through the lock key.
+	if err := ca.Ledger().Claim(ctx, schedulerhost.Claim{Job: "j", Tick: tick, Token: lb.Token(), Instance: "b"}); err != nil {
+		t.Errorf("Claim with the live token through another Backend: %v", err)
+	}
+
+	// Destroy b's session behind its back (its watch hears of it only
+	// after the proxy's delay): the claim must fail, and the term end.
+	info, err := cb.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, _, err := mustClient(t).KV().Get(key, nil)
+	if err != nil || pair == nil {
+		t.Fatalf("read lock key: %v", err)
+	}
+	cb.proxy.SetDelay(500 * time.Millisecond)
+	if _, err := mustClient(t).Session().Destroy(pair.Session, nil); err != nil {
+		t.Fatal(err)
+	}
+	cb.proxy.Heal()
+	err = cb.Ledger().Claim(ctx, schedulerhost.Claim{Job: "j", Tick: tick.Add(time.Minute), Token: info.Token, Instance: "b"})
+	if !errors.Is(err, schedulerhost.ErrStaleTerm) {
+		t.Errorf("Claim after the session was destroyed: %v, want ErrStaleTerm", err)
+	}
+	select {
+	case <-lb.Done():
+		if !errors.Is(lb.Err(), election.ErrLeadershipLost) {
+			t.Errorf("b's Err() = %v, want ErrLeadershipLost", lb.Err())
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("b's term still open 5s after a stale claim")
+	}
+	release(t, lb)
+	if last, _ := cb.Ledger().LastClaimed(ctx, "j"); !last.Equal(tick) {
+		t.Errorf("LastClaimed = %v, want %v (the stale claim must not count)", last, tick)
+	}
+}
+
+func mustClient(t *testing.T) *api.Client {
+	t.Helper()
+	c, err := sharedAgent(t).Client("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
