@@ -1,0 +1,267 @@
+package sqlrow
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/batonhq/baton/schedulerhost"
+)
+
+// Ledger returns the schedulerhost.Ledger of b's election, kept in the
+// tables Table_ticks and Table_runs of the same database (see the schema
+// files). It is safe for concurrent use; every method blocks for one
+// statement or transaction, bounded by ctx and Config.QueryTimeout.
+//
+// Ticks are stored as unix nanoseconds, so a tick round-trips exactly
+// (times between the years 1678 and 2262); the instant is kept, the
+// location is not (ticks come back in UTC). Started and Ended are stored
+// with microsecond precision.
+func (b *Backend) Ledger() schedulerhost.Ledger { return &ledger{b: b} }
+
+type ledger struct{ b *Backend }
+
+var _ schedulerhost.Ledger = (*ledger)(nil)
+
+// maxErrorLen bounds the error text stored with a run, in bytes.
+const maxErrorLen = 8 << 10
+
+// tickNanos converts a tick to unix nanoseconds, refusing times that do
+// not fit.
+func tickNanos(job string, tick time.Time) (int64, error) {
+	n := tick.UnixNano()
+	if tick.IsZero() || !time.Unix(0, n).Equal(tick) {
+		return 0, fmt.Errorf("sqlrow: job %q: %w: tick %v outside the years 1678-2262", job, ErrInvalidName, tick)
+	}
+	return n, nil
+}
+
+func checkJob(job string) error {
+	if job == "" || len([]rune(job)) > MaxNameLen {
+		return fmt.Errorf("sqlrow: %w: job %q: want 1 to %d characters", ErrInvalidName, job, MaxNameLen)
+	}
+	return nil
+}
+
+// Claim implements schedulerhost.Ledger. On PostgreSQL it is one
+// statement; on MySQL one READ COMMITTED transaction. Either way the lease
+// row is share-locked first and must hold c.Token and be live by the
+// database clock; a takeover waits for the claim to commit, and a claim
+// waits for a takeover in progress, then fails. A stale claim also ends
+// this Backend's local term with c.Token, if it has one (self-fencing: the
+// database knows before the renew loop does).
+func (l *ledger) Claim(ctx context.Context, c schedulerhost.Claim) error {
+	b := l.b
+	if err := checkJob(c.Job); err != nil {
+		return err
+	}
+	tick, err := tickNanos(c.Job, c.Tick)
+	if err != nil {
+		return err
+	}
+	if c.Token == 0 || c.Token > math.MaxInt64 {
+		return fmt.Errorf("sqlrow: claim %s at %v: %w: token %d", c.Job, c.Tick, ErrInvalidName, c.Token)
+	}
+	started := c.Started
+	if started.IsZero() {
+		started = b.cfg.wallNow() // informational only
+	}
+	started = started.UTC().Truncate(time.Microsecond)
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.QueryTimeout)
+	defer cancel()
+
+	var stale, claimed bool
+	switch b.cfg.Dialect {
+	case Postgres:
+		var leaseN, claimN, runN int64
+		err = b.cfg.DB.QueryRowContext(ctx, b.q.claimPG, b.cfg.Election, int64(c.Token), c.Job, tick,
+			c.Instance, c.CatchUp, started).Scan(&leaseN, &claimN, &runN)
+		stale, claimed = leaseN == 0, claimN == 1
+	case MySQL:
+		// A concurrent first claim of the same job (duplicate key) or a
+		// deadlock is retried: the retry sees the other's outcome.
+		for attempt := 0; ; attempt++ {
+			stale, claimed, err = l.claimMySQL(ctx, c, tick, started)
+			var me *mysql.MySQLError
+			if attempt < 3 && errors.As(err, &me) && (me.Number == 1062 || me.Number == 1213) {
+				continue
+			}
+			break
+		}
+	}
+	if err != nil {
+		return b.wrap(fmt.Sprintf("claim %s at %v", c.Job, c.Tick), err)
+	}
+	if stale {
+		b.lose(c.Token, fmt.Errorf("sqlrow: ledger: lease row no longer live with token %d: %w", c.Token, schedulerhost.ErrStaleTerm))
+		return fmt.Errorf("sqlrow: claim %s at %v with token %d: %w", c.Job, c.Tick, c.Token, schedulerhost.ErrStaleTerm)
+	}
+	if !claimed {
+		return fmt.Errorf("sqlrow: claim %s at %v: %w", c.Job, c.Tick, schedulerhost.ErrTickClaimed)
+	}
+	l.trim(ctx, c.Job)
+	return nil
+}
+
+// claimMySQL runs one claim transaction.
+func (l *ledger) claimMySQL(ctx context.Context, c schedulerhost.Claim, tick int64, started time.Time) (stale, claimed bool, err error) {
+	b := l.b
+	// READ COMMITTED: no gap locks, so claims of different new jobs do not
+	// deadlock on the index gap between them.
+	tx, err := b.cfg.DB.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return false, false, err
+	}
+	defer tx.Rollback()
+	var live bool
+	err = tx.QueryRowContext(ctx, b.q.leaseShare, int64(c.Token), b.cfg.Election).Scan(&live)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && !live) {
+		return true, false, nil
+	}
+	if err != nil {
+		return false, false, err
+	}
+	var last int64
+	err = tx.QueryRowContext(ctx, b.q.tickForUpd, b.cfg.Election, c.Job).Scan(&last)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		_, err = tx.ExecContext(ctx, b.q.tickInsert, b.cfg.Election, c.Job, tick, int64(c.Token))
+	case err != nil:
+	case last >= tick:
+		return false, false, nil
+	default:
+		_, err = tx.ExecContext(ctx, b.q.tickUpdate, tick, int64(c.Token), b.cfg.Election, c.Job)
+	}
+	if err != nil {
+		return false, false, err
+	}
+	st := mysqlTime(started)
+	if _, err := tx.ExecContext(ctx, b.q.runInsert, b.cfg.Election, c.Job, tick, c.Instance, int64(c.Token), c.CatchUp, st,
+		c.Instance, int64(c.Token), c.CatchUp, st); err != nil {
+		return false, false, err
+	}
+	return false, true, tx.Commit()
+}
+
+// mysqlTime formats t as a UTC DATETIME(6) literal, independent of the
+// connection's loc and time_zone settings.
+func mysqlTime(t time.Time) string {
+	return t.UTC().Format("2006-01-02 15:04:05.000000")
+}
+
+// trim deletes the runs of job beyond the newest History. It is best
+// effort: a failure is logged and retried by the next claim.
+func (l *ledger) trim(ctx context.Context, job string) {
+	b := l.b
+	var err error
+	if b.cfg.Dialect == Postgres {
+		_, err = b.cfg.DB.ExecContext(ctx, b.q.trimHistory, b.cfg.Election, job, b.cfg.History-1)
+	} else {
+		_, err = b.cfg.DB.ExecContext(ctx, b.q.trimHistory, b.cfg.Election, job, b.cfg.Election, job, b.cfg.History-1)
+	}
+	if err != nil {
+		b.log.Warn("trimming run history failed", "job", job, "err", err)
+	}
+}
+
+// LastClaimed implements schedulerhost.Ledger.
+func (l *ledger) LastClaimed(ctx context.Context, job string) (time.Time, error) {
+	b := l.b
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.QueryTimeout)
+	defer cancel()
+	var n int64
+	err := b.cfg.DB.QueryRowContext(ctx, b.q.lastClaimed, b.cfg.Election, job).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, b.wrap("last claimed tick of "+job, err)
+	}
+	return time.Unix(0, n).UTC(), nil
+}
+
+// Finish implements schedulerhost.Ledger: it sets Ended (NULL if zero),
+// Result and Error of the run with r's Job, Tick and Token; the other
+// fields keep their claimed values. A run no longer in the history
+// (trimmed, or never claimed) is left alone and is not an error.
+func (l *ledger) Finish(ctx context.Context, r schedulerhost.Run) error {
+	b := l.b
+	tick, err := tickNanos(r.Job, r.Tick)
+	if err != nil {
+		return err
+	}
+	if r.Token > math.MaxInt64 {
+		return fmt.Errorf("sqlrow: finish %s at %v: %w: token %d", r.Job, r.Tick, ErrInvalidName, r.Token)
+	}
+	msg := r.Error
+	if len(msg) > maxErrorLen {
+		msg = truncateUTF8(msg, maxErrorLen)
+	}
+	var ended any
+	if !r.Ended.IsZero() {
+		if b.cfg.Dialect == MySQL {
+			ended = mysqlTime(r.Ended)
+		} else {
+			ended = r.Ended.UTC().Truncate(time.Microsecond)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.QueryTimeout)
+	defer cancel()
+	if _, err := b.cfg.DB.ExecContext(ctx, b.q.finish, ended, string(r.Result), msg, b.cfg.Election, r.Job, tick, int64(r.Token)); err != nil {
+		return b.wrap(fmt.Sprintf("finish %s at %v", r.Job, r.Tick), err)
+	}
+	return nil
+}
+
+func truncateUTF8(s string, n int) string {
+	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 { // do not cut a rune
+		n--
+	}
+	return s[:n]
+}
+
+// History implements schedulerhost.Ledger: up to n runs of job, newest
+// tick first.
+func (l *ledger) History(ctx context.Context, job string, n int) ([]schedulerhost.Run, error) {
+	b := l.b
+	if n <= 0 {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.QueryTimeout)
+	defer cancel()
+	rows, err := b.cfg.DB.QueryContext(ctx, b.q.history, b.cfg.Election, job, n)
+	if err != nil {
+		return nil, b.wrap("history of "+job, err)
+	}
+	defer rows.Close()
+	var out []schedulerhost.Run
+	for rows.Next() {
+		var (
+			r              = schedulerhost.Run{Job: job}
+			tick, token    int64
+			started        int64
+			ended          sql.NullInt64
+			result, errMsg string
+		)
+		if err := rows.Scan(&tick, &r.Instance, &token, &r.CatchUp, &started, &ended, &result, &errMsg); err != nil {
+			return nil, b.wrap("history of "+job, err)
+		}
+		r.Tick = time.Unix(0, tick).UTC()
+		r.Token = uint64(token)
+		r.Started = time.UnixMicro(started).UTC()
+		if ended.Valid {
+			r.Ended = time.UnixMicro(ended.Int64).UTC()
+		}
+		r.Result, r.Error = schedulerhost.Result(result), errMsg
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, b.wrap("history of "+job, err)
+	}
+	return out, nil
+}
