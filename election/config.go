@@ -25,6 +25,20 @@ type Config struct {
 	// Logger receives transitions (Info) and retried errors (Warn). Nil
 	// means slog.Default().
 	Logger *slog.Logger
+	// Observer, if not nil, is told about transitions, for metrics.
+	Observer Observer
+}
+
+// Observer is told about an Elector's transitions, synchronously on the
+// goroutine that calls Run; its methods must not block.
+type Observer interface {
+	// AcquireFailed: an Acquire returned an error other than cancellation.
+	AcquireFailed(err error)
+	// Elected: a term with token began.
+	Elected(token uint64)
+	// TermEnded: the term with token ended after held; lost says whether
+	// it was lost rather than released.
+	TermEnded(token uint64, held time.Duration, lost bool)
 }
 
 // Defaults.

@@ -105,6 +105,9 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error)
 			if actx.Err() != nil { // eligibility dropped
 				continue
 			}
+			if e.cfg.Observer != nil {
+				e.cfg.Observer.AcquireFailed(err)
+			}
 			wait := e.cfg.RetryPeriod + rand.N(e.cfg.RetryPeriod/2+1)
 			e.log.Warn("acquire failed, retrying", "err", err, "retry_in", wait)
 			select {
@@ -137,6 +140,9 @@ func (e *Elector) runTerm(ctx context.Context, lease Lease, lead func(context.Co
 
 	log := e.log.With("token", t.token)
 	log.Info("acquired leadership")
+	if e.cfg.Observer != nil {
+		e.cfg.Observer.Elected(t.token)
+	}
 
 	finished := make(chan struct{})
 	var wg sync.WaitGroup
@@ -183,6 +189,9 @@ func (e *Elector) runTerm(ctx context.Context, lease Lease, lead func(context.Co
 	cancelLease(lost)
 	cancelTerm(lost)
 
+	if e.cfg.Observer != nil {
+		e.cfg.Observer.TermEnded(t.token, time.Since(t.since), errors.Is(lost, ErrLeadershipLost))
+	}
 	switch {
 	case errors.Is(lost, ErrLeadershipLost):
 		log.Warn("lost leadership", "err", lost, "took", time.Since(t.since).Round(time.Millisecond))

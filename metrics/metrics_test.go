@@ -1,0 +1,74 @@
+package metrics_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/metrics"
+	"github.com/batonhq/baton/schedulerhost"
+)
+
+func TestMetrics_FollowATerm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+		reg := prometheus.NewPedanticRegistry()
+		m, err := metrics.New(reg, "orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		store := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
+		e, _ := election.New(election.Config{Backend: store.Candidate(), Identity: election.Identity{ID: "a"}, Observer: m, Logger: quiet})
+		h, err := schedulerhost.New(schedulerhost.Config{Observer: m, Logger: quiet, Jobs: []schedulerhost.Job{
+			{Name: "ok", Schedule: "@every 1s", Run: func(context.Context) error { return nil }},
+			{Name: "slow", Schedule: "@every 1s", Run: func(context.Context) error { time.Sleep(1500 * time.Millisecond); return nil }},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- e.Run(ctx, h.Lead) }()
+		time.Sleep(3500 * time.Millisecond)
+		if got := testutil.ToFloat64(m.Leader()); got != 1 {
+			t.Errorf("baton_leader = %v while leading, want 1", got)
+		}
+		cancel()
+		<-done
+		want := `
+# HELP baton_job_runs_total Job runs finished on this instance, by job and result.
+# TYPE baton_job_runs_total counter
+baton_job_runs_total{election="orders",job="ok",result="ok"} 3
+baton_job_runs_total{election="orders",job="slow",result="ok"} 2
+# HELP baton_job_overlap_skipped_total Ticks skipped because a previous run was still going.
+# TYPE baton_job_overlap_skipped_total counter
+baton_job_overlap_skipped_total{election="orders",job="slow"} 1
+# HELP baton_leader 1 while this instance holds a live term, else 0.
+# TYPE baton_leader gauge
+baton_leader{election="orders"} 0
+# HELP baton_leadership_ended_total Terms this instance ended, by how: released or lost.
+# TYPE baton_leadership_ended_total counter
+baton_leadership_ended_total{election="orders",how="lost"} 0
+baton_leadership_ended_total{election="orders",how="released"} 1
+`
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "baton_job_runs_total", "baton_job_overlap_skipped_total", "baton_leader", "baton_leadership_ended_total"); err != nil {
+			t.Error(err)
+		}
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP baton_term_token Fencing token of this instance's current or last term.
+# TYPE baton_term_token gauge
+baton_term_token{election="orders"} 1
+`), "baton_term_token"); err != nil {
+			t.Error(err)
+		}
+	})
+}
