@@ -121,7 +121,9 @@ func (m *Metrics) RunFinished(job string, result schedulerhost.Result, took time
 }
 
 // Misfired implements schedulerhost.Observer.
-func (m *Metrics) Misfired(job string, ticks int) { m.misfires.WithLabelValues(job).Add(float64(ticks)) }
+func (m *Metrics) Misfired(job string, ticks int) {
+	m.misfires.WithLabelValues(job).Add(float64(ticks))
+}
 
 // OverlapSkipped implements schedulerhost.Observer.
 func (m *Metrics) OverlapSkipped(job string) { m.skipped.WithLabelValues(job).Inc() }
