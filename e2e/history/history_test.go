@@ -1,0 +1,171 @@
+package history
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func at(sec float64) time.Time { return t0.Add(time.Duration(sec * float64(time.Second))) }
+
+// clean is a history with no violation: a runs ticks 1..10 with token 10
+// and is killed at 10.2 s; b leads at 12.5 s with token 20, runs one
+// catch-up for the missed ticks 11 and 12 (as 12), then 13..20.
+func clean() Input {
+	in := Input{
+		Jobs:          map[string]Policy{"j": {Every: time.Second, Misfire: "run-once", Grace: 5 * time.Second}},
+		From:          at(0),
+		To:            at(20),
+		HandoverBound: time.Second,
+		Slack:         100 * time.Millisecond,
+		Terms: []Term{
+			{Instance: "a", Token: 10, Start: at(0.5), Stop: at(10.2), Killed: true},
+			{Instance: "b", Token: 20, Start: at(12.5)},
+		},
+	}
+	line := 0
+	add := func(inst string, tok uint64, tick, start float64, catchUp bool) {
+		line++
+		in.Starts = append(in.Starts, Start{Job: "j", Tick: at(tick), Token: tok, Instance: inst, At: at(start), CatchUp: catchUp, Line: line})
+	}
+	for s := 1; s <= 10; s++ {
+		add("a", 10, float64(s), float64(s)+0.001, false)
+	}
+	add("b", 20, 12, 12.51, true)
+	for s := 13; s <= 20; s++ {
+		add("b", 20, float64(s), float64(s)+0.001, false)
+	}
+	return in
+}
+
+func TestCheck_CleanHistoryPasses(t *testing.T) {
+	r := Check(clean())
+	if !r.OK() {
+		t.Fatalf("violations in a clean history: %v", r.Violations)
+	}
+	if r.Runs != 19 || r.Terms != 2 {
+		t.Errorf("runs %d terms %d, want 19 and 2", r.Runs, r.Terms)
+	}
+	if r.MaxFailover != 2300*time.Millisecond {
+		t.Errorf("max failover %v, want 2.3s", r.MaxFailover)
+	}
+}
+
+func TestCheck_ReportsEachViolation(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(in *Input)
+		kind   string
+		count  func(Report) int
+	}{
+		{"duplicated tick", func(in *Input) {
+			// b starts tick 10 again with its own token.
+			in.Starts = append(in.Starts, Start{Job: "j", Tick: at(10), Token: 20, Instance: "b", At: at(12.6), Line: 99})
+		}, "duplicate", func(r Report) int { return r.Duplicates }},
+		{"overlapping terms", func(in *Input) {
+			// a (token 10) starts a run after b (token 20) began starting runs.
+			in.Terms[0].Stop = time.Time{}
+			in.Starts = append(in.Starts, Start{Job: "j", Tick: at(13.5), Token: 10, Instance: "a", At: at(13.5), Line: 99})
+		}, "overlap", func(r Report) int { return r.Overlaps }},
+		{"token going backwards", func(in *Input) {
+			in.Terms[1].Token = 5
+			for i := range in.Starts {
+				if in.Starts[i].Instance == "b" {
+					in.Starts[i].Token = 5
+				}
+			}
+		}, "token-order", func(r Report) int { return r.TokenOrder }},
+		{"lost tick while leading", func(in *Input) {
+			// b never ran tick 15.
+			var keep []Start
+			for _, s := range in.Starts {
+				if !s.Tick.Equal(at(15)) {
+					keep = append(keep, s)
+				}
+			}
+			in.Starts = keep
+		}, "lost-tick", func(r Report) int { return r.LostTicks }},
+		{"lost tick in a failover", func(in *Input) {
+			// b ran no catch-up for the missed ticks 11 and 12.
+			var keep []Start
+			for _, s := range in.Starts {
+				if !s.CatchUp {
+					keep = append(keep, s)
+				}
+			}
+			in.Starts = keep
+		}, "lost-tick", func(r Report) int { return r.LostTicks }},
+		{"start outside the term", func(in *Input) {
+			in.Starts = append(in.Starts, Start{Job: "j", Tick: at(10.5), Token: 10, Instance: "a", At: at(10.9), Line: 99})
+		}, "outside-term", func(r Report) int { return r.OutsideTerm }},
+		{"start with another node's token", func(in *Input) {
+			in.Starts[3].Instance = "b"
+		}, "outside-term", func(r Report) int { return r.OutsideTerm }},
+		{"slow graceful handover", func(in *Input) {
+			in.Terms[0].Killed, in.Terms[0].Graceful, in.Terms[0].End = false, true, at(10.3)
+		}, "slow-handover", func(r Report) int { return r.SlowHandovers }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := clean()
+			tc.change(&in)
+			r := Check(in)
+			if tc.count(r) == 0 {
+				t.Fatalf("no %s reported; violations: %v", tc.kind, r.Violations)
+			}
+			for _, v := range r.Violations {
+				if v.Kind == tc.kind {
+					t.Logf("reported: %s", v)
+				}
+			}
+		})
+	}
+}
+
+func TestCheck_PoliciesAccountForMissedTicks(t *testing.T) {
+	// skip: no catch-up needed.
+	in := clean()
+	in.Jobs["j"] = Policy{Every: time.Second, Misfire: "skip", Grace: 5 * time.Second}
+	var keep []Start
+	for _, s := range in.Starts {
+		if !s.CatchUp {
+			keep = append(keep, s)
+		}
+	}
+	in.Starts = keep
+	if r := Check(in); !r.OK() {
+		t.Errorf("skip policy: %v", r.Violations)
+	}
+	// run-all: one catch-up per missed tick is needed.
+	in = clean()
+	in.Jobs["j"] = Policy{Every: time.Second, Misfire: "run-all", Grace: 5 * time.Second}
+	if r := Check(in); r.LostTicks != 1 {
+		t.Errorf("run-all with only tick 12 caught up: lost ticks %d, want 1 (tick 11): %v", r.LostTicks, r.Violations)
+	}
+	in.Starts = append(in.Starts, Start{Job: "j", Tick: at(11), Token: 20, Instance: "b", At: at(12.505), CatchUp: true, Line: 98})
+	if r := Check(in); !r.OK() {
+		t.Errorf("run-all fully caught up: %v", r.Violations)
+	}
+	// beyond grace: nothing needed.
+	in = clean()
+	in.Jobs["j"] = Policy{Every: time.Second, Misfire: "run-once", Grace: 500 * time.Millisecond}
+	in.Starts = keep
+	if r := Check(in); !r.OK() {
+		t.Errorf("gap beyond grace: %v", r.Violations)
+	}
+}
+
+func TestParseRunLog(t *testing.T) {
+	log := "S j 2026-01-01T00:00:01Z 10 a 1767225601001000000 0\nE j 2026-01-01T00:00:01Z 10 a 1767225601100000000 ok\nS j 2026-01-01T00:00:02Z 20 b 1767225602001000000 1\n"
+	got, err := ParseRunLog(strings.NewReader(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[1].Token != 20 || !got[1].CatchUp || got[1].Line != 3 || !got[0].At.Equal(t0.Add(1001*time.Millisecond)) {
+		t.Errorf("parsed %+v", got)
+	}
+	if _, err := ParseRunLog(strings.NewReader("S j bad\n")); err == nil {
+		t.Error("a malformed line parsed")
+	}
+}
