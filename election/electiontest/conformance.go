@@ -38,6 +38,8 @@ type Harness struct {
 	CutTrials int
 	// Package, if set, is the import path of the backend: after Release no
 	// goroutine may remain with a function of that package on its stack.
+	// The check sees every goroutine of the process, so do not run other
+	// tests of that package in parallel with RunConformance.
 	Package string
 }
 
