@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/schedulerhost"
 )
 
 // Candidate is one contender in a conformance election: a Backend with a
@@ -19,6 +20,9 @@ type Candidate struct {
 	Backend election.Backend
 	Cut     func()
 	Heal    func()
+	// Ledger is the backend's tick ledger for this candidate, for
+	// RunFailoverConformance; nil where only the lease rules are tested.
+	Ledger schedulerhost.Ledger
 }
 
 // Harness tells RunConformance how to make elections on the backend under

@@ -84,6 +84,21 @@ func (m *Memory) Revoke() bool {
 	return true
 }
 
+// RevokeToken is Revoke for the lease with token only; it reports
+// whether that lease was the live one.
+func (m *Memory) RevokeToken(token uint64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h := m.holderLocked()
+	if h == nil || h.token != token {
+		return false
+	}
+	close(h.revoked)
+	m.holder = nil
+	m.notifyLocked()
+	return true
+}
+
 // Leader implements election.LeaderReader on the store.
 func (m *Memory) Leader(ctx context.Context) (election.LeaderInfo, error) {
 	m.mu.Lock()
