@@ -1,0 +1,200 @@
+// Package execjob runs a shell command as a scheduled job: /bin/sh -c in a
+// process group of its own, its output logged line by line, with the
+// run's identity in its environment, and stopped with SIGTERM then SIGKILL
+// when the run is cancelled.
+package execjob
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/schedulerhost"
+)
+
+// Environment variables set for every command, on top of the parent's.
+const (
+	EnvJob      = "BATON_JOB"      // the job's name
+	EnvToken    = "BATON_TOKEN"    // the term's fencing token, decimal
+	EnvTick     = "BATON_TICK"     // the nominal time of the tick, RFC 3339, UTC
+	EnvInstance = "BATON_INSTANCE" // the identity of the instance running it
+	EnvElection = "BATON_ELECTION" // the election's name
+)
+
+// DefaultKillGrace is Command.KillGrace when zero.
+const DefaultKillGrace = 5 * time.Second
+
+// Command is one shell command job. Its Run method is a
+// schedulerhost.Job.Run.
+type Command struct {
+	// Job is the job's name, logged and passed as BATON_JOB.
+	Job string
+	// Script is run with /bin/sh -c.
+	Script string
+	// Election and Instance are passed as BATON_ELECTION and
+	// BATON_INSTANCE.
+	Election, Instance string
+	// KillGrace is the time between SIGTERM and SIGKILL to the process
+	// group after the run's context ends. Zero means DefaultKillGrace.
+	KillGrace time.Duration
+	// Env is the environment the BATON_ variables are added to. Nil means
+	// os.Environ().
+	Env []string
+	// Logger receives the command's output (Info, one record per line,
+	// with keys job, tick, token, stream, line) and its signals. Nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// maxLine is the longest line logged as one record; longer lines are split.
+const maxLine = 16 << 10
+
+// orphanWait bounds how long Run waits for output after the shell exited,
+// when processes it started in the background still hold its stdout.
+const orphanWait = 500 * time.Millisecond
+
+// Run runs the command and blocks until it has exited and its output has
+// been logged. The fencing token and tick come from ctx
+// (election.TokenFromContext, schedulerhost.TickFromContext).
+//
+// When ctx ends before the command exits, Run sends SIGTERM to the
+// command's process group, and SIGKILL KillGrace later if the shell has not
+// exited by then. When the shell exits, whatever is left of its process
+// group is killed, so a job leaves no processes behind. Run returns nil if
+// the shell exited with status 0, an error wrapping *exec.ExitError
+// otherwise.
+func (c *Command) Run(ctx context.Context) error {
+	log := c.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	grace := c.KillGrace
+	if grace <= 0 {
+		grace = DefaultKillGrace
+	}
+	token, _ := election.TokenFromContext(ctx)
+	tick, _ := schedulerhost.TickFromContext(ctx)
+	log = log.With("job", c.Job, "tick", tick.Time, "token", token)
+
+	env := c.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	env = append(env[:len(env):len(env)],
+		EnvJob+"="+c.Job,
+		EnvToken+"="+strconv.FormatUint(token, 10),
+		EnvTick+"="+tick.Time.UTC().Format(time.RFC3339),
+		EnvInstance+"="+c.Instance,
+		EnvElection+"="+c.Election,
+	)
+
+	stdout := &lineLogger{log: log, stream: "stdout"}
+	stderr := &lineLogger{log: log, stream: "stderr"}
+	cmd := exec.Command("/bin/sh", "-c", c.Script)
+	cmd.Env = env
+	cmd.Stdout = stdout
+	cmd.Stderr = stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = orphanWait
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("execjob: start: %w", err)
+	}
+	pgid := cmd.Process.Pid
+
+	exited := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		select {
+		case <-exited:
+			return
+		case <-ctx.Done():
+		}
+		log.Info("run cancelled: sending SIGTERM to the process group", "pgid", pgid, "kill_grace", grace, "err", context.Cause(ctx))
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		timer := time.NewTimer(grace)
+		defer timer.Stop()
+		select {
+		case <-exited:
+		case <-timer.C:
+			log.Warn("still running after the kill grace: sending SIGKILL to the process group", "pgid", pgid, "kill_grace", grace)
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	})
+	err := cmd.Wait()
+	close(exited)
+	wg.Wait()
+	// Kill whatever the shell left running in its group; ESRCH when none.
+	if kerr := syscall.Kill(-pgid, syscall.SIGKILL); kerr == nil {
+		log.Warn("killed processes left in the job's process group", "pgid", pgid)
+	}
+	stdout.flush()
+	stderr.flush()
+	if errors.Is(err, exec.ErrWaitDelay) {
+		err = nil // exited with 0; background processes held its output
+	}
+	if err != nil {
+		return fmt.Errorf("execjob: %w", err)
+	}
+	return nil
+}
+
+// lineLogger logs what is written to it, one record per line.
+type lineLogger struct {
+	log    *slog.Logger
+	stream string
+
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (l *lineLogger) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			if len(l.buf) >= maxLine {
+				l.emit(l.buf[:maxLine])
+				l.buf = l.buf[maxLine:]
+				continue
+			}
+			break
+		}
+		if i > maxLine {
+			i = maxLine
+			l.emit(l.buf[:i])
+			l.buf = l.buf[i:]
+			continue
+		}
+		l.emit(l.buf[:i])
+		l.buf = l.buf[i+1:]
+	}
+	if len(l.buf) == 0 {
+		l.buf = nil
+	}
+	return len(p), nil
+}
+
+func (l *lineLogger) flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.buf) > 0 {
+		l.emit(l.buf)
+		l.buf = nil
+	}
+}
+
+func (l *lineLogger) emit(line []byte) {
+	line = bytes.TrimSuffix(line, []byte("\r"))
+	l.log.Info("output", "stream", l.stream, "line", string(line))
+}

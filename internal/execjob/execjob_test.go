@@ -1,0 +1,237 @@
+package execjob_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/internal/execjob"
+	"github.com/batonhq/baton/schedulerhost"
+)
+
+// lines is a slog.Handler that collects the "line" attribute of output
+// records and signals each one.
+type lines struct {
+	mu  sync.Mutex
+	got []string
+	c   chan string
+}
+
+func newLines() *lines { return &lines{c: make(chan string, 100)} }
+
+func (l *lines) Enabled(context.Context, slog.Level) bool { return true }
+func (l *lines) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *lines) WithGroup(string) slog.Handler            { return l }
+func (l *lines) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "output" {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "line" {
+			l.mu.Lock()
+			l.got = append(l.got, a.Value.String())
+			l.mu.Unlock()
+			select {
+			case l.c <- a.Value.String():
+			default:
+			}
+		}
+		return true
+	})
+	return nil
+}
+
+func (l *lines) wait(t *testing.T, want string) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case s := <-l.c:
+			if s == want {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no output line %q", want)
+		}
+	}
+}
+
+// TestCommand_Env runs a command job under a real Host and checks the five
+// variables against what the Host recorded for the run, and that the
+// parent's environment is passed on.
+func TestCommand_Env(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "env")
+	t.Setenv("BATON_TEST_PARENT", "inherited")
+	cmd := &execjob.Command{
+		Job:      "envjob",
+		Script:   `printf '%s\n' "$BATON_JOB" "$BATON_TOKEN" "$BATON_TICK" "$BATON_INSTANCE" "$BATON_ELECTION" "$BATON_TEST_PARENT" > "$OUT.tmp" && mv "$OUT.tmp" "$OUT"`,
+		Election: "reports",
+		Instance: "node-7",
+		Env:      append(os.Environ(), "OUT="+out),
+		Logger:   slog.New(newLines()),
+	}
+	host, err := schedulerhost.New(schedulerhost.Config{
+		Jobs:   []schedulerhost.Job{{Name: "envjob", Schedule: "* * * * * *", Run: cmd.Run}},
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// election.ContextWithToken would do, but its contexts fail
+	// election.CheckTerm inside Host.Lead; run a real term instead.
+	mem := electiontest.NewMemory(election.Timing{})
+	el, err := election.New(election.Config{Backend: mem.Candidate(), Identity: election.Identity{ID: "node-7"},
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- el.Run(ctx, host.Lead) }()
+	deadline := time.Now().Add(10 * time.Second)
+	var data []byte
+	var token uint64
+	for time.Now().Before(deadline) {
+		if ti, ok := el.Term(); ok {
+			token = ti.Token
+		}
+		if data, err = os.ReadFile(out); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if data == nil || token == 0 {
+		t.Fatalf("the job did not run within 10 s (token %d)", token)
+	}
+	st := host.Status()
+	var tick time.Time
+	for _, r := range st[0].Recent {
+		if r.Result == schedulerhost.ResultOK {
+			tick = r.Tick
+		}
+	}
+	got := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	want := []string{"envjob", strconv.FormatUint(token, 10), tick.UTC().Format(time.RFC3339), "node-7", "reports", "inherited"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("env:\n got %q\nwant %q", got, want)
+	}
+	if tick.IsZero() || !strings.HasSuffix(got[2], "Z") {
+		t.Errorf("BATON_TICK %q: want the nominal tick in UTC (recorded tick %v)", got[2], tick)
+	}
+}
+
+func TestCommand_OutputLinePerRecord(t *testing.T) {
+	l := newLines()
+	cmd := &execjob.Command{Job: "out", Script: `echo one; echo two >&2; printf 'no newline'`, Logger: slog.New(l)}
+	if err := cmd.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	got := strings.Join(l.got, "|")
+	if !strings.Contains(got, "one") || !strings.Contains(got, "two") || !strings.Contains(got, "no newline") || len(l.got) != 3 {
+		t.Errorf("lines = %q", l.got)
+	}
+}
+
+func TestCommand_ExitStatus(t *testing.T) {
+	cmd := &execjob.Command{Job: "fail", Script: "exit 3", Logger: slog.New(newLines())}
+	err := cmd.Run(context.Background())
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("Run = %v, want exit status 3", err)
+	}
+}
+
+// TestCommand_CancelExitsOnSIGTERM: a command that exits on SIGTERM returns
+// promptly after cancellation, long before the kill grace.
+func TestCommand_CancelExitsOnSIGTERM(t *testing.T) {
+	l := newLines()
+	const grace = 5 * time.Second
+	cmd := &execjob.Command{Job: "polite", KillGrace: grace, Logger: slog.New(l),
+		Script: `trap 'echo got TERM; exit 7' TERM; echo ready; while :; do sleep 0.1; done`}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Run(ctx) }()
+	l.wait(t, "ready")
+	start := time.Now()
+	cancel()
+	err := <-done
+	took := time.Since(start)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 7 {
+		t.Errorf("Run = %v, want exit status 7 from the TERM trap", err)
+	}
+	if took > grace/2 {
+		t.Errorf("took %v after cancel, want well under the kill grace %v", took, grace)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !strings.Contains(strings.Join(l.got, "|"), "got TERM") {
+		t.Errorf("the trap did not run: %q", l.got)
+	}
+	t.Logf("exited %v after cancellation", took.Round(time.Millisecond))
+}
+
+// TestCommand_CancelKillsAfterGrace: a command (and its children) ignoring
+// SIGTERM is killed with SIGKILL once the kill grace has passed.
+func TestCommand_CancelKillsAfterGrace(t *testing.T) {
+	l := newLines()
+	const grace = 1500 * time.Millisecond
+	pidFile := filepath.Join(t.TempDir(), "child")
+	cmd := &execjob.Command{Job: "stubborn", KillGrace: grace, Logger: slog.New(l),
+		Env: append(os.Environ(), "PIDFILE="+pidFile),
+		Script: `trap 'echo ignoring TERM' TERM; sleep 60 & echo $! > "$PIDFILE"; echo ready
+while :; do sleep 0.1; done`}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Run(ctx) }()
+	l.wait(t, "ready")
+	start := time.Now()
+	cancel()
+	l.wait(t, "ignoring TERM")
+	err := <-done
+	took := time.Since(start)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("Run = %v, want an exit error", err)
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Errorf("Run = %v, want killed by SIGKILL", err)
+	}
+	if took < grace || took > grace+2*time.Second {
+		t.Errorf("killed %v after cancel, want just after the grace %v", took, grace)
+	}
+	// The background child got SIGTERM too (sleep does not trap it) or
+	// was killed with the group: it must be gone.
+	data, rerr := os.ReadFile(pidFile)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	var pid int
+	for _, c := range strings.TrimSpace(string(data)) {
+		pid = pid*10 + int(c-'0')
+	}
+	time.Sleep(50 * time.Millisecond) // let init reap it
+	if err := syscall.Kill(pid, 0); err == nil {
+		if b, _ := os.ReadFile(filepath.Join("/proc", strings.TrimSpace(string(data)), "stat")); !strings.Contains(string(b), ") Z ") {
+			t.Errorf("child %d still alive", pid)
+		}
+	}
+	t.Logf("killed %v after cancellation (grace %v)", took.Round(time.Millisecond), grace)
+}

@@ -1,0 +1,159 @@
+package jobsfile_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/internal/jobsfile"
+	"github.com/batonhq/baton/schedulerhost"
+)
+
+const good = `# comment
+election:
+  ttl: 2s
+  shutdown_timeout: 10s
+  kill_grace: 3s
+jobs:
+  - name: tick
+    schedule: "* * * * * *"
+    builtin: log
+  - name: nap
+    schedule: "*/5 * * * * *"
+    builtin: sleep
+    duration: 2s
+    overlap: queue
+    misfire: run-all
+    misfire_grace: 30s
+    max_catch_up: 3
+  - name: env
+    schedule: "@every 10s"
+    command: env | grep ^BATON_
+    timeout: 5s
+`
+
+func TestParse_Good(t *testing.T) {
+	f, err := jobsfile.Parse("jobs.yaml", []byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Election.TTL != 2*time.Second || f.Election.ShutdownTimeout != 10*time.Second || f.Election.KillGrace != 3*time.Second {
+		t.Errorf("election = %+v", f.Election)
+	}
+	if len(f.Jobs) != 3 {
+		t.Fatalf("jobs = %+v", f.Jobs)
+	}
+	nap := f.Jobs[1]
+	want := jobsfile.Job{Name: "nap", Schedule: "*/5 * * * * *", Builtin: jobsfile.BuiltinSleep, Duration: 2 * time.Second,
+		Overlap: schedulerhost.OverlapQueue, Misfire: schedulerhost.MisfireRunAll, MisfireGrace: 30 * time.Second, MaxCatchUp: 3, Line: 10}
+	if nap != want {
+		t.Errorf("jobs[1] = %+v, want %+v", nap, want)
+	}
+	if f.Jobs[2].Command != "env | grep ^BATON_" || f.Jobs[2].Timeout != 5*time.Second || f.Jobs[2].Line != 18 {
+		t.Errorf("jobs[2] = %+v", f.Jobs[2])
+	}
+}
+
+func TestParse_Bad(t *testing.T) {
+	const head = "election:\n  ttl: 2s\njobs:\n"
+	for _, tc := range []struct {
+		name, yaml string
+		want       string // the whole message
+	}{
+		{"unknown top-level field", "election:\n  ttl: 2s\nfrobs: 1\njobs:\n  - {name: a, schedule: '@every 1s', builtin: log}\n",
+			`jobs.yaml:3: frobs: unknown field (want one of election, jobs)`},
+		{"unknown election field", "election:\n  ttl: 2s\n  tll: 3s\njobs:\n  - {name: a, schedule: '@every 1s', builtin: log}\n",
+			`jobs.yaml:3: election.tll: unknown field (want one of ttl, renew_interval, safety_margin, retry_period, release_timeout, shutdown_timeout, kill_grace, poll_interval)`},
+		{"unknown job field", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n    retries: 3\n",
+			`jobs.yaml:7: jobs[0].retries: unknown field (want one of name, schedule, builtin, duration, command, timeout, overlap, misfire, misfire_grace, max_catch_up)`},
+		{"bad cron spec", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n  - name: b\n    schedule: '61 * * * *'\n    builtin: log\n",
+			`jobs.yaml:8: jobs[1].schedule: "61 * * * *": end of range (61) above maximum (59): 61`},
+		{"missing command", head + "  - name: a\n    schedule: '@every 1s'\n",
+			`jobs.yaml:4: jobs[0].command: required: set command (run with /bin/sh -c) or builtin (sleep, log, fail)`},
+		{"empty command", head + "  - name: a\n    schedule: '@every 1s'\n    command: ''\n",
+			`jobs.yaml:6: jobs[0].command: "": must not be empty`},
+		{"negative timeout", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n  - name: b\n    schedule: '@every 1s'\n    command: date\n    timeout: -5s\n",
+			`jobs.yaml:10: jobs[1].timeout: "-5s": must not be negative`},
+		{"duration without unit", "election:\n  ttl: 5\njobs:\n  - {name: a, schedule: '@every 1s', builtin: log}\n",
+			`jobs.yaml:2: election.ttl: "5": not a duration (want e.g. "5s", "1m30s")`},
+		{"both builtin and command", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n    command: date\n",
+			`jobs.yaml:7: jobs[0].command: set together with builtin (line 6): want exactly one`},
+		{"sleep without duration", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: sleep\n",
+			`jobs.yaml:6: jobs[0].duration: required with builtin sleep (e.g. duration: 4s)`},
+		{"unknown builtin", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: nap\n",
+			`jobs.yaml:6: jobs[0].builtin: "nap": unknown (want sleep, log or fail)`},
+		{"bad overlap", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n    overlap: never\n",
+			`jobs.yaml:7: jobs[0].overlap: "never": unknown (want skip, allow or queue)`},
+		{"duplicate name", head + "  - {name: a, schedule: '@every 1s', builtin: log}\n  - {name: a, schedule: '@every 2s', builtin: log}\n",
+			`jobs.yaml:5: jobs[1].name: "a": repeated (first on line 4)`},
+		{"repeated key", head + "  - name: a\n    name: b\n    schedule: '@every 1s'\n    builtin: log\n",
+			`jobs.yaml:5: jobs[0].name: repeated (first on line 4)`},
+		{"missing name", head + "  - schedule: '@every 1s'\n    builtin: log\n",
+			`jobs.yaml:4: jobs[0].name: required`},
+		{"missing jobs", "election:\n  ttl: 2s\n",
+			`jobs.yaml:1: jobs: required: a list of jobs`},
+		{"jobs not a list", "jobs:\n  name: a\n",
+			`jobs.yaml:2: jobs: a mapping: want a list of jobs`},
+		{"negative max_catch_up", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n    max_catch_up: -1\n",
+			`jobs.yaml:7: jobs[0].max_catch_up: "-1": must not be negative`},
+		{"yaml syntax", "jobs:\n\t- name: a\n",
+			`jobs.yaml:2: found character that cannot start any token`},
+		{"empty file", "", `jobs.yaml: empty file: want election: and jobs:`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := jobsfile.Parse("jobs.yaml", []byte(tc.yaml))
+			if err == nil {
+				t.Fatalf("no error; want %s", tc.want)
+			}
+			if got := err.Error(); got != tc.want {
+				t.Errorf("error:\n got %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestParse_ReportsEveryProblem(t *testing.T) {
+	_, err := jobsfile.Parse("j.yaml", []byte("jobs:\n  - name: a\n    schedule: nope\n    builtin: log\n    timeout: -1s\n"))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "j.yaml:3: jobs[0].schedule: ") || !strings.HasPrefix(lines[1], "j.yaml:5: jobs[0].timeout: ") {
+		t.Errorf("error:\n%v", err)
+	}
+	var fe *jobsfile.Error
+	if !errors.As(err, &fe) || fe.Line != 3 || fe.Field != "jobs[0].schedule" {
+		t.Errorf("errors.As: %+v", fe)
+	}
+}
+
+func TestFile_Locate(t *testing.T) {
+	f, err := jobsfile.Parse("jobs.yaml", []byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, herr := schedulerhost.New(schedulerhost.Config{Jobs: []schedulerhost.Job{{Name: "nap", Schedule: "bad spec"}}})
+	got := f.Locate(herr).Error()
+	if !strings.HasPrefix(got, `jobs.yaml:10: jobs[1]: Schedule "bad spec": `) {
+		t.Errorf("Locate = %s", got)
+	}
+}
+
+func TestLoad_Example(t *testing.T) {
+	_, file, _, _ := runtime.Caller(0)
+	path := filepath.Join(filepath.Dir(file), "..", "..", "cmd", "demo", "jobs.example.yaml")
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("no example: %v", err)
+	}
+	f, err := jobsfile.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Jobs) < 3 {
+		t.Errorf("example has %d jobs", len(f.Jobs))
+	}
+}
