@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/schedulerhost"
+)
+
+// stringList is a repeatable flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("history", flag.ContinueOnError)
+	var bf backendFlags
+	bf.register(fs)
+	var lf logFlags
+	lf.register(fs)
+	var jobs stringList
+	fs.Var(&jobs, "job", "job to show (repeatable; default: every job of --config)")
+	config := fs.String("config", "", "jobs file naming the jobs (default: the built-in jobs.example.yaml)")
+	n := fs.Int("n", schedulerhost.DefaultHistory, "runs per job, newest first")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	log, err := lf.logger(stderr)
+	if err != nil {
+		return err
+	}
+	if len(jobs) == 0 {
+		f, err := loadJobs(*config)
+		if err != nil {
+			return err
+		}
+		for _, j := range f.Jobs {
+			jobs = append(jobs, j.Name)
+		}
+	}
+	o, err := bf.open(ctx, election.Timing{}, 0, log)
+	if err != nil {
+		return err
+	}
+	defer o.close()
+	if o.ledger == nil {
+		return fmt.Errorf("demo history: the %s backend keeps no ledger", bf.kind)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tTICK\tINSTANCE\tTOKEN\tRESULT\tTOOK\tERROR")
+	var errs []error
+	for _, job := range jobs {
+		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		runs, err := o.ledger.History(qctx, job, *n)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("demo history: job %q: %w", job, err))
+			continue
+		}
+		for _, r := range runs {
+			took := "-"
+			if !r.Ended.IsZero() {
+				took = r.Ended.Sub(r.Started).Round(time.Millisecond).String()
+			}
+			tick := r.Tick.UTC().Format(time.RFC3339)
+			if r.CatchUp {
+				tick += " (catch-up)"
+			}
+			msg := strings.ReplaceAll(r.Error, "\n", " ")
+			if len(msg) > 80 {
+				msg = msg[:77] + "..."
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Job, tick, r.Instance, r.Token, r.Result, took, msg)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return errors.Join(errs...)
+}
