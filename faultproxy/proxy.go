@@ -31,7 +31,13 @@ type Proxy struct {
 	wg       sync.WaitGroup
 }
 
-type pair struct{ client, server net.Conn }
+type pair struct {
+	client net.Conn
+
+	mu      sync.Mutex
+	server  net.Conn // nil until dialed
+	aborted bool
+}
 
 // New listens on a free loopback port and forwards to target (host:port).
 func New(target string) (*Proxy, error) {
@@ -116,7 +122,11 @@ func (p *Proxy) Close() error {
 }
 
 func (c *pair) abort() {
-	for _, conn := range []net.Conn{c.client, c.server} {
+	c.mu.Lock()
+	c.aborted = true
+	server := c.server
+	c.mu.Unlock()
+	for _, conn := range []net.Conn{c.client, server} {
 		if conn == nil {
 			continue
 		}
@@ -177,11 +187,12 @@ func (p *Proxy) serve(pr *pair) {
 	if err != nil {
 		return
 	}
-	p.mu.Lock()
+	pr.mu.Lock()
 	pr.server = s
-	_, live := p.conns[pr]
-	p.mu.Unlock()
-	if !live { // reset while dialing
+	aborted := pr.aborted
+	pr.mu.Unlock()
+	if aborted { // reset while dialing
+		s.Close()
 		return
 	}
 	var wg sync.WaitGroup

@@ -230,6 +230,7 @@ type candidate struct {
 }
 
 type candOpts struct {
+	timing *election.Timing // nil: TTL testTTL
 	tz     string           // session time zone
 	wall   func() time.Time // skewed application wall clock
 	noWait bool             // PostgreSQL: no LISTEN
@@ -253,6 +254,9 @@ func (s *server) candidate(t *testing.T, table, electionName string, o candOpts)
 		}
 		if o.wall != nil {
 			sqlrow.SetWallClock(c, o.wall)
+		}
+		if o.timing != nil {
+			c.Timing = *o.timing
 		}
 	})
 	return &candidate{Backend: b, proxy: p, db: db}

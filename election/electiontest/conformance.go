@@ -23,6 +23,11 @@ type Candidate struct {
 	// Ledger is the backend's tick ledger for this candidate, for
 	// RunFailoverConformance; nil where only the lease rules are tested.
 	Ledger schedulerhost.Ledger
+	// Depose, if set, ends the term of lease on the backend side only
+	// (revoke it, expire its row, destroy its session), as an operator or
+	// an expiry would, so that another candidate can lead while the holder
+	// has not noticed. For RunFailoverConformance.
+	Depose func(t *testing.T, lease election.Lease)
 }
 
 // Harness tells RunConformance how to make elections on the backend under

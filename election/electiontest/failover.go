@@ -25,10 +25,6 @@ type LedgerHarness struct {
 	// SafetyMargin wide enough that a crashed leader leaves at least two
 	// 1-second ticks unclaimed before the next leader starts.
 	Timing election.Timing
-	// Depose ends the term of lease on the backend side only (revoke it,
-	// delete its row or session), as an operator or an expiry would, so
-	// that another candidate can lead while the holder has not noticed.
-	Depose func(t *testing.T, lease election.Lease)
 }
 
 // RunFailoverConformance checks the once-per-tick guarantees of a
@@ -241,13 +237,10 @@ func testCrashPolicy(t *testing.T, h LedgerHarness, policy schedulerhost.Misfire
 }
 
 func testDeposed(t *testing.T, h LedgerHarness) {
-	if h.Depose == nil {
-		t.Skip("harness cannot depose a leader")
-	}
 	newC := h.NewElection(t, h.Timing)
 	a, b := newC(t, "a"), newC(t, "b")
-	if a.Cut == nil || a.Ledger == nil {
-		t.Skip("harness cannot cut a candidate off, or has no ledger")
+	if a.Cut == nil || a.Ledger == nil || b.Depose == nil {
+		t.Skip("harness cannot cut a candidate off or depose a leader, or has no ledger")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*h.Timing.TTL)
 	defer cancel()
@@ -262,7 +255,7 @@ func testDeposed(t *testing.T, h LedgerHarness) {
 	}
 	// a is partitioned, then deposed on the backend; b leads.
 	a.Cut()
-	h.Depose(t, la)
+	b.Depose(t, la)
 	lb, err := b.Backend.Acquire(ctx, election.Identity{ID: "b"})
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package electiontest_test
 
 import (
-	"sync"
 	"testing"
 	"time"
 
@@ -26,29 +25,19 @@ func TestMemory_Conformance(t *testing.T) {
 }
 
 func TestMemory_FailoverConformance(t *testing.T) {
-	var mu sync.Mutex
-	var stores []*electiontest.Memory
 	electiontest.RunFailoverConformance(t, electiontest.LedgerHarness{
 		Timing: election.Timing{TTL: 4 * time.Second, RenewInterval: time.Second, SafetyMargin: 2500 * time.Millisecond},
 		NewElection: func(t *testing.T, timing election.Timing) func(*testing.T, string) electiontest.Candidate {
 			m := electiontest.NewMemory(timing)
-			mu.Lock()
-			stores = append(stores, m)
-			mu.Unlock()
 			return func(t *testing.T, name string) electiontest.Candidate {
 				c := m.Candidate()
-				return electiontest.Candidate{Backend: c, Cut: c.Cut, Heal: c.Heal, Ledger: m.Ledger()}
+				return electiontest.Candidate{Backend: c, Cut: c.Cut, Heal: c.Heal, Ledger: m.Ledger(),
+					Depose: func(t *testing.T, l election.Lease) {
+						if !m.RevokeToken(l.Token()) {
+							t.Fatalf("token %d does not hold", l.Token())
+						}
+					}}
 			}
-		},
-		Depose: func(t *testing.T, l election.Lease) {
-			mu.Lock()
-			defer mu.Unlock()
-			for _, m := range stores {
-				if m.RevokeToken(l.Token()) {
-					return
-				}
-			}
-			t.Fatalf("no store holds token %d", l.Token())
 		},
 	})
 }

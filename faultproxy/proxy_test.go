@@ -1,0 +1,94 @@
+package faultproxy_test
+
+import (
+	"bufio"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/faultproxy"
+)
+
+// echoServer answers each line with the same line.
+func echoServer(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					c.Write([]byte(line))
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func roundTrip(c net.Conn, within time.Duration) error {
+	c.SetDeadline(time.Now().Add(within))
+	if _, err := c.Write([]byte("ping\n")); err != nil {
+		return err
+	}
+	_, err := bufio.NewReader(c).ReadString('\n')
+	return err
+}
+
+func TestProxy_BlackholeHealResetDelay(t *testing.T) {
+	p, err := faultproxy.New(echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := roundTrip(c, time.Second); err != nil {
+		t.Fatalf("through the proxy: %v", err)
+	}
+	p.Blackhole()
+	if err := roundTrip(c, 300*time.Millisecond); err == nil {
+		t.Fatal("a round trip went through a blackhole")
+	}
+	p.Heal()
+	// The held bytes arrive after the heal; a fresh connection works too.
+	c2, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if err := roundTrip(c2, time.Second); err != nil {
+		t.Fatalf("after heal: %v", err)
+	}
+	p.SetDelay(200 * time.Millisecond)
+	start := time.Now()
+	if err := roundTrip(c2, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 400*time.Millisecond {
+		t.Errorf("round trip with 200ms each way took %v", d)
+	}
+	p.Heal()
+	p.Reset()
+	if err := roundTrip(c2, time.Second); err == nil {
+		t.Error("a reset connection still works")
+	}
+	if p.Connections() != 2 {
+		t.Errorf("Connections() = %d, want 2", p.Connections())
+	}
+}
