@@ -1,0 +1,53 @@
+package consul_test
+
+import (
+	"testing"
+
+	"github.com/batonhq/baton/backends/consul"
+	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/faultproxy"
+)
+
+// Once per tick across a crash, under each misfire policy, and a deposed
+// leader's refused claim, on a real agent. Consul reaps a session only
+// 2*TTL after its last renewal, so the gap is long: about 13 s at TTL 10 s.
+func TestFailoverConformance(t *testing.T) {
+	a := sharedAgent(t)
+	admin, err := a.Client(a.HTTPAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	electiontest.RunFailoverConformance(t, electiontest.LedgerHarness{
+		Timing: election.Timing{TTL: consul.DefaultTTL},
+		NewElection: func(t *testing.T, timing election.Timing) func(*testing.T, string) electiontest.Candidate {
+			key := newKey(t)
+			return func(t *testing.T, name string) electiontest.Candidate {
+				p, err := faultproxy.New(a.HTTPAddr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { p.Close() })
+				c, err := a.Client(p.Addr())
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := consul.New(consul.Config{Client: c, Key: key, Timing: timing, LockDelay: testLockDelay, Logger: testLogger()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return electiontest.Candidate{Backend: b, Cut: p.Blackhole, Heal: p.Heal, Ledger: b.Ledger(),
+					Depose: func(t *testing.T, l election.Lease) {
+						// As an operator would: destroy the holder's session.
+						pair, _, err := admin.KV().Get(key, nil)
+						if err != nil || pair == nil || pair.Session == "" {
+							t.Fatalf("depose: read %s: %v (%+v)", key, err, pair)
+						}
+						if _, err := admin.Session().Destroy(pair.Session, nil); err != nil {
+							t.Fatalf("depose: destroy session: %v", err)
+						}
+					}}
+			}
+		},
+	})
+}
