@@ -73,3 +73,12 @@ type LeaderInfo struct {
 	Token    uint64    `json:"token"`
 	Since    time.Time `json:"since,omitzero"`
 }
+
+// Checker is implemented by backends that can verify, without campaigning,
+// that the store is reachable with the credentials given and is set up
+// (schema, permissions). Call it at start to fail fast on a wrong address,
+// password, certificate or ACL token instead of retrying forever. It is
+// found by type assertion.
+type Checker interface {
+	Check(ctx context.Context) error
+}
