@@ -55,7 +55,7 @@ func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return fmt.Errorf("demo history: the %s backend keeps no ledger", bf.kind)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tTICK\tINSTANCE\tTOKEN\tRESULT\tTOOK\tERROR")
+	fmt.Fprintln(tw, "JOB\tTICK\tCATCH-UP\tINSTANCE\tTOKEN\tRESULT\tTOOK\tERROR")
 	var errs []error
 	for _, job := range jobs {
 		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -71,14 +71,15 @@ func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) er
 				took = r.Ended.Sub(r.Started).Round(time.Millisecond).String()
 			}
 			tick := r.Tick.UTC().Format(time.RFC3339)
+			catchUp := "-"
 			if r.CatchUp {
-				tick += " (catch-up)"
+				catchUp = "yes"
 			}
 			msg := strings.ReplaceAll(r.Error, "\n", " ")
 			if len(msg) > 80 {
 				msg = msg[:77] + "..."
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Job, tick, r.Instance, r.Token, r.Result, took, msg)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Job, tick, catchUp, r.Instance, r.Token, r.Result, took, msg)
 		}
 	}
 	if err := tw.Flush(); err != nil {
