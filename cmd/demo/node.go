@@ -62,6 +62,14 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer o.close()
+	if ch, ok := o.backend.(election.Checker); ok {
+		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		err := ch.Check(cctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("demo node: %s: %w", o.where, err)
+		}
+	}
 
 	host, err := schedulerhost.New(schedulerhost.Config{
 		Jobs:            hostJobs(f, bf.election, *id, log),
