@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/backends/etcd"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/electiontest"
 )
 
 // Crash failover (design guarantee 7): when the leader vanishes without
@@ -51,4 +53,38 @@ func TestCrashFailover(t *testing.T) {
 		mustRelease(t, lb)
 	}
 	t.Logf("crash failover with TTL %v: worst %v (design bound TTL+1s = %v)", ttl, worst.Round(time.Millisecond), ttl+time.Second)
+}
+
+// Once per tick across a crash, under each misfire policy, and a deposed
+// leader's refused claim (issue: once per tick), on embedded etcd.
+func TestFailoverConformance(t *testing.T) {
+	admin := dial(t, server(t).Addr())
+	electiontest.RunFailoverConformance(t, electiontest.LedgerHarness{
+		// A wide safety margin leaves about 2.5 s between the crashed
+		// leader's local deadline and the lease's expiry on the server.
+		Timing: election.Timing{TTL: 4 * time.Second, RenewInterval: time.Second, SafetyMargin: 2500 * time.Millisecond},
+		NewElection: func(t *testing.T, timing election.Timing) func(*testing.T, string) electiontest.Candidate {
+			pfx := prefix(t)
+			return func(t *testing.T, name string) electiontest.Candidate {
+				cli, p := proxied(t)
+				b, err := etcd.New(etcd.Config{Client: cli, Prefix: pfx, Timing: timing})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return electiontest.Candidate{Backend: b, Cut: p.Blackhole, Heal: p.Heal, Ledger: b.Ledger(),
+					Depose: func(t *testing.T, l election.Lease) {
+						// As an operator would: etcdctl lease revoke <id>.
+						_, id, ok := etcd.LeaseKey(l)
+						if !ok {
+							t.Fatalf("depose: %T is not an etcd lease", l)
+						}
+						ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+						defer cancel()
+						if _, err := admin.Revoke(ctx, id); err != nil {
+							t.Fatalf("depose: revoke lease %x: %v", id, err)
+						}
+					}}
+			}
+		},
+	})
 }
