@@ -1,0 +1,248 @@
+// Command bench measures baton beside the tools users would otherwise
+// pick (raw etcd concurrency.Election, consul api.Lock, client-go
+// leaderelection, robfig/cron's runner, gocron v2) and writes a markdown
+// report. Run it from bench/:
+//
+//	go run . -out ../docs/benchmarks.md
+//
+// Servers: an embedded etcd in a child process (this binary), a Consul dev
+// agent (../.bin/consul, see tools/consul/build.sh), PostgreSQL and
+// MariaDB on 127.0.0.1 (BATON_TEST_POSTGRES_DSN, BATON_TEST_MYSQL_DSN).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/batonhq/baton/backends/sqlrow"
+)
+
+type options struct {
+	out         string
+	trials      int
+	quick       bool
+	only        map[string]bool
+	latWindow   time.Duration // lateness window at 1,000 and 10,000 jobs
+	latWindow1  time.Duration // lateness window at 1 job (one sample a second)
+	idleWindow  time.Duration
+	scaleN      int
+	crashTrials int
+	crashLanes  func(ttl time.Duration) int
+	sqlLanes    int
+}
+
+func main() {
+	if len(os.Args) == 3 && os.Args[1] == "etcd-child" {
+		etcdChild(os.Args[2])
+		return
+	}
+	mysql.SetLogger(log.New(io.Discard, "", 0)) // proxies closing connections under it is expected here
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var o options
+	var only string
+	flag.StringVar(&o.out, "out", "", "write the markdown report to this file (e.g. ../docs/benchmarks.md)")
+	flag.IntVar(&o.trials, "trials", 50, "trials per figure")
+	flag.BoolVar(&o.quick, "quick", false, "few trials and short windows, for development (not for publishing)")
+	flag.StringVar(&only, "only", "", "comma-separated sections to run: lateness,handover,crash,idle,scale (default all)")
+	flag.Parse()
+	o.only = map[string]bool{}
+	for _, s := range strings.Split(only, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			o.only[s] = true
+		}
+	}
+	o.latWindow, o.latWindow1, o.idleWindow, o.scaleN, o.crashTrials, o.sqlLanes = 5*time.Second, time.Duration(o.trials)*time.Second, time.Minute, 50, o.trials, 8
+	o.crashLanes = func(ttl time.Duration) int {
+		switch {
+		case ttl <= 2*time.Second:
+			return 10
+		case ttl <= 5*time.Second:
+			return 17
+		default:
+			return 25
+		}
+	}
+	if o.quick {
+		o.trials, o.latWindow, o.latWindow1, o.idleWindow, o.scaleN, o.crashTrials, o.sqlLanes = 5, 2*time.Second, 5*time.Second, 10*time.Second, 10, 4, 2
+		o.crashLanes = func(time.Duration) int { return 2 }
+	}
+	want := func(s string) bool { return len(o.only) == 0 || o.only[s] }
+
+	began := time.Now()
+	ctx := context.Background()
+	needNet := want("handover") || want("crash") || want("idle") || want("scale")
+	r := &results{opts: o, began: began, machine: describeMachine()}
+	var e *env
+	if needNet {
+		var err error
+		logf("starting servers")
+		e, err = startEnv(ctx, true, true)
+		if err != nil {
+			return err
+		}
+		defer e.close()
+	}
+
+	if want("lateness") {
+		for _, jobs := range []int{1, 1000, 10000} {
+			for _, runner := range []string{"baton", "robfig", "gocron"} {
+				w := o.latWindow
+				if jobs == 1 {
+					w = o.latWindow1
+				}
+				logf("lateness: %s, %d jobs, %v", runner, jobs, w)
+				d, missing, err := latenessRun(runner, jobs, 2*time.Second, w)
+				if err != nil {
+					return err
+				}
+				r.lateness = append(r.lateness, latRow{runner: runner, jobs: jobs, d: d, missing: missing, window: w})
+			}
+		}
+	}
+
+	if want("handover") {
+		for _, s := range handoverSystems(e) {
+			logf("handover: %s", s.name)
+			row := hoRow{sys: s}
+			if s.name == cgName {
+				row.d, row.err = handoverLanes(s, "ho-cg", o.trials, 10)
+			} else {
+				row.d, row.err = handover(s, "ho-"+slug(s.name), o.trials)
+			}
+			r.handover = append(r.handover, row)
+		}
+	}
+
+	var wg sync.WaitGroup
+	if want("idle") {
+		for i, s := range idleSystems(e) {
+			wg.Go(func() {
+				res := idleLoad(s, fmt.Sprintf("idle-%d", i), 5*time.Second, o.idleWindow)
+				r.mu.Lock()
+				r.idle = append(r.idle, idleRow{sys: s, order: i, res: res})
+				r.mu.Unlock()
+			})
+		}
+	}
+	if want("crash") {
+		logf("crash failover and loss detection: all systems side by side")
+		for i, s := range crashSystems(e) {
+			lanes := o.crashLanes(s.ttl)
+			if s.poll > 0 {
+				lanes = o.sqlLanes
+			}
+			wg.Go(func() {
+				res := crash(s, fmt.Sprintf("crash-%d", i), o.crashTrials, lanes)
+				r.mu.Lock()
+				r.crash = append(r.crash, crashRow{sys: s, order: i, res: res, lanes: lanes})
+				r.mu.Unlock()
+				logf("crash: %s done (%d trials)", s.name, res.failover.n())
+			})
+		}
+	}
+	wg.Wait()
+
+	if want("scale") {
+		time.Sleep(2 * time.Second)
+		c0 := e.etcdCPU()
+		time.Sleep(10 * time.Second)
+		r.etcdBaseline = (e.etcdCPU() - c0) * 6
+		for _, kind := range []string{"baton", "raw"} {
+			logf("scale: %d %s candidates", o.scaleN, kind)
+			r.scale = append(r.scale, scale(e, kind, o.scaleN, o.trials, 20*time.Second))
+		}
+	}
+
+	r.took = time.Since(began)
+	md := r.markdown()
+	fmt.Println(md)
+	if o.out != "" {
+		if err := os.WriteFile(o.out, []byte(md), 0o644); err != nil {
+			return err
+		}
+		logf("wrote %s", o.out)
+	}
+	return nil
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+func slug(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func handoverSystems(e *env) []*system {
+	return []*system{
+		batonEtcd(e, 5*time.Second),
+		rawEtcd(e, 5*time.Second),
+		batonConsul(e, 10*time.Second),
+		rawConsul(e, 10*time.Second),
+		batonSQL(e, sqlrow.Postgres, 5*time.Second),
+		batonSQL(e, sqlrow.MySQL, 5*time.Second),
+		newClientGo(true),
+	}
+}
+
+func idleSystems(e *env) []*system { return handoverSystems(e) }
+
+func crashSystems(e *env) []*system {
+	var s []*system
+	for _, ttl := range []time.Duration{2 * time.Second, 5 * time.Second, 10 * time.Second} {
+		s = append(s, batonEtcd(e, ttl), rawEtcd(e, ttl))
+	}
+	s = append(s, batonConsul(e, 10*time.Second), rawConsul(e, 10*time.Second))
+	for _, ttl := range []time.Duration{2 * time.Second, 5 * time.Second} {
+		s = append(s, batonSQL(e, sqlrow.Postgres, ttl), batonSQL(e, sqlrow.MySQL, ttl))
+	}
+	return append(s, newClientGo(true), newClientGo(false))
+}
+
+// handoverLanes runs handover trials in independent elections side by
+// side (for client-go, whose handover takes seconds by design).
+func handoverLanes(s *system, prefix string, trials, lanes int) (dist, error) {
+	var mu sync.Mutex
+	var d dist
+	var firstErr error
+	var wg sync.WaitGroup
+	per := (trials + lanes - 1) / lanes
+	for l := range lanes {
+		n := min(per, trials-l*per)
+		if n <= 0 {
+			break
+		}
+		wg.Go(func() {
+			dd, err := handover(s, fmt.Sprintf("%s-%d", prefix, l), n)
+			mu.Lock()
+			d.add(dd.s...)
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return d, firstErr
+}
