@@ -4,8 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -134,4 +138,90 @@ jobs:
 	if b.err != nil {
 		t.Errorf("n2 exit after SIGINT: %v, want 0", b.err)
 	}
+}
+
+// TestNode_SecondSignalExitsAtOnce: SIGTERM starts a drain that would wait
+// for a long job; a second SIGTERM exits at once with status 2.
+func TestNode_SecondSignalExitsAtOnce(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cfg := writeFile(t, "jobs.yaml", `election:
+  ttl: 2s
+  shutdown_timeout: 1m
+jobs:
+  - name: long
+    schedule: "* * * * * *"
+    builtin: sleep
+    duration: 1m
+`)
+	n := startProc(t, "n1 | ", "node", "--endpoints", srv.Endpoint(), "--election", "second", "--id", "n1", "--config", cfg, "--log-format", "json")
+	n.waitFor(0, 30*time.Second, "a long run", func(ev event) bool { return ev.msg == "run started" && ev.job == "long" })
+	if err := n.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	n.waitFor(0, 10*time.Second, "the drain", func(ev event) bool { return ev.msg == "draining" })
+	select {
+	case <-n.exited:
+		t.Fatalf("exited on the first SIGTERM while a 1 m job runs (%v)", n.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	at := time.Now()
+	if err := n.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-n.exited:
+	case <-time.After(5 * time.Second):
+		t.Fatal("still running 5 s after the second SIGTERM")
+	}
+	var ee *exec.ExitError
+	if !errors.As(n.err, &ee) || ee.ExitCode() != 2 {
+		t.Errorf("exit after the second SIGTERM: %v, want status 2", n.err)
+	}
+	t.Logf("exited %v after the second SIGTERM", time.Since(at).Round(time.Millisecond))
+}
+
+// TestCluster_SecondSignal: a second Ctrl-C makes the cluster exit at once
+// with status 2 and kill its nodes.
+func TestCluster_SecondSignal(t *testing.T) {
+	cfg := writeFile(t, "jobs.yaml", `election:
+  ttl: 2s
+  shutdown_timeout: 1m
+jobs:
+  - name: long
+    schedule: "* * * * * *"
+    builtin: sleep
+    duration: 1m
+`)
+	c := startCluster(t, "--nodes", "2", "--config", cfg, "--log-format", "json")
+	c.waitFor(0, 30*time.Second, "a long run", func(ev event) bool { return ev.msg == "run started" && ev.job == "long" })
+	pids := []int{c.pidOf("node-1"), c.pidOf("node-2")}
+	_ = c.cmd.Process.Signal(syscall.SIGINT)
+	c.waitFor(0, 10*time.Second, "the drain", func(ev event) bool { return ev.msg == "draining" })
+	_ = c.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-c.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("cluster still running 10 s after the second SIGINT")
+	}
+	var ee *exec.ExitError
+	if !errors.As(c.err, &ee) || ee.ExitCode() != 2 {
+		t.Errorf("cluster exit: %v, want status 2", c.err)
+	}
+	waitUntil(t, "the nodes gone", func() bool {
+		for _, pid := range pids {
+			if alive(pid) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// alive reports whether pid runs (a zombie waiting for its reaper does not).
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return err != nil || !strings.Contains(string(b), ") Z ")
 }
