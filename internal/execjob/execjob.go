@@ -28,6 +28,7 @@ const (
 	EnvTick     = "BATON_TICK"     // the nominal time of the tick, RFC 3339, UTC
 	EnvInstance = "BATON_INSTANCE" // the identity of the instance running it
 	EnvElection = "BATON_ELECTION" // the election's name
+	EnvCatchUp  = "BATON_CATCH_UP" // "1" for a catch-up run (ticks missed while nobody led), else "0"
 )
 
 // DefaultKillGrace is Command.KillGrace when zero.
@@ -41,7 +42,7 @@ type Command struct {
 	// Script is run with /bin/sh -c.
 	Script string
 	// Election and Instance are passed as BATON_ELECTION and
-	// BATON_INSTANCE.
+	// BATON_INSTANCE. BATON_CATCH_UP comes from the run's tick.
 	Election, Instance string
 	// KillGrace is the time between SIGTERM and SIGKILL to the process
 	// group after the run's context ends. Zero means DefaultKillGrace.
@@ -95,6 +96,7 @@ func (c *Command) Run(ctx context.Context) error {
 		EnvTick+"="+tick.Time.UTC().Format(time.RFC3339),
 		EnvInstance+"="+c.Instance,
 		EnvElection+"="+c.Election,
+		EnvCatchUp+"="+catchUp(tick),
 	)
 
 	stdout := &lineLogger{log: log, stream: "stdout"}
@@ -145,6 +147,13 @@ func (c *Command) Run(ctx context.Context) error {
 		return fmt.Errorf("execjob: %w", err)
 	}
 	return nil
+}
+
+func catchUp(t schedulerhost.Tick) string {
+	if t.CatchUp {
+		return "1"
+	}
+	return "0"
 }
 
 // lineLogger logs what is written to it, one record per line.

@@ -67,7 +67,7 @@ func (l *lines) wait(t *testing.T, want string) {
 	}
 }
 
-// TestCommand_Env runs a command job under a real Host and checks the five
+// TestCommand_Env runs a command job under a real Host and checks the six
 // variables against what the Host recorded for the run, and that the
 // parent's environment is passed on.
 func TestCommand_Env(t *testing.T) {
@@ -75,7 +75,7 @@ func TestCommand_Env(t *testing.T) {
 	t.Setenv("BATON_TEST_PARENT", "inherited")
 	cmd := &execjob.Command{
 		Job:      "envjob",
-		Script:   `printf '%s\n' "$BATON_JOB" "$BATON_TOKEN" "$BATON_TICK" "$BATON_INSTANCE" "$BATON_ELECTION" "$BATON_TEST_PARENT" > "$OUT.tmp" && mv "$OUT.tmp" "$OUT"`,
+		Script:   `printf '%s\n' "$BATON_JOB" "$BATON_TOKEN" "$BATON_TICK" "$BATON_INSTANCE" "$BATON_ELECTION" "$BATON_CATCH_UP" "$BATON_TEST_PARENT" > "$OUT.tmp" && mv "$OUT.tmp" "$OUT"`,
 		Election: "reports",
 		Instance: "node-7",
 		Env:      append(os.Environ(), "OUT="+out),
@@ -126,7 +126,7 @@ func TestCommand_Env(t *testing.T) {
 		}
 	}
 	got := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
-	want := []string{"envjob", strconv.FormatUint(token, 10), tick.UTC().Format(time.RFC3339), "node-7", "reports", "inherited"}
+	want := []string{"envjob", strconv.FormatUint(token, 10), tick.UTC().Format(time.RFC3339), "node-7", "reports", "0", "inherited"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("env:\n got %q\nwant %q", got, want)
 	}
@@ -234,4 +234,64 @@ while :; do sleep 0.1; done`}
 		}
 	}
 	t.Logf("killed %v after cancellation (grace %v)", took.Round(time.Millisecond), grace)
+}
+
+// TestCommand_EnvCatchUp checks BATON_CATCH_UP: "1" on the catch-up run a
+// new term makes for a tick missed while nobody led, "0" on the regular
+// runs after it.
+func TestCommand_EnvCatchUp(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "catchup")
+	cmd := &execjob.Command{
+		Job:    "cu",
+		Script: `echo "$BATON_CATCH_UP $BATON_TICK" >> "$OUT"`,
+		Env:    append(os.Environ(), "OUT="+out),
+		Logger: slog.New(slog.DiscardHandler),
+	}
+	mem := electiontest.NewMemory(election.Timing{})
+	// An earlier term claimed a tick 3 s ago and died.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lease, err := mem.Candidate().Acquire(ctx, election.Identity{ID: "old"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-3 * time.Second).Truncate(time.Second)
+	if err := mem.Ledger().Claim(ctx, schedulerhost.Claim{Job: "cu", Tick: old, Token: lease.Token(), Instance: "old"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	host, err := schedulerhost.New(schedulerhost.Config{
+		Jobs: []schedulerhost.Job{{Name: "cu", Schedule: "* * * * * *", Run: cmd.Run,
+			Misfire: schedulerhost.MisfireRunOnce, MisfireGrace: time.Minute}},
+		Ledger:   mem.Ledger(),
+		Instance: "new",
+		Logger:   slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	el, err := election.New(election.Config{Backend: mem.Candidate(), Identity: election.Identity{ID: "new"},
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- el.Run(rctx, host.Lead) }()
+	var got []string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		data, _ := os.ReadFile(out)
+		if got = strings.Split(strings.TrimSpace(string(data)), "\n"); len(got) >= 2 {
+			break
+		}
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if len(got) < 2 || !strings.HasPrefix(got[0], "1 ") || !strings.HasPrefix(got[1], "0 ") {
+		t.Fatalf("runs (BATON_CATCH_UP BATON_TICK): %q; want a catch-up run (1) then a regular one (0)", got)
+	}
 }
