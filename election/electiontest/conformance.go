@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"runtime"
 	"strings"
 	"testing"
@@ -321,48 +323,110 @@ func testNetworkCut(t *testing.T, h Harness) {
 	if trials == 0 {
 		trials = 20
 	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	minGap := time.Duration(1<<63 - 1)
 	for i := range trials {
 		a, b := newC(t, fmt.Sprintf("a%d", i)), newC(t, fmt.Sprintf("b%d", i))
 		if a.Cut == nil {
 			t.Skip("backend harness cannot cut a candidate off")
 		}
-		la := acquire(t, a, "a", 10*h.TTL)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*h.TTL)
-		ch := acquireAsync(ctx, b, "b")
+		// Two Electors; each lead function notes when its term began and
+		// when its term context (the lease context) was cancelled.
+		type term struct {
+			began, ended time.Time
+			cause        error
+		}
+		aTerm := make(chan term, 4)
+		lead := func(out chan<- term) func(context.Context) error {
+			return func(ctx context.Context) error {
+				tm := term{began: time.Now()}
+				<-election.LeaseContext(ctx).Done()
+				tm.ended, tm.cause = time.Now(), context.Cause(election.LeaseContext(ctx))
+				out <- tm
+				return nil
+			}
+		}
+		run := func(c Candidate, id string, out chan term) (context.CancelFunc, chan error) {
+			e, err := election.New(election.Config{Backend: c.Backend, Identity: election.Identity{ID: id}, Logger: quiet,
+				RetryPeriod: 100 * time.Millisecond, ReleaseTimeout: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- e.Run(ctx, lead(out)) }()
+			return cancel, done
+		}
+		// b's lead function reports its start at once.
+		bStarted := make(chan time.Time, 4)
+		bLead := func(ctx context.Context) error {
+			bStarted <- time.Now()
+			<-ctx.Done()
+			return nil
+		}
+		stopA, doneA := run(a, "a", aTerm)
+		waitFor := time.Now().Add(10 * h.TTL)
+		aLeads := false
+		for !aLeads && time.Now().Before(waitFor) {
+			if lr, ok := a.Backend.(election.LeaderReader); ok {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				info, err := lr.Leader(ctx)
+				cancel()
+				aLeads = err == nil && info.Identity.ID == "a"
+			} else {
+				aLeads = true
+			}
+			if !aLeads {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+		eb, err := election.New(election.Config{Backend: b.Backend, Identity: election.Identity{ID: "b"}, Logger: quiet, RetryPeriod: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctxB, stopB := context.WithCancel(context.Background())
+		doneB := make(chan error, 1)
+		go func() { doneB <- eb.Run(ctxB, bLead) }()
 		// Cut at a different phase of the renew cycle each trial.
 		time.Sleep(time.Duration(i%5) * h.TTL / 10)
 		a.Cut()
 		cut := time.Now()
-		var aEnded time.Time
+		var at term
 		select {
-		case <-la.Done():
-			aEnded = time.Now()
-		case r := <-ch:
-			cancel()
-			t.Fatalf("trial %d: b acquired (%v) while a's term was still open", i, r.err)
+		case at = <-aTerm:
+		case bt := <-bStarted:
+			t.Fatalf("trial %d: b led at %v while a's term context was still live", i, bt.Sub(cut))
 		case <-time.After(5 * h.TTL):
-			t.Fatalf("trial %d: a's term did not end within 5*TTL of the cut", i)
+			t.Fatalf("trial %d: a's term context not cancelled within 5*TTL of the cut", i)
 		}
-		r := <-ch
-		cancel()
-		if r.err != nil {
-			t.Fatalf("trial %d: b: Acquire: %v", i, r.err)
+		var bAt time.Time
+		select {
+		case bAt = <-bStarted:
+		case <-time.After(10 * h.TTL):
+			t.Fatalf("trial %d: b did not lead within 10*TTL of the cut", i)
 		}
-		gap := r.at.Sub(aEnded)
-		t.Logf("trial %2d: a's term ended %v after the cut, b led %v later", i, aEnded.Sub(cut).Round(time.Millisecond), gap.Round(time.Millisecond))
+		gap := bAt.Sub(at.ended)
+		t.Logf("trial %2d: a's term context cancelled %v after the cut, b led %v later", i, at.ended.Sub(cut).Round(time.Millisecond), gap.Round(time.Millisecond))
 		if gap <= 0 {
-			t.Errorf("trial %d: b led %v before a's term ended", i, -gap)
+			t.Errorf("trial %d: b led %v before a's term context was cancelled", i, -gap)
+		}
+		if !errors.Is(at.cause, election.ErrLeadershipLost) {
+			t.Errorf("trial %d: a's term cause = %v, want ErrLeadershipLost", i, at.cause)
 		}
 		minGap = min(minGap, gap)
-		if !errors.Is(la.Err(), election.ErrLeadershipLost) {
-			t.Errorf("trial %d: a's Err() = %v, want ErrLeadershipLost", i, la.Err())
-		}
 		a.Heal()
-		release(t, la)
-		release(t, r.lease)
+		stopA()
+		stopB()
+		for _, d := range []chan error{doneA, doneB} {
+			select {
+			case <-d:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("trial %d: an elector did not stop", i)
+			}
+		}
 	}
-	t.Logf("network cut: %d trials, a's term always ended first; minimum gap %v", trials, minGap.Round(time.Millisecond))
+	t.Logf("network cut: %d trials, the leader's term context was always cancelled first; minimum gap %v", trials, minGap.Round(time.Millisecond))
 }
 
 // checkNoGoroutines fails t if a goroutine with a function of pkg on its
