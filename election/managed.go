@@ -227,6 +227,12 @@ func (l *ManagedLease) run(ctx context.Context) {
 				if ctx.Err() != nil {
 					return
 				}
+				if !time.Now().Before(l.Deadline()) {
+					// The renewal ran out of time with the term: the
+					// deadline case ends it, with the right reason.
+					l.end(LostError(errors.New("local deadline passed without a successful renewal")))
+					return
+				}
 				l.log.Warn("lease renewal failed, retrying", "err", r.err)
 				next.Reset(retry)
 				continue

@@ -34,6 +34,8 @@ type Ledger interface {
 	// Finish stores the outcome of a claimed run: the history entry with
 	// the same Job, Tick and Token is updated. It is not conditioned on the
 	// term still holding (a run that ends after a loss is still recorded).
+	// If no entry matches (it was trimmed from the history), it does
+	// nothing and returns nil.
 	Finish(ctx context.Context, r Run) error
 	// History returns up to n of job's most recent runs, newest first.
 	History(ctx context.Context, job string, n int) ([]Run, error)

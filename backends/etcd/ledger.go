@@ -187,7 +187,7 @@ func (l *ledger) Finish(ctx context.Context, r schedulerhost.Run) error {
 			return fmt.Errorf("etcd: finish %s at %v: %w", r.Job, r.Tick, err)
 		}
 		if len(resp.Kvs) == 0 {
-			return fmt.Errorf("etcd: finish %s at %v: no run entry", r.Job, r.Tick)
+			return nil // trimmed from the history already: nothing to update
 		}
 		var cur schedulerhost.Run
 		if err := json.Unmarshal(resp.Kvs[0].Value, &cur); err != nil {
