@@ -41,6 +41,38 @@ type Fault struct {
 	At     time.Time
 	Kind   string
 	Target string
+	Detail string // e.g. the duration of a partition
+}
+
+// End is one run as the job recorded it when it ended ("E" lines).
+type End struct {
+	Job      string
+	Tick     time.Time
+	Token    uint64
+	Instance string
+	At       time.Time
+	Line     int
+}
+
+// Misfire is a tick an instance logged as not started, with the reason it
+// logged: an overlap skip, a failed or refused claim, a term that ended
+// between the claim and the start. A tick in Misfires is accounted for.
+// A zero Tick with a Token stands for a catch-up the term with that token
+// logged as skipped (it could not read the last claimed tick): every tick
+// that term's catch-up would have covered is accounted for.
+type Misfire struct {
+	Instance string
+	Token    uint64 // the term's token, if known
+	Job      string
+	Tick     time.Time
+	At       time.Time
+	Reason   string
+}
+
+// Interval is a span of time in which an instance was frozen (SIGSTOP).
+type Interval struct {
+	Instance string
+	From, To time.Time
 }
 
 // Policy is what the checker needs to know of a job.
@@ -59,6 +91,15 @@ type Input struct {
 	// From and To bound the window in which every tick must be accounted
 	// for (ticks near the edges are not judged).
 	From, To time.Time
+	// Ends are the "E" lines: a graceful term's runs must all have ended
+	// by its release (the drain). Nil skips that check.
+	Ends []End
+	// Misfires are ticks the instances logged as not started, and why.
+	Misfires []Misfire
+	// Frozen are the spans in which an instance was stopped (SIGSTOP): a
+	// live term whose instance was frozen at a tick may miss it silently;
+	// the next term's catch-up must then account for it.
+	Frozen []Interval
 	// HandoverBound is the longest allowed time from a graceful release to
 	// the next term's start.
 	HandoverBound time.Duration
@@ -68,7 +109,7 @@ type Input struct {
 
 // Violation is one broken guarantee.
 type Violation struct {
-	Kind   string // duplicate, overlap, token-order, outside-term, lost-tick, slow-handover
+	Kind   string // duplicate, overlap, token-order, outside-term, lost-tick, slow-handover, drain
 	Detail string
 }
 
@@ -84,9 +125,18 @@ type Report struct {
 	TokenOrder    int
 	LostTicks     int
 	SlowHandovers int
+	Drains        int           // runs of a graceful term still going at its release
 	MaxHandover   time.Duration // graceful: release to the next term
 	MaxFailover   time.Duration // non-graceful: last sign of the old term to the next term
-	Violations    []Violation
+	// MaxCrashFailover is the longest time from the kill of a leader to the
+	// next term's start.
+	MaxCrashFailover time.Duration
+	// Accounted counts the ticks not run that the policies account for,
+	// by reason: "logged: <the node's message>", "catch-up" (a later tick
+	// of the next term's catch-up run stands for it, run-once), "beyond
+	// grace", "skip policy", "frozen" (see Input.Frozen).
+	Accounted  map[string]int
+	Violations []Violation
 }
 
 // OK reports whether no guarantee was broken.
@@ -107,12 +157,49 @@ func (r *Report) add(kind, format string, args ...any) {
 		r.LostTicks++
 	case "slow-handover":
 		r.SlowHandovers++
+	case "drain":
+		r.Drains++
 	}
+}
+
+// bounds returns, by token, the instant after which a term may start no
+// job: the first of its own stop (unless it stepped down gracefully: then
+// the lease is held and renewed until the release), its end (release or
+// loss, or the kill of its process), and the start of the next term, the
+// latest instant at which the backend can have ended it. Zero: open.
+func bounds(terms []Term) map[uint64]time.Time {
+	out := map[uint64]time.Time{}
+	for i, t := range terms {
+		var u time.Time
+		earlier := func(c time.Time) {
+			if !c.IsZero() && (u.IsZero() || c.Before(u)) {
+				u = c
+			}
+		}
+		if !t.Graceful || t.Killed {
+			earlier(t.Stop)
+		}
+		earlier(t.End)
+		for _, n := range terms[i+1:] {
+			if n.Start.After(t.Start) {
+				earlier(n.Start)
+				break
+			}
+		}
+		out[t.Token] = u
+	}
+	return out
 }
 
 type tickID struct {
 	job  string
 	tick int64
+}
+
+type runID struct {
+	job   string
+	tick  int64
+	token uint64
 }
 
 // Check judges in against every guarantee and returns what it found.
@@ -147,17 +234,20 @@ func Check(in Input) Report {
 	for _, t := range terms {
 		byToken[t.Token] = t
 	}
+	until := bounds(terms)
 	for _, s := range in.Starts {
 		t, ok := byToken[s.Token]
+		u := until[s.Token]
 		switch {
 		case !ok:
 			r.add("outside-term", "line %d: %s started job %s tick %s with token %d, which no node logged as a term",
 				s.Line, s.Instance, s.Job, s.Tick.Format(time.RFC3339Nano), s.Token)
 		case t.Instance != s.Instance:
 			r.add("outside-term", "line %d: %s started job %s with token %d, which is %s's term", s.Line, s.Instance, s.Job, s.Token, t.Instance)
-		case s.At.Before(t.Start.Add(-in.Slack)) || (!t.Stop.IsZero() && s.At.After(t.Stop.Add(in.Slack))):
-			r.add("outside-term", "line %d: %s started job %s at %s, outside its term %d [%s, %s]", s.Line, s.Instance, s.Job,
-				s.At.Format(time.RFC3339Nano), s.Token, t.Start.Format(time.RFC3339Nano), stamp(t.Stop))
+		case s.At.Before(t.Start.Add(-in.Slack)) || (!u.IsZero() && s.At.After(u.Add(in.Slack))):
+			r.add("outside-term", "line %d: %s started job %s tick %s at %s, outside its term %d [%s, %s] (stop %s, end %s, slack %v)",
+				s.Line, s.Instance, s.Job, s.Tick.Format(time.RFC3339), s.At.Format(time.RFC3339Nano), s.Token,
+				t.Start.Format(time.RFC3339Nano), stamp(u), stamp(t.Stop), stamp(t.End), in.Slack)
 		}
 	}
 
@@ -207,6 +297,33 @@ func Check(in Input) Report {
 			}
 		} else if !prev.Stop.IsZero() {
 			r.MaxFailover = max(r.MaxFailover, next.Start.Sub(prev.Stop))
+			if prev.Killed {
+				r.MaxCrashFailover = max(r.MaxCrashFailover, next.Start.Sub(prev.Stop))
+			}
+		}
+	}
+
+	// 5b. A graceful term drains: every run it started has ended by its
+	// release.
+	if in.Ends != nil {
+		ended := map[runID]End{}
+		for _, e := range in.Ends {
+			ended[runID{e.Job, e.Tick.UnixNano(), e.Token}] = e
+		}
+		for _, s := range in.Starts {
+			t, ok := byToken[s.Token]
+			if !ok || !t.Graceful || t.Killed || t.End.IsZero() {
+				continue
+			}
+			e, ok := ended[runID{s.Job, s.Tick.UnixNano(), s.Token}]
+			switch {
+			case !ok:
+				r.add("drain", "line %d: %s's run of job %s tick %s (token %d) never ended, yet the term was released gracefully at %s",
+					s.Line, s.Instance, s.Job, s.Tick.Format(time.RFC3339), s.Token, t.End.Format(time.RFC3339Nano))
+			case e.At.After(t.End.Add(in.Slack)):
+				r.add("drain", "line %d: %s's run of job %s tick %s (token %d) ended at %s (line %d), after the graceful release at %s",
+					s.Line, s.Instance, s.Job, s.Tick.Format(time.RFC3339), s.Token, e.At.Format(time.RFC3339Nano), e.Line, t.End.Format(time.RFC3339Nano))
+			}
 		}
 	}
 
@@ -221,65 +338,138 @@ func Check(in Input) Report {
 }
 
 // checkTicks accounts for every tick of a fixed-period job in the window.
+// A tick not run is accounted for when:
+//   - an instance logged why it did not start it (Input.Misfires);
+//   - a term was live at the tick, its instance was frozen then, and the
+//     next term accounts for it as below;
+//   - no term was live: the next term started beyond the grace, or the
+//     policy is skip, or its catch-up ran a tick at or after this one
+//     (run-once; run-all needs this very tick), or it logged that its
+//     catch-up failed, or that a catch-up tick's claim failed.
+//
+// A live, unfrozen term that neither ran a tick nor logged why is a lost
+// tick, whatever later terms did.
 func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first map[tickID]Start) {
 	ran := func(t time.Time) bool {
 		_, ok := first[tickID{job, t.UnixNano()}]
 		return ok
 	}
-	// Catch-up runs of this job, by the term they ran in.
+	logged := map[int64]string{}
+	var catchUpFailed []Misfire // zero Tick: the term's catch-up was skipped
+	for _, m := range in.Misfires {
+		if m.Job != job {
+			continue
+		}
+		if m.Tick.IsZero() {
+			catchUpFailed = append(catchUpFailed, m)
+			continue
+		}
+		if _, ok := logged[m.Tick.UnixNano()]; !ok {
+			logged[m.Tick.UnixNano()] = m.Reason
+		}
+	}
 	var catchUps []Start
 	for _, s := range in.Starts {
 		if s.Job == job && s.CatchUp {
 			catchUps = append(catchUps, s)
 		}
 	}
-	from := in.From.Truncate(p.Every).Add(p.Every)
-	for t := from; !t.After(in.To); t = t.Add(p.Every) {
-		if ran(t) {
-			continue
-		}
-		// A tick is run directly only if some term was live, not stopping,
-		// from the tick until a little after it.
-		live := false
-		for _, tm := range terms {
-			if !tm.Start.After(t.Add(-in.Slack)) && (tm.Stop.IsZero() || tm.Stop.After(t.Add(in.Slack))) {
-				live = true
-				break
+	until := bounds(terms)
+	frozen := func(inst string, t time.Time) bool {
+		for _, f := range in.Frozen {
+			if f.Instance == inst && !t.Before(f.From.Add(-in.Slack)) && !t.After(f.To.Add(in.Slack)) {
+				return true
 			}
 		}
-		// Otherwise: the next term to start after t decides.
-		var next *Term
+		return false
+	}
+	account := func(reason string) {
+		if r.Accounted == nil {
+			r.Accounted = map[string]int{}
+		}
+		r.Accounted[reason]++
+	}
+	// byNext reports whether the first term starting after t accounts for
+	// t, and how; "" if it does not (or there is no such term: ok false).
+	byNext := func(t time.Time) (how string, next *Term) {
 		for i := range terms {
 			if terms[i].Start.After(t.Add(-in.Slack)) {
 				next = &terms[i]
 				break
 			}
 		}
-		if live {
-			if next == nil || next.Start.After(t.Add(in.Slack)) {
-				r.add("lost-tick", "job %s tick %s: a term was live and nothing ran it", job, t.Format(time.RFC3339Nano))
-			}
-			continue
-		}
 		if next == nil {
-			continue // the window ended with nobody leading
+			return "", nil
 		}
 		late := next.Start.Sub(t)
-		if late > p.Grace+in.Slack || p.Misfire == "skip" {
-			continue // beyond grace, or skipped by policy
+		switch {
+		case p.Misfire == "skip":
+			return "skip policy", next
+		case late > p.Grace-in.Slack:
+			return "beyond grace", next
 		}
-		covered := false
 		for _, c := range catchUps {
-			if c.Token == next.Token && !c.Tick.Before(t) {
-				covered = p.Misfire != "run-all" || c.Tick.Equal(t)
-				if covered {
-					break
-				}
+			if c.Token == next.Token && !c.Tick.Before(t) && (p.Misfire != "run-all" || c.Tick.Equal(t)) {
+				return "catch-up", next
 			}
 		}
-		if !covered && late >= -in.Slack && late <= p.Grace-in.Slack {
-			r.add("lost-tick", "job %s tick %s: missed while nobody led, within grace %v of term %d (%s), and no catch-up run covers it (policy %s)",
-				job, t.Format(time.RFC3339Nano), p.Grace, next.Token, next.Instance, p.Misfire)
+		for _, m := range catchUpFailed {
+			if m.Token == next.Token && m.Instance == next.Instance {
+				return "logged: " + m.Reason, next
+			}
+		}
+		for _, m := range in.Misfires {
+			// A catch-up tick of the next term whose claim failed.
+			if m.Job == job && m.Instance == next.Instance && !m.Tick.IsZero() && !m.Tick.Before(t) &&
+				!m.Tick.After(next.Start.Add(in.Slack)) && (p.Misfire != "run-all" || m.Tick.Equal(t)) &&
+				!m.At.Before(next.Start.Add(-in.Slack)) {
+				return "logged: " + m.Reason + " (catch-up)", next
+			}
+		}
+		return "", next
+	}
+	from := in.From.Truncate(p.Every).Add(p.Every)
+	for t := from; !t.After(in.To); t = t.Add(p.Every) {
+		if ran(t) {
+			continue
+		}
+		if why, ok := logged[t.UnixNano()]; ok {
+			account("logged: " + why)
+			continue
+		}
+		// A term is live at t if it started before t and had neither
+		// stopped nor been superseded by then.
+		var live *Term
+		for i, tm := range terms {
+			u := until[tm.Token]
+			if tm.Graceful && !tm.Stop.IsZero() && (u.IsZero() || tm.Stop.Before(u)) {
+				u = tm.Stop // stepping down: no new ticks fire
+			}
+			if !tm.Start.After(t.Add(-in.Slack)) && (u.IsZero() || u.After(t.Add(in.Slack))) {
+				live = &terms[i]
+				break
+			}
+		}
+		how, next := byNext(t)
+		switch {
+		case live != nil && !frozen(live.Instance, t):
+			r.add("lost-tick", "job %s tick %s: term %d (%s) was live and neither ran it nor logged why",
+				job, t.Format(time.RFC3339Nano), live.Token, live.Instance)
+		case next == nil:
+			// The window ended with nobody leading after t.
+			account("no later term")
+		case how != "":
+			if live != nil {
+				how = "frozen, then " + how
+			}
+			account(how)
+		default:
+			lead := "nobody led"
+			if live != nil {
+				lead = fmt.Sprintf("%s (term %d) was frozen", live.Instance, live.Token)
+			}
+			r.add("lost-tick", "job %s tick %s: missed while %s, within grace %v of term %d (%s, started %s), and no catch-up run covers it (policy %s)",
+				job, t.Format(time.RFC3339Nano), lead, p.Grace, next.Token, next.Instance, next.Start.Format(time.RFC3339Nano), p.Misfire)
 		}
 	}
 }
@@ -320,6 +510,38 @@ func ParseRunLog(rd io.Reader) ([]Start, error) {
 			return nil, fmt.Errorf("run log line %d: start: %w", n, err)
 		}
 		out = append(out, Start{Job: f[1], Tick: tick, Token: tok, Instance: f[4], At: time.Unix(0, ns), CatchUp: f[6] == "1", Line: n})
+	}
+	return out, sc.Err()
+}
+
+// ParseEnds reads the "E <job> <tick RFC3339> <token> <instance> <end unix
+// ns> <status>" lines of a run log.
+func ParseEnds(rd io.Reader) ([]End, error) {
+	var out []End
+	sc := bufio.NewScanner(rd)
+	n := 0
+	for sc.Scan() {
+		n++
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 || f[0] != "E" {
+			continue
+		}
+		if len(f) != 7 {
+			return nil, fmt.Errorf("run log line %d: %d fields, want 7: %q", n, len(f), sc.Text())
+		}
+		tick, err := time.Parse(time.RFC3339Nano, f[2])
+		if err != nil {
+			return nil, fmt.Errorf("run log line %d: tick: %w", n, err)
+		}
+		tok, err := strconv.ParseUint(f[3], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("run log line %d: token: %w", n, err)
+		}
+		ns, err := strconv.ParseInt(f[5], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("run log line %d: end: %w", n, err)
+		}
+		out = append(out, End{Job: f[1], Tick: tick, Token: tok, Instance: f[4], At: time.Unix(0, ns), Line: n})
 	}
 	return out, sc.Err()
 }

@@ -169,3 +169,136 @@ func TestParseRunLog(t *testing.T) {
 		t.Error("a malformed line parsed")
 	}
 }
+
+// frozenLeader is a history in which a (token 10) is stopped (SIGSTOP) at
+// 10.2 s, b leads at 14.5 s with token 20 and catches up tick 14 for the
+// ticks 11..14, and a logs its loss only when it resumes at 17 s.
+func frozenLeader() Input {
+	in := clean()
+	in.Terms[0] = Term{Instance: "a", Token: 10, Start: at(0.5), Stop: at(17), End: at(17.01)}
+	in.Terms[1].Start = at(14.5)
+	in.Frozen = []Interval{{Instance: "a", From: at(10.2), To: at(17)}}
+	var keep []Start
+	for _, s := range in.Starts {
+		if s.Instance == "a" || s.Tick.After(at(14)) {
+			keep = append(keep, s)
+		}
+	}
+	in.Starts = append(keep, Start{Job: "j", Tick: at(14), Token: 20, Instance: "b", At: at(14.51), CatchUp: true, Line: 50})
+	return in
+}
+
+func TestCheck_FrozenLeader(t *testing.T) {
+	in := frozenLeader()
+	r := Check(in)
+	if !r.OK() {
+		t.Fatalf("violations: %v", r.Violations)
+	}
+	if r.Accounted["frozen, then catch-up"] != 3 {
+		t.Errorf("accounted %v, want ticks 11..13 as frozen, then catch-up", r.Accounted)
+	}
+
+	// Not frozen: a live term that silently misses ticks loses them, even
+	// if the next term's catch-up covers them.
+	in = frozenLeader()
+	in.Frozen = nil
+	if r := Check(in); r.LostTicks != 3 {
+		t.Errorf("live unfrozen term missing ticks 11..13: lost %d, want 3: %v", r.LostTicks, r.Violations)
+	}
+
+	// Its late loss log does not widen its term: a start after b's term
+	// began is outside a's term as the backend saw it, and overlaps b's.
+	in = frozenLeader()
+	in.Starts = append(in.Starts, Start{Job: "j", Tick: at(11), Token: 10, Instance: "a", At: at(16.9), Line: 99})
+	r = Check(in)
+	if r.OutsideTerm != 1 || r.Overlaps != 1 {
+		t.Errorf("start by the frozen leader after the next term began: outside-term %d overlaps %d, want 1 and 1: %v",
+			r.OutsideTerm, r.Overlaps, r.Violations)
+	}
+}
+
+func TestCheck_LoggedMisfiresAccountForTicks(t *testing.T) {
+	in := clean()
+	var keep []Start
+	for _, s := range in.Starts {
+		if !s.Tick.Equal(at(15)) {
+			keep = append(keep, s)
+		}
+	}
+	in.Starts = keep
+	in.Misfires = []Misfire{{Instance: "b", Token: 20, Job: "j", Tick: at(15), At: at(15.001), Reason: "run not started: claim failed"}}
+	r := Check(in)
+	if !r.OK() || r.Accounted["logged: run not started: claim failed"] != 1 {
+		t.Errorf("a logged claim failure: violations %v, accounted %v", r.Violations, r.Accounted)
+	}
+	// A logged misfire of another job does not count.
+	in.Misfires[0].Job = "other"
+	if r := Check(in); r.LostTicks != 1 {
+		t.Errorf("misfire of another job: lost %d, want 1", r.LostTicks)
+	}
+	// b logged that its catch-up could not read the last claimed tick.
+	in = clean()
+	keep = nil
+	for _, s := range in.Starts {
+		if !s.CatchUp {
+			keep = append(keep, s)
+		}
+	}
+	in.Starts = keep
+	in.Misfires = []Misfire{{Instance: "b", Token: 20, Job: "j", At: at(12.5), Reason: "catch-up skipped: reading last claimed tick failed"}}
+	if r := Check(in); !r.OK() {
+		t.Errorf("logged catch-up failure: %v", r.Violations)
+	}
+}
+
+func TestCheck_StartBeforeNextTermAfterOwnLossLog(t *testing.T) {
+	// a lost its lease and said so at 10.2 s; a start at 11 s is outside
+	// its term even though nobody led yet.
+	in := clean()
+	in.Terms[0] = Term{Instance: "a", Token: 10, Start: at(0.5), Stop: at(10.2), End: at(10.3)}
+	in.Starts = append(in.Starts, Start{Job: "j", Tick: at(11), Token: 10, Instance: "a", At: at(11.001), Line: 99})
+	if r := Check(in); r.OutsideTerm != 1 {
+		t.Errorf("start after the own loss: outside-term %d, want 1: %v", r.OutsideTerm, r.Violations)
+	}
+	// A graceful term may start a run it had fired after "stepping down",
+	// until its release.
+	in = clean()
+	in.Terms[0] = Term{Instance: "a", Token: 10, Start: at(0.5), Stop: at(9.9), End: at(10.5), Graceful: true}
+	if r := Check(in); r.OutsideTerm != 0 {
+		t.Errorf("start between stepping down and release: %v", r.Violations)
+	}
+}
+
+func TestCheck_DrainAndCrashFailover(t *testing.T) {
+	in := clean()
+	if r := Check(in); r.MaxCrashFailover != 2300*time.Millisecond {
+		t.Errorf("max crash failover %v, want 2.3s", r.MaxCrashFailover)
+	}
+	in.Terms[0] = Term{Instance: "a", Token: 10, Start: at(0.5), Stop: at(10.2), End: at(10.4), Graceful: true}
+	in.Terms[1].Start = at(10.45)
+	for _, s := range in.Starts {
+		in.Ends = append(in.Ends, End{Job: s.Job, Tick: s.Tick, Token: s.Token, Instance: s.Instance, At: s.At.Add(100 * time.Millisecond)})
+	}
+	if r := Check(in); r.Drains != 0 || r.MaxHandover != 50*time.Millisecond {
+		t.Errorf("drained: drains %d handover %v: %v", r.Drains, r.MaxHandover, r.Violations)
+	}
+	in.Ends[9].At = at(10.9) // a's last run (tick 10) ends after the release
+	if r := Check(in); r.Drains != 1 {
+		t.Errorf("run ending after the release: drains %d, want 1: %v", r.Drains, r.Violations)
+	}
+	in.Ends = in.Ends[:9]
+	if r := Check(in); r.Drains != 1 {
+		t.Errorf("run never ending: drains %d, want 1: %v", r.Drains, r.Violations)
+	}
+}
+
+func TestParseEnds(t *testing.T) {
+	log := "S j 2026-01-01T00:00:01Z 10 a 1767225601001000000 0\nE j 2026-01-01T00:00:01Z 10 a 1767225601100000000 0\n"
+	got, err := ParseEnds(strings.NewReader(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Token != 10 || got[0].Line != 2 || !got[0].At.Equal(t0.Add(1100*time.Millisecond)) {
+		t.Errorf("parsed %+v", got)
+	}
+}
