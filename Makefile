@@ -3,10 +3,24 @@
 # etcdctl and Consul tests run them.
 GO ?= go
 
-.PHONY: test vet fmt-check tools demo
+.PHONY: test vet fmt-check tools demo soak
 
+# The e2e fault suite (short profile) runs on its own, in the package's
+# directory, so that go test prints its per-backend summary.
 test: tools vet fmt-check
-	$(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/e2e$$')
+	cd e2e && $(GO) test -race -count=1 -timeout 15m
+
+# The e2e fault suite's long profile: random faults until DURATION has
+# passed, on BATON_E2E_BACKENDS (etcd, postgres, mysql, consul), then the
+# same checks and summary as the short profile. BATON_E2E_SEED replays
+# the fault choices of an earlier run. Raise SOAK_TIMEOUT for long runs.
+DURATION ?= 30m
+BATON_E2E_BACKENDS ?= etcd,postgres
+SOAK_TIMEOUT ?= 3h
+soak: tools
+	cd e2e && BATON_E2E_PROFILE=long BATON_E2E_DURATION=$(DURATION) BATON_E2E_BACKENDS=$(BATON_E2E_BACKENDS) \
+		$(GO) test -race -count=1 -timeout $(SOAK_TIMEOUT) -run 'TestFaults$$'
 
 vet:
 	$(GO) vet ./...

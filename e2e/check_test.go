@@ -1,0 +1,170 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/batonhq/baton/e2e/history"
+)
+
+// check assembles the history, runs the checker and returns the summary.
+// It fails the test on any violation or liveness problem, printing the
+// seed, the fault timeline, the offending lines and the artifacts.
+func (sc *scenario) check(from, to time.Time) string {
+	t, be := sc.t, sc.be
+	f, err := os.Open(sc.runsPath)
+	if err != nil {
+		t.Fatalf("%s: run log: %v", be.name, err)
+	}
+	starts, err := history.ParseRunLog(f)
+	if err != nil {
+		t.Fatalf("%s: %v", be.name, err)
+	}
+	_, _ = f.Seek(0, 0)
+	ends, err := history.ParseEnds(f)
+	f.Close()
+	if err != nil {
+		t.Fatalf("%s: %v", be.name, err)
+	}
+	in := history.Input{
+		Starts: starts,
+		Ends:   ends,
+		Jobs: map[string]history.Policy{
+			"tick": {Every: time.Second, Misfire: "run-once", Grace: be.grace},
+			"nap":  {Every: 5 * time.Second, Misfire: "run-once", Grace: be.grace},
+		},
+		From: from, To: to,
+		HandoverBound: be.handoverBound,
+		Slack:         slack,
+		Frozen:        sc.frozen,
+		Faults:        sc.timeline,
+	}
+	var maxLat time.Duration
+	logged := map[runKey]time.Time{}
+	for _, p := range sc.procs {
+		p.poll()
+		in.Terms = append(in.Terms, p.terms()...)
+		p.mu.Lock()
+		in.Misfires = append(in.Misfires, p.misfires...)
+		for k, v := range p.runLogged {
+			logged[k] = v
+		}
+		p.mu.Unlock()
+	}
+	for _, s := range starts {
+		if at, ok := logged[runKey{s.Job, s.Tick.Unix(), s.Token}]; ok {
+			maxLat = max(maxLat, s.At.Sub(at))
+		}
+	}
+	r := history.Check(in)
+
+	runtime := time.Since(sc.started).Round(time.Second)
+	var fb strings.Builder
+	kinds := make([]string, 0, len(sc.counts))
+	for k := range sc.counts {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	for i, k := range kinds {
+		if i > 0 {
+			fb.WriteString(", ")
+		}
+		fmt.Fprintf(&fb, "%s %d", k, sc.counts[k])
+	}
+	var ab strings.Builder
+	reasons := make([]string, 0, len(r.Accounted))
+	for k := range r.Accounted {
+		reasons = append(reasons, k)
+	}
+	sort.Strings(reasons)
+	for i, k := range reasons {
+		if i > 0 {
+			ab.WriteString("; ")
+		}
+		fmt.Fprintf(&ab, "%s %d", k, r.Accounted[k])
+	}
+	if ab.Len() == 0 {
+		ab.WriteString("none")
+	}
+	name := be.name
+	if name == "mysql" {
+		name = "mysql (MariaDB)"
+	}
+	sum := fmt.Sprintf(`  %s: runtime %v, %d nodes, TTL %v, seed %d
+    faults: %s
+    runs %d in %d terms; duplicates %d, overlaps %d, missed beyond policy %d, outside-term %d, token-order %d, drain %d, slow handovers %d
+    ticks not run but accounted for by policy: %s
+    max crash failover %v (documented bound %v), max graceful handover %v (bound %v), max start latency %v (slack %v)
+`, name, runtime, be.nodes, be.ttl, sc.seed, fb.String(), r.Runs, r.Terms, r.Duplicates, r.Overlaps, r.LostTicks, r.OutsideTerm,
+		r.TokenOrder, r.Drains, r.SlowHandovers, ab.String(),
+		r.MaxCrashFailover.Round(time.Millisecond), be.crashBound, r.MaxHandover.Round(time.Millisecond), be.handoverBound,
+		maxLat.Round(time.Millisecond), slack)
+	t.Logf("summary:\n%s", sum)
+
+	if sc.counts[fKillLeader] > 0 && r.MaxCrashFailover == 0 {
+		sc.problem("a leader was killed but no crash failover was measured")
+	}
+	if !r.OK() || len(sc.problems) > 0 {
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s: %d violations, %d problems\nreplay: BATON_E2E_SEED=%d BATON_E2E_BACKENDS=%s BATON_E2E_PROFILE=%s go test -count=1 -v -run 'TestFaults' ./e2e\nartifacts: %s (runs.log, node-*.log, jobs.yaml)\n",
+			be.name, len(r.Violations), len(sc.problems), sc.seed, be.name, sc.prof.name, sc.dir)
+		b.WriteString("fault timeline:\n")
+		for _, f := range sc.timeline {
+			fmt.Fprintf(&b, "  %s %-20s %-10s %s\n", f.At.Format("15:04:05.000"), f.Kind, f.Target, f.Detail)
+		}
+		b.WriteString("terms:\n")
+		terms := append([]history.Term(nil), in.Terms...)
+		sort.Slice(terms, func(i, j int) bool { return terms[i].Start.Before(terms[j].Start) })
+		for _, tm := range terms {
+			fmt.Fprintf(&b, "  token %-8d %-10s start %s stop %s end %s graceful %v killed %v\n", tm.Token, tm.Instance,
+				stamp(tm.Start), stamp(tm.Stop), stamp(tm.End), tm.Graceful, tm.Killed)
+		}
+		for _, p := range sc.problems {
+			fmt.Fprintf(&b, "problem: %s\n", p)
+		}
+		lines := readLines(sc.runsPath)
+		for _, v := range r.Violations {
+			fmt.Fprintf(&b, "violation: %s\n", v)
+			for _, n := range lineRefs(v.Detail) {
+				if n >= 1 && n <= len(lines) {
+					fmt.Fprintf(&b, "    runs.log:%d: %s\n", n, lines[n-1])
+				}
+			}
+		}
+		t.Error(b.String())
+	}
+	return sum
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Format("15:04:05.000000")
+}
+
+func readLines(path string) []string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	return strings.Split(string(b), "\n")
+}
+
+// lineRefs finds "line N" references in a violation's detail.
+func lineRefs(s string) []int {
+	var out []int
+	f := strings.Fields(strings.NewReplacer("(", " ", ")", " ", ",", " ", ":", " ").Replace(s))
+	for i := 0; i+1 < len(f); i++ {
+		if f[i] == "line" {
+			var n int
+			if _, err := fmt.Sscanf(f[i+1], "%d", &n); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}

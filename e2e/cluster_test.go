@@ -1,0 +1,317 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/batonhq/baton/e2e/history"
+	"github.com/batonhq/baton/faultproxy"
+)
+
+// event is one record of a node's JSON log, with the keys the suite reads.
+type event struct {
+	Time  time.Time       `json:"time"`
+	Msg   string          `json:"msg"`
+	Token uint64          `json:"token"`
+	Job   string          `json:"job"`
+	Tick  time.Time       `json:"tick"`
+	Err   string          `json:"err"`
+	HTTP  string          `json:"http"`
+	Took  json.RawMessage `json:"took"` // a duration in ns, or absent
+}
+
+// misfireMsgs are the messages with which a node says it did not start a
+// tick (with job and tick), and why.
+var misfireMsgs = map[string]bool{
+	"tick skipped: previous run still going": true,
+	"tick skipped: queue full":               true,
+	"run not started: claim failed":          true,
+	"claim refused: term is stale; stopping": true,
+	"run not started: term over":             true,
+}
+
+// interesting are the messages kept in memory; the rest stays in the file.
+var interesting = map[string]bool{
+	"node started":        true,
+	"acquired leadership": true,
+	"stepping down":       true,
+	"leadership lost: cancelled runs in flight": true,
+	"lost leadership":                                    true,
+	"released leadership":                                true,
+	"released leadership with error":                     true,
+	"catch-up skipped: reading last claimed tick failed": true,
+}
+
+// runKey identifies a run: job, tick (unix seconds), token.
+type runKey struct {
+	job   string
+	tick  int64
+	token uint64
+}
+
+// tailer reads the lines appended to a file since its last call.
+type tailer struct {
+	path    string
+	off     int64
+	partial []byte
+}
+
+func (t *tailer) lines() [][]byte {
+	f, err := os.Open(t.path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if _, err := f.Seek(t.off, io.SeekStart); err != nil {
+		return nil
+	}
+	b, _ := io.ReadAll(f)
+	t.off += int64(len(b))
+	b = append(t.partial, b...)
+	var out [][]byte
+	for {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			break
+		}
+		out = append(out, b[:i])
+		b = b[i+1:]
+	}
+	t.partial = append([]byte(nil), b...)
+	return out
+}
+
+// slot is one place in the cluster: a proxy to the backend and the node
+// process currently using it (a restarted node is a new process with a
+// new identity on the same slot).
+type slot struct {
+	i     int
+	proxy *faultproxy.Proxy
+	gen   int
+	proc  *proc
+}
+
+// proc is one `demo node` process.
+type proc struct {
+	id      string
+	slot    *slot
+	cmd     *exec.Cmd
+	stdin   io.Closer
+	logPath string
+	done    chan struct{} // closed when the process has exited
+
+	mu         sync.Mutex
+	tail       tailer
+	events     []event // interesting ones, in order
+	misfires   []history.Misfire
+	lastRun    time.Time // last "run started"
+	lastRunTok uint64
+	runLogged  map[runKey]time.Time // "run started" records
+	killedAt   time.Time
+	frozen     bool
+	exitErr    error
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+func (p *proc) alive() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// poll reads the new lines of the node's log.
+func (p *proc) poll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var cur uint64 // token of the term open at the line, for misfires
+	for _, ev := range p.events {
+		if ev.Msg == "acquired leadership" {
+			cur = ev.Token
+		}
+	}
+	for _, line := range p.tail.lines() {
+		var ev event
+		if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &ev) != nil {
+			continue
+		}
+		switch {
+		case ev.Msg == "run started":
+			p.lastRun, p.lastRunTok = ev.Time, ev.Token
+			if p.runLogged == nil {
+				p.runLogged = map[runKey]time.Time{}
+			}
+			p.runLogged[runKey{ev.Job, ev.Tick.Unix(), ev.Token}] = ev.Time
+		case misfireMsgs[ev.Msg] && ev.Job != "" && !ev.Tick.IsZero():
+			tok := ev.Token
+			if tok == 0 {
+				tok = cur
+			}
+			p.misfires = append(p.misfires, history.Misfire{Instance: p.id, Token: tok, Job: ev.Job, Tick: ev.Tick, At: ev.Time, Reason: ev.Msg})
+		case ev.Msg == "catch-up skipped: reading last claimed tick failed":
+			p.misfires = append(p.misfires, history.Misfire{Instance: p.id, Token: ev.Token, Job: ev.Job, At: ev.Time, Reason: ev.Msg})
+			p.events = append(p.events, ev)
+		case interesting[ev.Msg]:
+			if ev.Msg == "acquired leadership" {
+				cur = ev.Token
+			}
+			p.events = append(p.events, ev)
+		}
+	}
+}
+
+// terms builds the node's terms from its log (call poll first). A term
+// open when the node was killed stops at the kill.
+func (p *proc) terms() []history.Term {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []history.Term
+	var cur *history.Term
+	var stepping, lost bool
+	earlier := func(dst *time.Time, t time.Time) {
+		if dst.IsZero() || t.Before(*dst) {
+			*dst = t
+		}
+	}
+	finish := func() {
+		if cur != nil {
+			out = append(out, *cur)
+		}
+		cur, stepping, lost = nil, false, false
+	}
+	for _, ev := range p.events {
+		switch ev.Msg {
+		case "acquired leadership":
+			if cur != nil && cur.Token == ev.Token {
+				continue // the SQL backend logs it too, just before the elector
+			}
+			finish()
+			cur = &history.Term{Instance: p.id, Token: ev.Token, Start: ev.Time}
+		case "stepping down":
+			if cur != nil {
+				stepping = true
+				earlier(&cur.Stop, ev.Time)
+			}
+		case "leadership lost: cancelled runs in flight":
+			if cur != nil {
+				lost = true
+				earlier(&cur.Stop, ev.Time)
+			}
+		case "lost leadership", "released leadership", "released leadership with error":
+			if cur == nil {
+				continue
+			}
+			// The first of these is when the lease ended (the SQL backend
+			// logs its release before the elector does); the elector's
+			// own record, with "took", closes the term.
+			earlier(&cur.End, ev.Time)
+			if ev.Msg == "lost leadership" {
+				lost = true
+				earlier(&cur.Stop, ev.Time)
+			}
+			if len(ev.Took) == 0 {
+				continue
+			}
+			cur.Graceful = ev.Msg == "released leadership" && stepping && !lost
+			if !cur.Graceful {
+				earlier(&cur.Stop, ev.Time)
+			}
+			finish()
+		}
+	}
+	if cur != nil && !p.killedAt.IsZero() {
+		cur.Killed = true
+		earlier(&cur.Stop, p.killedAt)
+	}
+	finish()
+	return out
+}
+
+// openTerm returns the node's term that is still open per its log.
+func (p *proc) openTerm() (history.Term, bool) {
+	if !p.alive() {
+		return history.Term{}, false
+	}
+	ts := p.terms()
+	if len(ts) == 0 {
+		return history.Term{}, false
+	}
+	last := ts[len(ts)-1]
+	if !last.Stop.IsZero() || !last.End.IsZero() {
+		return history.Term{}, false
+	}
+	return last, true
+}
+
+func (p *proc) started() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, ev := range p.events {
+		if ev.Msg == "node started" {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *proc) signal(sig syscall.Signal) error {
+	return syscall.Kill(p.pid(), sig)
+}
+
+// startProc starts a node on slot s.
+func (sc *scenario) startProc(s *slot) (*proc, error) {
+	id := fmt.Sprintf("node-%d", s.i+1)
+	if s.gen > 0 {
+		if s.gen < 26 {
+			id += string(rune('a' + s.gen))
+		} else {
+			id += fmt.Sprintf("-%d", s.gen+1)
+		}
+	}
+	s.gen++
+	logPath := fmt.Sprintf("%s/%s.log", sc.dir, id)
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	args := append([]string{"node"}, sc.be.args(s.proxy.Addr())...)
+	args = append(args, "--election", "e2e", "--id", id, "--config", sc.jobsPath, "--http", "127.0.0.1:0",
+		"--log-format", "json", "--stop-on-stdin-eof")
+	cmd := exec.Command(demoBin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Dir = sc.dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// The node stops gracefully when this pipe closes, however the test
+	// process ends.
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &proc{id: id, slot: s, cmd: cmd, stdin: stdin, logPath: logPath, done: make(chan struct{}), tail: tailer{path: logPath}}
+	go func() { // owned by the proc: the scenario waits on done before it returns
+		err := cmd.Wait()
+		p.mu.Lock()
+		p.exitErr = err
+		p.mu.Unlock()
+		close(p.done)
+	}()
+	s.proc = p
+	sc.mu.Lock()
+	sc.procs = append(sc.procs, p)
+	sc.mu.Unlock()
+	return p, nil
+}

@@ -1,0 +1,616 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/e2e/history"
+	"github.com/batonhq/baton/faultproxy"
+	"github.com/batonhq/baton/internal/testenv"
+)
+
+// Fault kinds. Every one is injected at least once per backend by the
+// short profile; "restart" follows each kill and SIGTERM.
+const (
+	fKillLeader     = "kill-leader"     // SIGKILL of the leader
+	fKillFollower   = "kill-follower"   // SIGKILL of a follower
+	fTermLeader     = "sigterm-leader"  // SIGTERM of the leader while a job runs
+	fStopLeader     = "sigstop-leader"  // SIGSTOP of the leader for 0.5-3 TTL, then SIGCONT
+	fPartition      = "partition"       // one node's proxy blackholed for 0.5-3 TTL
+	fLatency        = "latency"         // delay on the leader's proxy
+	fReset          = "reset"           // connection resets
+	fBackendRestart = "backend-restart" // etcd/Consul restart; SQL: the nodes' connections killed
+	fRestart        = "restart"         // a killed or stopped node started again (new identity)
+)
+
+var faultKinds = []string{fKillLeader, fKillFollower, fTermLeader, fStopLeader, fPartition, fLatency, fReset, fBackendRestart}
+
+// slack absorbs the time between a node's decision and its record: the
+// fork and exec of the job's shell and `date`, and log lines written just
+// after the instant they describe. The summary prints the largest start
+// latency observed (job's start line minus the node's "run started").
+const slack = 200 * time.Millisecond
+
+type profile struct {
+	name     string
+	duration time.Duration // long: inject faults until it has passed
+}
+
+func envProfile(t *testing.T) profile {
+	switch p := testenv.Getenv("BATON_E2E_PROFILE", "short"); p {
+	case "short":
+		return profile{name: "short"}
+	case "long":
+		d, err := time.ParseDuration(testenv.Getenv("BATON_E2E_DURATION", "30m"))
+		if err != nil || d <= 0 {
+			t.Fatalf("BATON_E2E_DURATION: want a positive duration such as 30m: %v", err)
+		}
+		return profile{name: "long", duration: d}
+	default:
+		t.Fatalf("BATON_E2E_PROFILE %q: want short or long", p)
+	}
+	return profile{}
+}
+
+// TestFaults runs the fault scenario on every backend named by
+// BATON_E2E_BACKENDS, in parallel, and checks each history.
+func TestFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers and node processes")
+	}
+	prof := envProfile(t)
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("BATON_E2E_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("BATON_E2E_SEED %q: %v", s, err)
+		}
+		seed = v
+	}
+	def := "etcd,postgres,mysql,consul"
+	if prof.name == "long" {
+		def = "etcd,postgres"
+	}
+	names := strings.Split(testenv.Getenv("BATON_E2E_BACKENDS", def), ",")
+	fmt.Printf("e2e: profile %s, seed %d (replay: BATON_E2E_SEED=%d), backends %s\n", prof.name, seed, seed, strings.Join(names, ","))
+	var mu sync.Mutex
+	var summaries []string
+	t.Run("backends", func(t *testing.T) {
+		for _, name := range names {
+			name = strings.TrimSpace(name)
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				s := runScenario(t, name, prof, seed)
+				mu.Lock()
+				summaries = append(summaries, s)
+				mu.Unlock()
+			})
+		}
+	})
+	sort.Strings(summaries)
+	fmt.Printf("e2e summary (profile %s, seed %d):\n%s", prof.name, seed, strings.Join(summaries, ""))
+}
+
+// scenario is one backend's run.
+type scenario struct {
+	t        *testing.T
+	be       *backend
+	prof     profile
+	seed     uint64
+	rng      *rand.Rand
+	dir      string
+	jobsPath string
+	runsPath string
+	slots    []*slot
+	started  time.Time
+
+	mu       sync.Mutex
+	procs    []*proc
+	timeline []history.Fault
+	frozen   []history.Interval
+	counts   map[string]int
+	problems []string // liveness failures, reported with the violations
+}
+
+func (sc *scenario) note(kind, target, format string, args ...any) {
+	f := history.Fault{At: time.Now(), Kind: kind, Target: target, Detail: fmt.Sprintf(format, args...)}
+	sc.mu.Lock()
+	sc.timeline = append(sc.timeline, f)
+	if kind != "" && !strings.HasSuffix(kind, "-end") && !strings.HasPrefix(kind, "info") {
+		sc.counts[kind]++
+	}
+	sc.mu.Unlock()
+	sc.t.Logf("%s %s: %-16s %-10s %s", sc.be.name, f.At.Format("15:04:05.000"), kind, target, f.Detail)
+}
+
+func (sc *scenario) problem(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	sc.mu.Lock()
+	sc.problems = append(sc.problems, time.Now().Format("15:04:05.000")+" "+msg)
+	sc.mu.Unlock()
+	sc.t.Logf("%s: PROBLEM: %s", sc.be.name, msg)
+}
+
+func (sc *scenario) ttlTimes(lo, hi float64) time.Duration {
+	f := lo + sc.rng.Float64()*(hi-lo)
+	return time.Duration(f * float64(sc.be.ttl)).Round(time.Millisecond)
+}
+
+func (sc *scenario) pause(lo, hi time.Duration) {
+	time.Sleep(lo + time.Duration(sc.rng.Int64N(int64(hi-lo)+1)))
+}
+
+// live returns the processes of the slots that are running.
+func (sc *scenario) live() []*proc {
+	var out []*proc
+	for _, s := range sc.slots {
+		if s.proc != nil && s.proc.alive() {
+			out = append(out, s.proc)
+		}
+	}
+	return out
+}
+
+// leader returns the running, unfrozen node whose log shows an open term.
+func (sc *scenario) leader() (*proc, history.Term) {
+	for _, p := range sc.live() {
+		p.poll()
+		if p.frozen {
+			continue
+		}
+		if tm, ok := p.openTerm(); ok {
+			return p, tm
+		}
+	}
+	return nil, history.Term{}
+}
+
+// waitFor polls cond every 100 ms until it holds or d passes.
+func waitFor(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// settle waits until every slot's node has started and a leader has run a
+// job since since. It reports a liveness problem if that takes too long.
+func (sc *scenario) settle(since time.Time) (*proc, bool) {
+	var l *proc
+	ok := waitFor(3*sc.be.crashBound+30*time.Second, func() bool {
+		for _, p := range sc.live() {
+			p.poll()
+			if !p.started() {
+				return false
+			}
+		}
+		var tm history.Term
+		l, tm = sc.leader()
+		if l == nil {
+			return false
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.lastRun.After(since) && l.lastRunTok == tm.Token
+	})
+	if !ok {
+		sc.problem("no leader running jobs %v after %s", time.Since(since).Round(time.Millisecond), since.Format("15:04:05.000"))
+	}
+	return l, ok
+}
+
+// napInFlight reports whether p has a run of the sleeping job started and
+// not ended, per the run log.
+func (sc *scenario) napInFlight(p *proc) bool {
+	f, err := os.Open(sc.runsPath)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	starts, err := history.ParseRunLog(f)
+	if err != nil {
+		return false
+	}
+	if _, err := f.Seek(0, 0); err != nil {
+		return false
+	}
+	ends, err := history.ParseEnds(f)
+	if err != nil {
+		return false
+	}
+	ended := map[string]bool{}
+	for _, e := range ends {
+		ended[e.Job+e.Tick.String()+strconv.FormatUint(e.Token, 10)] = true
+	}
+	for _, s := range starts {
+		if s.Job == "nap" && s.Instance == p.id && !ended[s.Job+s.Tick.String()+strconv.FormatUint(s.Token, 10)] &&
+			time.Since(s.At) < 1200*time.Millisecond {
+			return true
+		}
+	}
+	return false
+}
+
+// bothJobsRan reports whether the run log has a start of each job.
+func (sc *scenario) bothJobsRan() bool {
+	f, err := os.Open(sc.runsPath)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	starts, _ := history.ParseRunLog(f)
+	seen := map[string]bool{}
+	for _, s := range starts {
+		seen[s.Job] = true
+	}
+	return seen["tick"] && seen["nap"]
+}
+
+// kill sends SIGKILL to p and waits for it to exit. The kill time is
+// taken before the signal, so that nothing of p happens after it but the
+// job processes it had already started.
+func (sc *scenario) kill(p *proc, kind string) {
+	p.mu.Lock()
+	frozen := p.frozen
+	p.mu.Unlock()
+	at := time.Now()
+	p.mu.Lock()
+	p.killedAt = at
+	p.mu.Unlock()
+	_ = p.signal(syscall.SIGKILL)
+	if frozen {
+		_ = p.signal(syscall.SIGCONT)
+	}
+	<-p.done
+	if kind != "" {
+		sc.note(kind, p.id, "pid %d", p.pid())
+	}
+}
+
+func (sc *scenario) restartSlot(s *slot) {
+	p, err := sc.startProc(s)
+	if err != nil {
+		sc.problem("restart slot %d: %v", s.i+1, err)
+		return
+	}
+	sc.note(fRestart, p.id, "pid %d on slot %d (new identity)", p.pid(), s.i+1)
+}
+
+// inject runs one fault to its end (healed, continued, restarted).
+func (sc *scenario) inject(kind string, l *proc) {
+	be := sc.be
+	followers := func() []*proc {
+		var out []*proc
+		for _, p := range sc.live() {
+			if p != l {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	switch kind {
+	case fKillLeader:
+		sc.kill(l, kind)
+		newL := sc.waitNewLeader(l)
+		if newL != nil {
+			sc.pause(0, time.Second)
+		}
+		sc.restartSlot(l.slot)
+	case fKillFollower:
+		fs := followers()
+		if len(fs) == 0 {
+			sc.problem("no follower to kill")
+			return
+		}
+		p := fs[sc.rng.IntN(len(fs))]
+		sc.kill(p, kind)
+		sc.pause(500*time.Millisecond, 2*time.Second)
+		sc.restartSlot(p.slot)
+	case fTermLeader:
+		mid := waitFor(12*time.Second, func() bool { return sc.napInFlight(l) })
+		detail := "while its sleeping job runs"
+		if !mid {
+			detail = "no sleeping job in flight found within 12 s"
+		}
+		_ = l.signal(syscall.SIGTERM)
+		sc.note(kind, l.id, "pid %d, %s", l.pid(), detail)
+		select {
+		case <-l.done:
+		case <-time.After(30 * time.Second):
+			sc.problem("%s still running 30 s after SIGTERM: SIGKILL", l.id)
+			sc.kill(l, "")
+		}
+		sc.note("info-exited", l.id, "after SIGTERM: %v", l.exitErr)
+		if l.exitErr != nil {
+			sc.problem("%s exited with %v after SIGTERM, want status 0", l.id, l.exitErr)
+		}
+		sc.waitNewLeader(l)
+		sc.restartSlot(l.slot)
+	case fStopLeader:
+		d := sc.ttlTimes(0.5, 3)
+		l.mu.Lock()
+		l.frozen = true
+		l.mu.Unlock()
+		from := time.Now()
+		_ = l.signal(syscall.SIGSTOP)
+		sc.note(kind, l.id, "for %v", d)
+		time.Sleep(d)
+		_ = l.signal(syscall.SIGCONT)
+		to := time.Now()
+		l.mu.Lock()
+		l.frozen = false
+		l.mu.Unlock()
+		sc.mu.Lock()
+		sc.frozen = append(sc.frozen, history.Interval{Instance: l.id, From: from, To: to})
+		sc.mu.Unlock()
+		sc.note(kind+"-end", l.id, "SIGCONT")
+	case fPartition:
+		p := l
+		if fs := followers(); len(fs) > 0 && sc.rng.IntN(3) == 0 {
+			p = fs[sc.rng.IntN(len(fs))]
+		}
+		d := sc.ttlTimes(0.5, 3)
+		role := "follower"
+		if p == l {
+			role = "leader"
+		}
+		p.slot.proxy.Blackhole()
+		sc.note(kind, p.id, "%s cut off from the backend for %v", role, d)
+		time.Sleep(d)
+		p.slot.proxy.Heal()
+		sc.note(kind+"-end", p.id, "healed")
+	case fLatency:
+		delay := time.Duration(50+sc.rng.IntN(250)) * time.Millisecond
+		d := sc.ttlTimes(1, 2)
+		px := []*faultproxy.Proxy{l.slot.proxy}
+		what := "leader's proxy"
+		if sc.rng.IntN(2) == 0 {
+			px, what = nil, "every proxy"
+			for _, s := range sc.slots {
+				px = append(px, s.proxy)
+			}
+		}
+		for _, x := range px {
+			x.SetDelay(delay)
+		}
+		sc.note(kind, l.id, "%v per chunk each way on the %s for %v", delay, what, d)
+		time.Sleep(d)
+		for _, x := range px {
+			x.SetDelay(0)
+		}
+		sc.note(kind+"-end", l.id, "no delay")
+	case fReset:
+		n := 2 + sc.rng.IntN(3)
+		for i := range n {
+			l.slot.proxy.Reset()
+			if i == n-1 {
+				for _, s := range sc.slots {
+					s.proxy.Reset()
+				}
+			}
+			time.Sleep(time.Duration(100+sc.rng.IntN(400)) * time.Millisecond)
+		}
+		sc.note(kind, l.id, "leader's connections reset %d times, then every node's", n)
+	case fBackendRestart:
+		sc.note(kind, be.name, "%s", be.restartKind)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		err := be.restart(ctx)
+		cancel()
+		if err != nil {
+			sc.problem("backend restart: %v", err)
+		}
+		sc.note(kind+"-end", be.name, "back")
+	}
+}
+
+// waitNewLeader waits for a node other than old to lead.
+func (sc *scenario) waitNewLeader(old *proc) *proc {
+	var l *proc
+	waitFor(3*sc.be.crashBound+30*time.Second, func() bool {
+		l, _ = sc.leader()
+		return l != nil && l != old
+	})
+	if l == nil || l == old {
+		sc.problem("no new leader after %s went away", old.id)
+		return nil
+	}
+	return l
+}
+
+// runScenario runs the whole scenario on backend name and returns its
+// summary.
+func runScenario(t *testing.T, name string, prof profile, seed uint64) string {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	sc := &scenario{t: t, prof: prof, seed: seed, rng: rand.New(rand.NewPCG(seed, h.Sum64())), counts: map[string]int{}}
+	dir, err := os.MkdirTemp("", "baton-e2e-"+name+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.dir = dir
+	keep := os.Getenv("BATON_E2E_KEEP") == "1"
+	defer func() {
+		if t.Failed() || keep {
+			fmt.Printf("e2e %s: artifacts kept in %s\n", name, dir)
+			return
+		}
+		os.RemoveAll(dir)
+	}()
+	ctx := context.Background()
+	be, err := newBackend(ctx, name, dir)
+	if errors.Is(err, errUnavailable) {
+		testenv.Unavailable(t, "%v", err)
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	defer be.close()
+	sc.be = be
+	sc.runsPath = filepath.Join(dir, "runs.log")
+	sc.jobsPath = filepath.Join(dir, "jobs.yaml")
+	if err := os.WriteFile(sc.jobsPath, []byte(jobsFile(be, sc.runsPath)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := range be.nodes {
+		px, err := faultproxy.New(be.target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer px.Close()
+		sc.slots = append(sc.slots, &slot{i: i, proxy: px})
+	}
+	defer sc.cleanup()
+	sc.started = time.Now()
+	for _, s := range sc.slots {
+		if _, err := sc.startProc(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sc.note("info-start", name, "%d nodes, TTL %v, artifacts %s", be.nodes, be.ttl, dir)
+	if _, ok := sc.settle(sc.started); !ok {
+		t.Fatalf("%s: no leader ran a job within the start-up bound; logs in %s", name, dir)
+	}
+	// Ticks are judged from the moment both jobs have run once: a new
+	// leader catches up from a job's last claimed tick, and before the
+	// first claim there is none.
+	if !waitFor(30*time.Second, sc.bothJobsRan) {
+		t.Fatalf("%s: the jobs did not both run within 30 s; logs in %s", name, dir)
+	}
+	from := time.Now()
+
+	// The faults: each type once in an order the seed picks (short), or
+	// types picked at random until the duration has passed (long).
+	var plan []string
+	if prof.name == "short" {
+		plan = slices.Clone(faultKinds)
+		sc.rng.Shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
+	}
+	end := sc.started.Add(prof.duration)
+	for i := 0; ; i++ {
+		var kind string
+		if prof.name == "short" {
+			if i >= len(plan) {
+				break
+			}
+			kind = plan[i]
+		} else {
+			if time.Now().After(end) {
+				break
+			}
+			kind = faultKinds[sc.rng.IntN(len(faultKinds))]
+		}
+		sc.pause(500*time.Millisecond, 2*time.Second)
+		l, ok := sc.settle(time.Now())
+		if !ok {
+			break
+		}
+		sc.inject(kind, l)
+		if _, ok := sc.settle(time.Now()); !ok {
+			break
+		}
+	}
+	time.Sleep(3 * time.Second)
+	to := time.Now().Add(-1500 * time.Millisecond)
+	sc.stopAll()
+	return sc.check(from, to)
+}
+
+// stopAll stops every node gracefully, followers first, and kills what
+// does not exit in time.
+func (sc *scenario) stopAll() {
+	l, _ := sc.leader()
+	var order []*proc
+	for _, p := range sc.live() {
+		if p != l {
+			order = append(order, p)
+		}
+	}
+	for _, group := range [][]*proc{order, {l}} {
+		for _, p := range group {
+			if p != nil {
+				_ = p.signal(syscall.SIGTERM)
+			}
+		}
+		for _, p := range group {
+			if p == nil {
+				continue
+			}
+			select {
+			case <-p.done:
+			case <-time.After(30 * time.Second):
+				sc.problem("%s still running 30 s after SIGTERM at the end: SIGKILL", p.id)
+				sc.kill(p, "")
+			}
+		}
+	}
+	sc.note("info-stopped", sc.be.name, "every node stopped")
+}
+
+// cleanup kills whatever is left (after a t.Fatal).
+func (sc *scenario) cleanup() {
+	sc.mu.Lock()
+	procs := slices.Clone(sc.procs)
+	sc.mu.Unlock()
+	for _, p := range procs {
+		if p.alive() {
+			_ = p.signal(syscall.SIGCONT)
+			_ = p.signal(syscall.SIGKILL)
+			<-p.done
+		}
+		p.stdin.Close()
+	}
+}
+
+// jobsFile is the nodes' jobs file: a job every second and a sleeping job
+// every 5 s, each appending a start and an end line to runs (O_APPEND).
+func jobsFile(be *backend, runs string) string {
+	rec := func(kind string) string {
+		return fmt.Sprintf(`printf '%s %%s %%s %%s %%s %%s %%s\n' "$BATON_JOB" "$BATON_TICK" "$BATON_TOKEN" "$BATON_INSTANCE" "$(date +%%s%%N)" "$BATON_CATCH_UP" >> '%s'`, kind, runs)
+	}
+	poll := ""
+	if be.poll > 0 {
+		poll = fmt.Sprintf("  poll_interval: %v\n", be.poll)
+	}
+	return fmt.Sprintf(`election:
+  ttl: %v
+  retry_period: 500ms
+  shutdown_timeout: 5s
+  kill_grace: 2s
+  release_timeout: 3s
+%sjobs:
+  - name: tick
+    schedule: "* * * * * *"
+    command: |
+      %s
+      %s
+    misfire: run-once
+    misfire_grace: %v
+  - name: nap
+    schedule: "*/5 * * * * *"
+    command: |
+      %s
+      sleep 1.5
+      %s
+    misfire: run-once
+    misfire_grace: %v
+`, be.ttl, poll, rec("S"), rec("E"), be.grace, rec("S"), rec("E"), be.grace)
+}
