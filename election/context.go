@@ -29,7 +29,10 @@ func TokenFromContext(ctx context.Context) (token uint64, ok bool) {
 // token, for tests and for code that runs jobs outside an Elector. For
 // CheckTerm and LeaseContext it is a term that lasts as long as ctx.
 func ContextWithToken(ctx context.Context, token uint64) context.Context {
-	return context.WithValue(ctx, termKey{}, &term{token: token, leaseCtx: ctx})
+	t := &term{token: token}
+	c := context.WithValue(ctx, termKey{}, t)
+	t.leaseCtx = c
+	return c
 }
 
 // LeaseContext returns the context of the lease behind the term context

@@ -250,7 +250,7 @@ func (l *ManagedLease) run(ctx context.Context) {
 			l.mu.Unlock()
 			deadline.Reset(time.Until(cur))
 			next.Reset(t.RenewInterval)
-			l.log.Debug("lease renewed", "deadline_in", time.Until(cur).Round(time.Millisecond))
+			l.log.Debug("lease renewed", "deadline_in", time.Until(cur).Round(time.Millisecond).String())
 		}
 	}
 }

@@ -29,9 +29,10 @@ type Host struct {
 
 	running atomic.Int64 // runs whose function has not returned, across terms
 
-	mu      sync.Mutex
-	leading bool
-	term    *termRun // nil between terms
+	mu        sync.Mutex
+	leading   bool
+	term      *termRun // nil between terms
+	abandoned int      // runs of ended terms still going
 }
 
 type jobState struct {
@@ -82,6 +83,12 @@ type Tick struct {
 
 type tickKey struct{}
 
+// ContextWithTick returns a context carrying tick, for testing job code
+// outside a Host.
+func ContextWithTick(ctx context.Context, tick Tick) context.Context {
+	return context.WithValue(ctx, tickKey{}, tick)
+}
+
 // TickFromContext returns the tick a job's run context belongs to.
 func TickFromContext(ctx context.Context) (Tick, bool) {
 	t, ok := ctx.Value(tickKey{}).(Tick)
@@ -92,6 +99,16 @@ func TickFromContext(ctx context.Context) (Tick, bool) {
 // runs abandoned after a drain timed out. An instance with runs still
 // going after it lost leadership should report itself unhealthy.
 func (h *Host) Running() int { return int(h.running.Load()) }
+
+// Abandoned reports how many runs are still going although the term that
+// started them is over (Lead returned): they ignored their cancellation
+// and may overlap with the next leader's runs. An instance should report
+// itself unhealthy while it is above zero, even if it leads again.
+func (h *Host) Abandoned() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.abandoned
+}
 
 // termRun is the state of one call of Lead.
 type termRun struct {
@@ -105,6 +122,8 @@ type termRun struct {
 	stopping bool
 	inflight int
 	idle     chan struct{} // closed when stopping and inflight == 0
+	calls    int           // job functions called and not returned
+	over     bool          // Lead returned
 }
 
 // Lead runs the jobs until ctx ends, then stops starting runs and waits for
@@ -148,6 +167,8 @@ func (h *Host) Lead(ctx context.Context) error {
 		cancelLoop(nil)
 		cancelBase(errors.New("schedulerhost: term over"))
 		h.mu.Lock()
+		t.over = true
+		h.abandoned += t.calls
 		h.term = nil
 		h.leading = false
 		for _, j := range h.jobs {
@@ -346,8 +367,17 @@ func (t *termRun) runOne(j *jobState, tick time.Time, catchUp, claimed bool) boo
 	}
 	log.Info("run started", "catch_up", catchUp, "late", lateness.Round(time.Microsecond))
 	h.running.Add(1)
+	h.mu.Lock()
+	t.calls++
+	h.mu.Unlock()
 	err := call(ctx, j.Run)
 	h.running.Add(-1)
+	h.mu.Lock()
+	t.calls--
+	if t.over {
+		h.abandoned--
+	}
+	h.mu.Unlock()
 	took := time.Since(started)
 
 	res := ResultOK

@@ -185,13 +185,13 @@ func TestHost_GracefulStop_KillGraceBoundsAStuckRun(t *testing.T) {
 		if got := time.Since(stopped); got != 6*time.Second {
 			t.Errorf("Run returned %v after the stop, want ShutdownTimeout+KillGrace = 6s", got)
 		}
-		if n.host.Running() != 1 {
-			t.Errorf("Running() = %d, want 1 (the deaf run)", n.host.Running())
+		if n.host.Running() != 1 || n.host.Abandoned() != 1 {
+			t.Errorf("Running() = %d, Abandoned() = %d, want 1 and 1 (the deaf run)", n.host.Running(), n.host.Abandoned())
 		}
 		close(release)
 		synctest.Wait()
-		if n.host.Running() != 0 {
-			t.Errorf("Running() = %d after the run returned, want 0", n.host.Running())
+		if n.host.Running() != 0 || n.host.Abandoned() != 0 {
+			t.Errorf("Running() = %d, Abandoned() = %d after the run returned, want 0", n.host.Running(), n.host.Abandoned())
 		}
 	})
 }
@@ -301,6 +301,36 @@ func TestHost_PanickingJobIsAFailedRun(t *testing.T) {
 			t.Errorf("error = %q, want it to start with %q", hist[0].Error, want)
 		}
 		n.stop(t)
+	})
+}
+
+func TestHost_LeadWithContextWithToken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		got := make(chan uint64, 1)
+		h, err := schedulerhost.New(schedulerhost.Config{Logger: quiet, Jobs: []schedulerhost.Job{{
+			Name: "x", Schedule: "@every 1s",
+			Run: func(ctx context.Context) error {
+				tok, _ := election.TokenFromContext(ctx)
+				got <- tok
+				return nil
+			},
+		}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(election.ContextWithToken(context.Background(), 7), 1500*time.Millisecond)
+		defer cancel()
+		if err := h.Lead(ctx); err != nil {
+			t.Fatalf("Lead: %v", err)
+		}
+		select {
+		case tok := <-got:
+			if tok != 7 {
+				t.Errorf("token = %d, want 7", tok)
+			}
+		default:
+			t.Error("no run under a ContextWithToken term")
+		}
 	})
 }
 

@@ -195,8 +195,8 @@ func (b *Backend) tryAcquire(ctx context.Context, holder []byte, log *slog.Logge
 		token, acquired = st.token, st.acquired
 	}
 	l := b.newLease(uint64(token), sent)
-	log.Info("acquired leadership", "token", token,
-		"acquired_at", time.UnixMicro(acquired).UTC(), "deadline_in", time.Until(l.Deadline()).Round(time.Millisecond))
+	log.Debug("row acquired", "token", token,
+		"acquired_at", time.UnixMicro(acquired).UTC(), "deadline_in", time.Until(l.Deadline()).Round(time.Millisecond).String())
 	return l, nil
 }
 

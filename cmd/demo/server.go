@@ -34,6 +34,9 @@ func (n *nodeState) health() (ok bool, reason string) {
 	if !n.loopAlive.Load() {
 		return false, "election loop not running"
 	}
+	if r := n.host.Abandoned(); r > 0 {
+		return false, fmt.Sprintf("%d runs of an ended term still going", r)
+	}
 	if r := n.host.Running(); r > 0 && !n.elector.IsLeader() {
 		return false, fmt.Sprintf("%d runs still going without leadership", r)
 	}
