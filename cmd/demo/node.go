@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/metrics"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -33,12 +35,22 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	lf.register(fs)
 	id := fs.String("id", "", "identity, unique per process (default HOSTNAME-PID)")
 	config := fs.String("config", "", "jobs file (default: the built-in jobs.example.yaml)")
-	httpAddr := fs.String("http", "127.0.0.1:0", "address of /healthz, /readyz and /status (\"\" for none)")
+	httpAddr := fs.String("http", "127.0.0.1:0", "address of the status page, /status, /metrics, /healthz, /readyz and the admin endpoints;\nloopback unless you say otherwise (\"\" for none)")
 	stdinEOF := fs.Bool("stop-on-stdin-eof", false, "stop gracefully when stdin reaches EOF (set by demo cluster)")
+	standby := fs.Bool("standby", false, "start not eligible: follow, never campaign until POST /eligible")
+	cooldown := fs.Duration("step-down-cooldown", defaultStepDownCooldown, "after POST /step-down, no campaign for this long (?cooldown= overrides)")
+	tokenFile := fs.String("admin-token-file", "", "file holding the bearer token of the admin endpoints (default: env "+adminTokenEnv+"; neither: admin endpoints disabled)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
 	base, err := lf.logger(stderr)
+	if err != nil {
+		return err
+	}
+	if *cooldown < 0 {
+		return fmt.Errorf("--step-down-cooldown %v: must not be negative", *cooldown)
+	}
+	adminToken, adminFrom, err := loadAdminToken(*tokenFile)
 	if err != nil {
 		return err
 	}
@@ -71,12 +83,19 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 
+	reg := newRegistry()
+	m, err := metrics.New(reg, bf.election)
+	if err != nil {
+		return err
+	}
+
 	host, err := schedulerhost.New(schedulerhost.Config{
 		Jobs:            hostJobs(f, bf.election, *id, log),
 		ShutdownTimeout: f.Election.ShutdownTimeout,
 		KillGrace:       killGrace(f) + killGraceMargin,
 		Ledger:          o.ledger,
 		Instance:        *id,
+		Observer:        m,
 		Logger:          log,
 	})
 	if err != nil {
@@ -88,13 +107,21 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		Election:       bf.election,
 		RetryPeriod:    f.Election.RetryPeriod,
 		ReleaseTimeout: f.Election.ReleaseTimeout,
+		Observer:       m,
 		Logger:         base,
 	})
 	if err != nil {
 		return err
 	}
+	if *standby {
+		el.SetEligible(false)
+	}
 
-	n := &nodeState{identity: el.Identity(), election: bf.election, backend: bf.kind, where: o.where, elector: el, host: host}
+	n := &nodeState{identity: el.Identity(), election: bf.election, backend: bf.kind, where: o.where, elector: el, host: host,
+		registry: reg, adminToken: adminToken, stepDownCooldown: *cooldown, log: log}
+	if err := n.registerGauges(reg); err != nil {
+		return err
+	}
 	var ln net.Listener
 	httpURL := "none"
 	if *httpAddr != "" {
@@ -103,9 +130,12 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return fmt.Errorf("--http: %w", err)
 		}
 		httpURL = "http://" + ln.Addr().String()
+		if ap, err := netip.ParseAddrPort(ln.Addr().String()); err == nil && !ap.Addr().IsLoopback() && adminToken != nil {
+			log.Warn("admin endpoints reachable beyond loopback over plain HTTP: the bearer token travels in clear", "http", httpURL)
+		}
 	}
 	log.Info("node started", "pid", os.Getpid(), "backend", bf.kind, "where", o.where,
-		"http", httpURL, "config", f.Path, "jobs", len(f.Jobs))
+		"http", httpURL, "config", f.Path, "jobs", len(f.Jobs), "eligible", !*standby, "admin", adminFrom)
 
 	if *stdinEOF {
 		var cancel context.CancelCauseFunc
