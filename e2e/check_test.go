@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -60,6 +62,10 @@ func (sc *scenario) check(from, to time.Time) string {
 		}
 	}
 	r := history.Check(in)
+	// The checker's whole input, to re-check or read a run later.
+	if b, err := json.MarshalIndent(in, "", " "); err == nil {
+		_ = os.WriteFile(filepath.Join(sc.dir, "history.json"), b, 0o644)
+	}
 
 	runtime := time.Since(sc.started).Round(time.Second)
 	var fb strings.Builder

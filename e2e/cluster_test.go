@@ -206,6 +206,7 @@ func (p *proc) terms() []history.Term {
 			if cur != nil {
 				lost = true
 				earlier(&cur.Stop, ev.Time)
+				earlier(&cur.Lost, ev.Time)
 			}
 		case "lost leadership", "released leadership", "released leadership with error":
 			if cur == nil {
@@ -218,6 +219,7 @@ func (p *proc) terms() []history.Term {
 			if ev.Msg == "lost leadership" {
 				lost = true
 				earlier(&cur.Stop, ev.Time)
+				earlier(&cur.Lost, ev.Time)
 			}
 			if len(ev.Took) == 0 {
 				continue

@@ -505,6 +505,7 @@ func runScenario(t *testing.T, name string, prof profile, seed uint64) string {
 		sc.rng.Shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
 	}
 	end := sc.started.Add(prof.duration)
+	lastProgress := time.Now()
 	for i := 0; ; i++ {
 		var kind string
 		if prof.name == "short" {
@@ -515,6 +516,13 @@ func runScenario(t *testing.T, name string, prof profile, seed uint64) string {
 		} else {
 			if time.Now().After(end) {
 				break
+			}
+			if time.Since(lastProgress) >= 5*time.Minute {
+				lastProgress = time.Now()
+				sc.mu.Lock()
+				fmt.Printf("e2e %s: %v of %v, %d faults injected, %d node processes so far\n", name,
+					time.Since(sc.started).Round(time.Second), prof.duration, len(sc.timeline), len(sc.procs))
+				sc.mu.Unlock()
 			}
 			kind = faultKinds[sc.rng.IntN(len(faultKinds))]
 		}

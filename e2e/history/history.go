@@ -31,6 +31,7 @@ type Term struct {
 	Token    uint64
 	Start    time.Time // "acquired leadership"
 	Stop     time.Time // first of: stepping down, lost, released, or the process's death; zero if still open
+	Lost     time.Time // when the node logged the loss of its lease; zero if it did not
 	End      time.Time // lease released or lost; zero if still open or unknown (killed)
 	Graceful bool      // ended by a release after a step-down
 	Killed   bool      // the node was killed during the term
@@ -163,10 +164,12 @@ func (r *Report) add(kind, format string, args ...any) {
 }
 
 // bounds returns, by token, the instant after which a term may start no
-// job: the first of its own stop (unless it stepped down gracefully: then
-// the lease is held and renewed until the release), its end (release or
-// loss, or the kill of its process), and the start of the next term, the
-// latest instant at which the backend can have ended it. Zero: open.
+// job: the first of its loss (Lost, or Stop for a term that ended without
+// a graceful step-down and has no Lost), its end (release or loss), the
+// kill of its process, and the start of the next term, the latest instant
+// at which the backend can have ended it. A step-down alone does not bound
+// it: the lease is held and renewed until the release, and a run fired
+// just before the step-down may start until then. Zero: open.
 func bounds(terms []Term) map[uint64]time.Time {
 	out := map[uint64]time.Time{}
 	for i, t := range terms {
@@ -176,7 +179,12 @@ func bounds(terms []Term) map[uint64]time.Time {
 				u = c
 			}
 		}
-		if !t.Graceful || t.Killed {
+		switch {
+		case t.Killed:
+			earlier(t.Stop)
+		case !t.Lost.IsZero():
+			earlier(t.Lost)
+		case !t.Graceful:
 			earlier(t.Stop)
 		}
 		earlier(t.End)
@@ -442,8 +450,8 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 		var live *Term
 		for i, tm := range terms {
 			u := until[tm.Token]
-			if tm.Graceful && !tm.Stop.IsZero() && (u.IsZero() || tm.Stop.Before(u)) {
-				u = tm.Stop // stepping down: no new ticks fire
+			if !tm.Stop.IsZero() && (u.IsZero() || tm.Stop.Before(u)) {
+				u = tm.Stop // stepping down or lost: no new ticks fire
 			}
 			if !tm.Start.After(t.Add(-in.Slack)) && (u.IsZero() || u.After(t.Add(in.Slack))) {
 				live = &terms[i]

@@ -267,6 +267,16 @@ func TestCheck_StartBeforeNextTermAfterOwnLossLog(t *testing.T) {
 	if r := Check(in); r.OutsideTerm != 0 {
 		t.Errorf("start between stepping down and release: %v", r.Violations)
 	}
+	// The same when the lease is lost during the drain: the term ends at
+	// the loss, not at the step-down.
+	in.Terms[0] = Term{Instance: "a", Token: 10, Start: at(0.5), Stop: at(9.9), Lost: at(10.4), End: at(10.5)}
+	if r := Check(in); r.OutsideTerm != 0 {
+		t.Errorf("start between stepping down and a later loss: %v", r.Violations)
+	}
+	in.Starts = append(in.Starts, Start{Job: "j", Tick: at(10.5), Token: 10, Instance: "a", At: at(10.45 + 0.2), Line: 99})
+	if r := Check(in); r.OutsideTerm != 1 {
+		t.Errorf("start after the loss that followed a step-down: outside-term %d, want 1: %v", r.OutsideTerm, r.Violations)
+	}
 }
 
 func TestCheck_DrainAndCrashFailover(t *testing.T) {
