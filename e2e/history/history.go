@@ -347,7 +347,10 @@ func Check(in Input) Report {
 
 // checkTicks accounts for every tick of a fixed-period job in the window.
 // A tick not run is accounted for when:
-//   - an instance logged why it did not start it (Input.Misfires);
+//   - the instance of the term live at the tick (any instance, if none was
+//     live) logged why it did not start it (Input.Misfires);
+//   - the live term's own catch-up ran a tick at or after it (the tick
+//     came between the term's start and its schedule loop's);
 //   - a term was live at the tick, its instance was frozen then, and the
 //     next term accounts for it as below;
 //   - no term was live: the next term started beyond the grace, or the
@@ -362,7 +365,7 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 		_, ok := first[tickID{job, t.UnixNano()}]
 		return ok
 	}
-	logged := map[int64]string{}
+	logged := map[int64][]Misfire{}
 	var catchUpFailed []Misfire // zero Tick: the term's catch-up was skipped
 	for _, m := range in.Misfires {
 		if m.Job != job {
@@ -372,9 +375,17 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 			catchUpFailed = append(catchUpFailed, m)
 			continue
 		}
-		if _, ok := logged[m.Tick.UnixNano()]; !ok {
-			logged[m.Tick.UnixNano()] = m.Reason
+		logged[m.Tick.UnixNano()] = append(logged[m.Tick.UnixNano()], m)
+	}
+	// loggedBy returns the reason inst logged for not starting t, or, if
+	// inst is empty, the reason any instance logged.
+	loggedBy := func(inst string, t time.Time) (string, bool) {
+		for _, m := range logged[t.UnixNano()] {
+			if inst == "" || m.Instance == inst {
+				return m.Reason, true
+			}
 		}
+		return "", false
 	}
 	var catchUps []Start
 	for _, s := range in.Starts {
@@ -441,10 +452,6 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 		if ran(t) {
 			continue
 		}
-		if why, ok := logged[t.UnixNano()]; ok {
-			account("logged: " + why)
-			continue
-		}
 		// A term is live at t if it started before t and had neither
 		// stopped nor been superseded by then.
 		var live *Term
@@ -456,6 +463,31 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 			if !tm.Start.After(t.Add(-in.Slack)) && (u.IsZero() || u.After(t.Add(in.Slack))) {
 				live = &terms[i]
 				break
+			}
+		}
+		// A logged reason counts if the live term's instance logged it, or
+		// any instance when no term was live (the old leader's last ticks).
+		inst := ""
+		if live != nil {
+			inst = live.Instance
+		}
+		if why, ok := loggedBy(inst, t); ok {
+			account("logged: " + why)
+			continue
+		}
+		// A live term's own catch-up stands for the ticks before its
+		// schedule loop began (run-once: the last of them runs).
+		if live != nil && p.Misfire != "skip" {
+			own := false
+			for _, c := range catchUps {
+				if c.Token == live.Token && !c.Tick.Before(t) && (p.Misfire != "run-all" || c.Tick.Equal(t)) {
+					own = true
+					break
+				}
+			}
+			if own {
+				account("catch-up")
+				continue
 			}
 		}
 		how, next := byNext(t)

@@ -231,10 +231,15 @@ func TestCheck_LoggedMisfiresAccountForTicks(t *testing.T) {
 	if !r.OK() || r.Accounted["logged: run not started: claim failed"] != 1 {
 		t.Errorf("a logged claim failure: violations %v, accounted %v", r.Violations, r.Accounted)
 	}
-	// A logged misfire of another job does not count.
+	// A logged misfire of another job does not count, nor one that
+	// another instance than the live term's logged.
 	in.Misfires[0].Job = "other"
 	if r := Check(in); r.LostTicks != 1 {
 		t.Errorf("misfire of another job: lost %d, want 1", r.LostTicks)
+	}
+	in.Misfires[0].Job, in.Misfires[0].Instance = "j", "a"
+	if r := Check(in); r.LostTicks != 1 {
+		t.Errorf("misfire logged by a node that was not leading: lost %d, want 1", r.LostTicks)
 	}
 	// b logged that its catch-up could not read the last claimed tick.
 	in = clean()
@@ -310,5 +315,21 @@ func TestParseEnds(t *testing.T) {
 	}
 	if len(got) != 1 || got[0].Token != 10 || got[0].Line != 2 || !got[0].At.Equal(t0.Add(1100*time.Millisecond)) {
 		t.Errorf("parsed %+v", got)
+	}
+}
+
+func TestCheck_LiveTermsOwnCatchUp(t *testing.T) {
+	// b logged its term at 10.5 s but its catch-up (tick 12, covering 11)
+	// ran only at 12.3 s: tick 11 came while b was live, before its
+	// schedule loop began.
+	in := clean()
+	in.Terms[1].Start = at(10.5)
+	for i := range in.Starts {
+		if in.Starts[i].CatchUp {
+			in.Starts[i].At = at(12.3)
+		}
+	}
+	if r := Check(in); !r.OK() || r.Accounted["catch-up"] != 1 {
+		t.Errorf("violations %v, accounted %v; want tick 11 accounted for by b's catch-up", r.Violations, r.Accounted)
 	}
 }

@@ -1,0 +1,32 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"testing"
+
+	"github.com/batonhq/baton/e2e/history"
+)
+
+// TestRecheck runs the checker again over the history.json a scenario left
+// in its artifacts directory: BATON_E2E_RECHECK=/tmp/baton-e2e-.../history.json.
+func TestRecheck(t *testing.T) {
+	path := os.Getenv("BATON_E2E_RECHECK")
+	if path == "" {
+		t.Skip("set BATON_E2E_RECHECK to a history.json to check it again")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in history.Input
+	if err := json.Unmarshal(b, &in); err != nil {
+		t.Fatal(err)
+	}
+	r := history.Check(in)
+	t.Logf("runs %d terms %d duplicates %d overlaps %d lost %d outside-term %d token-order %d drain %d slow handovers %d; accounted %v; max crash failover %v, max handover %v",
+		r.Runs, r.Terms, r.Duplicates, r.Overlaps, r.LostTicks, r.OutsideTerm, r.TokenOrder, r.Drains, r.SlowHandovers, r.Accounted, r.MaxCrashFailover, r.MaxHandover)
+	for _, v := range r.Violations {
+		t.Errorf("violation: %s", v)
+	}
+}
