@@ -200,6 +200,7 @@ func (p *proc) terms() []history.Term {
 		case "stepping down":
 			if cur != nil {
 				stepping = true
+				cur.SteppedDown = true
 				earlier(&cur.Stop, ev.Time)
 			}
 		case "leadership lost: cancelled runs in flight":

@@ -34,6 +34,10 @@ type Term struct {
 	Lost     time.Time // when the node logged the loss of its lease; zero if it did not
 	End      time.Time // lease released or lost; zero if still open or unknown (killed)
 	Graceful bool      // ended by a release after a step-down
+	// SteppedDown: the node stepped down (SIGTERM, step-down request); its
+	// lease was held until the release or a loss, even if the term did not
+	// end gracefully (a failed release).
+	SteppedDown bool
 	Killed   bool      // the node was killed during the term
 }
 
@@ -165,7 +169,7 @@ func (r *Report) add(kind, format string, args ...any) {
 
 // bounds returns, by token, the instant after which a term may start no
 // job: the first of its loss (Lost, or Stop for a term that ended without
-// a graceful step-down and has no Lost), its end (release or loss), the
+// a step-down and has no Lost), its end (release or loss), the
 // kill of its process, and the start of the next term, the latest instant
 // at which the backend can have ended it. A step-down alone does not bound
 // it: the lease is held and renewed until the release, and a run fired
@@ -184,7 +188,7 @@ func bounds(terms []Term) map[uint64]time.Time {
 			earlier(t.Stop)
 		case !t.Lost.IsZero():
 			earlier(t.Lost)
-		case !t.Graceful:
+		case !t.Graceful && !t.SteppedDown:
 			earlier(t.Stop)
 		}
 		earlier(t.End)

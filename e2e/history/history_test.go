@@ -272,6 +272,11 @@ func TestCheck_StartBeforeNextTermAfterOwnLossLog(t *testing.T) {
 	if r := Check(in); r.OutsideTerm != 0 {
 		t.Errorf("start between stepping down and release: %v", r.Violations)
 	}
+	// The same when the release fails after the step-down.
+	in.Terms[0] = Term{Instance: "a", Token: 10, Start: at(0.5), Stop: at(9.9), End: at(10.5), SteppedDown: true}
+	if r := Check(in); r.OutsideTerm != 0 {
+		t.Errorf("start between stepping down and a failed release: %v", r.Violations)
+	}
 	// The same when the lease is lost during the drain: the term ends at
 	// the loss, not at the step-down.
 	in.Terms[0] = Term{Instance: "a", Token: 10, Start: at(0.5), Stop: at(9.9), Lost: at(10.4), End: at(10.5)}
