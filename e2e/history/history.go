@@ -38,7 +38,7 @@ type Term struct {
 	// lease was held until the release or a loss, even if the term did not
 	// end gracefully (a failed release).
 	SteppedDown bool
-	Killed   bool      // the node was killed during the term
+	Killed      bool // the node was killed during the term
 }
 
 // Fault is one injected fault, for the report.
