@@ -59,9 +59,17 @@ func (n *nodeState) stepDown(cooldown time.Duration) (leading bool, token uint64
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	ti, held := n.elector.Term()
-	until = time.Now().Add(cooldown)
+	now := time.Now()
+	until = now.Add(cooldown)
+	prev := n.cooldown
 	leading = n.elector.StepDown(cooldown)
 	n.cooldown = until
+	if !leading && now.Before(prev) && until.Before(prev) && n.elector.Eligible() {
+		// The elector waits out the cooldown it had; wake it (it is not
+		// campaigning while it cools down) so the shorter one applies now.
+		n.elector.SetEligible(false)
+		n.elector.SetEligible(true)
+	}
 	if held && leading {
 		n.stepDownTerm = ti.Token
 		token = ti.Token
