@@ -50,8 +50,11 @@ const usage = `usage:
   demo cluster [--nodes 3] [--config FILE] [--http-base-port N] [--log-format text|json]
       an embedded etcd and N "demo node" processes; Ctrl-C drains and stops them
   demo node --backend etcd|postgres|mysql|consul [--endpoints URLS | --dsn DSN | --consul-addr ADDR]
-            --election NAME --id ID [--config FILE] [--http ADDR]
-      one instance: campaigns, runs the jobs while leading, serves /healthz /readyz /status
+            --election NAME --id ID [--config FILE] [--http ADDR] [--standby]
+            [--admin-token-file FILE] [--step-down-cooldown 30s]
+      one instance: campaigns, runs the jobs while leading; serves a status page at /,
+      /status /metrics /healthz /readyz, and POST /step-down /standby /eligible
+      (bearer token from --admin-token-file or BATON_ADMIN_TOKEN)
   demo history --backend ... --election NAME [--job J] [--config FILE]
       the recent runs of each job, from the backend's ledger
 
