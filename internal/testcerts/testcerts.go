@@ -84,10 +84,12 @@ func NewCA(dir, name string) (*CA, error) {
 }
 
 // Server issues a server certificate for 127.0.0.1, ::1 and localhost,
-// written to dir/name.pem and dir/name-key.pem.
+// written to dir/name.pem and dir/name-key.pem. It is also valid as a
+// client certificate, because servers such as etcd use their own
+// certificate for their internal clients (etcd's gRPC gateway).
 func (ca *CA) Server(name string) (Pair, error) {
 	tmpl := ca.leaf(name)
-	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
 	tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
 	tmpl.DNSNames = []string{"localhost"}
 	return ca.issue(name, tmpl)

@@ -4,9 +4,13 @@
 // Start is for tests: it uses a temporary data directory and stops the
 // server when the test ends. StartDir is the same without a testing.TB, for
 // programs such as `demo cluster`; the caller stops the server with Stop.
+// StartWith and StartDirWith take Options: TLS for clients (with or
+// without client-certificate authentication) and etcd authentication
+// with a root user.
 package etcdtest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -16,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -30,16 +36,57 @@ type Server struct {
 	dir    string
 	client url.URL
 	peer   url.URL
+	opts   Options
 
 	mu   sync.Mutex
 	etcd *embed.Etcd // nil while stopped
+}
+
+// Options tune StartWith and StartDirWith. The zero value is a plain
+// server: HTTP, no authentication.
+type Options struct {
+	// TLS, when not nil, makes the server listen for clients over TLS
+	// (https:// endpoint) with TLS.CertFile and TLS.KeyFile.
+	TLS *TLS
+	// RootPassword, when not empty, turns etcd authentication on: the
+	// server starts, a user "root" with this password and the root role is
+	// created, and auth is enabled, before StartWith returns. Clients then
+	// need a user name and password (or, with TLS.ClientCertAuth, a client
+	// certificate whose common name is a user).
+	RootPassword string
+}
+
+// TLS is the client-side TLS of the server (peer traffic stays plain; the
+// server has a single member).
+type TLS struct {
+	// CertFile and KeyFile are the server's certificate and key (PEM). The
+	// certificate must be valid for 127.0.0.1. Required.
+	CertFile, KeyFile string
+	// CAFile is the CA (PEM) that signed CertFile. StartDirWith trusts it
+	// when it connects to set up authentication. Required.
+	CAFile string
+	// ClientCertAuth makes the server require, on every connection, a
+	// client certificate signed by CAFile. (etcd requires client
+	// certificates whenever it is given a trusted CA file, so there is no
+	// CA for client certificates without this.)
+	ClientCertAuth bool
+	// AdminCertFile and AdminKeyFile are a client certificate of CAFile's
+	// CA that StartDirWith presents to create the root user when both
+	// ClientCertAuth and RootPassword are set.
+	AdminCertFile, AdminKeyFile string
 }
 
 // Start starts a server in a temporary directory of t and registers its
 // Stop with t.Cleanup. It fails t if the server does not start.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	s, err := StartDir(t.TempDir())
+	return StartWith(t, Options{})
+}
+
+// StartWith is Start with opts.
+func StartWith(t testing.TB, opts Options) *Server {
+	t.Helper()
+	s, err := StartDirWith(t.TempDir(), opts)
 	if err != nil {
 		t.Fatalf("etcdtest: %v", err)
 	}
@@ -53,6 +100,20 @@ func Start(t testing.TB) *Server {
 // passes. Logs are discarded unless BATON_ETCD_LOG=1. The caller must call
 // Stop.
 func StartDir(dir string) (*Server, error) {
+	return StartDirWith(dir, Options{})
+}
+
+// StartDirWith is StartDir with opts. With opts.RootPassword it also
+// enables authentication (see Options) before it returns; on a data
+// directory where auth is already enabled, that step is skipped.
+func StartDirWith(dir string, opts Options) (*Server, error) {
+	if t := opts.TLS; t != nil && (t.CertFile == "" || t.KeyFile == "" || t.CAFile == "") {
+		return nil, errors.New("etcdtest: TLS needs CertFile, KeyFile and CAFile")
+	}
+	scheme := "http"
+	if opts.TLS != nil {
+		scheme = "https"
+	}
 	var lastErr error
 	for range 3 { // a picked port can be taken by someone else before we bind it
 		cport, err := freePort()
@@ -65,17 +126,70 @@ func StartDir(dir string) (*Server, error) {
 		}
 		s := &Server{
 			dir:    dir,
-			client: url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", cport)},
+			client: url.URL{Scheme: scheme, Host: fmt.Sprintf("127.0.0.1:%d", cport)},
 			peer:   url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", pport)},
+			opts:   opts,
 		}
 		if lastErr = s.start(); lastErr == nil {
+			if opts.RootPassword != "" {
+				if err := s.enableAuth(); err != nil {
+					s.Stop()
+					return nil, err
+				}
+			}
 			return s, nil
 		}
 	}
 	return nil, lastErr
 }
 
-// Endpoint is the client URL, e.g. "http://127.0.0.1:23791".
+// enableAuth creates the root user with the root role and enables
+// authentication, unless it is enabled already.
+func (s *Server) enableAuth() error {
+	cfg := clientv3.Config{
+		Endpoints:   []string{s.Endpoint()},
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	}
+	if t := s.opts.TLS; t != nil {
+		info := transport.TLSInfo{TrustedCAFile: t.CAFile}
+		if t.ClientCertAuth {
+			info.CertFile, info.KeyFile = t.AdminCertFile, t.AdminKeyFile
+		}
+		tc, err := info.ClientConfig()
+		if err != nil {
+			return fmt.Errorf("etcdtest: admin client TLS: %w", err)
+		}
+		cfg.TLS = tc
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return fmt.Errorf("etcdtest: admin client: %w", err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := cli.AuthStatus(ctx)
+	if err != nil {
+		return fmt.Errorf("etcdtest: auth status: %w", err)
+	}
+	if st.Enabled {
+		return nil
+	}
+	if _, err := cli.UserAdd(ctx, "root", s.opts.RootPassword); err != nil {
+		return fmt.Errorf("etcdtest: add user root: %w", err)
+	}
+	if _, err := cli.UserGrantRole(ctx, "root", "root"); err != nil {
+		return fmt.Errorf("etcdtest: grant root role: %w", err)
+	}
+	if _, err := cli.AuthEnable(ctx); err != nil {
+		return fmt.Errorf("etcdtest: enable auth: %w", err)
+	}
+	return nil
+}
+
+// Endpoint is the client URL, e.g. "http://127.0.0.1:23791" (https://
+// with Options.TLS).
 func (s *Server) Endpoint() string { return s.client.String() }
 
 // Addr is the client address as host:port, for a TCP proxy.
@@ -123,6 +237,13 @@ func (s *Server) start() error {
 	cfg.ListenPeerUrls = []url.URL{s.peer}
 	cfg.AdvertisePeerUrls = []url.URL{s.peer}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	if t := s.opts.TLS; t != nil {
+		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile}
+		if t.ClientCertAuth {
+			cfg.ClientTLSInfo.TrustedCAFile = t.CAFile
+			cfg.ClientTLSInfo.ClientCertAuth = true
+		}
+	}
 	cfg.UnsafeNoFsync = true // tests and demos: speed over durability across OS crashes
 	if os.Getenv("BATON_ETCD_LOG") == "1" {
 		cfg.LogLevel = "info"

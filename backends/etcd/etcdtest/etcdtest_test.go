@@ -2,13 +2,17 @@ package etcdtest_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/batonhq/baton/backends/etcd/etcdtest"
+	"github.com/batonhq/baton/internal/testcerts"
 )
 
 func TestServer_RestartKeepsDataAndEndpoint(t *testing.T) {
@@ -69,5 +73,51 @@ func TestStartDir_ReusesDataDirOnNewPorts(t *testing.T) {
 	defer s2.Stop()
 	if v := put(s2, ""); string(v) != "v" {
 		t.Fatalf("value after reopening the data dir = %q", v)
+	}
+}
+
+// TestStartWith_TLSAndAuth: a server with client-certificate TLS and
+// authentication serves https, refuses a request without credentials,
+// accepts root's, and keeps both across Restart.
+func TestStartWith_TLSAndAuth(t *testing.T) {
+	certs := testcerts.New(t, "etcdtest", "admin")
+	s := etcdtest.StartWith(t, etcdtest.Options{
+		TLS: &etcdtest.TLS{CertFile: certs.Server.CertFile, KeyFile: certs.Server.KeyFile, CAFile: certs.CA.CertFile,
+			ClientCertAuth: true, AdminCertFile: certs.Client.CertFile, AdminKeyFile: certs.Client.KeyFile},
+		RootPassword: "pw",
+	})
+	if !strings.HasPrefix(s.Endpoint(), "https://") {
+		t.Fatalf("Endpoint() = %s, want https", s.Endpoint())
+	}
+	tc, err := certs.CA.ClientTLS(certs.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := func(user, pass string) *clientv3.Client {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Endpoint()}, TLS: tc, Username: user, Password: pass,
+			DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cli.Close() })
+		return cli
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := client("", "").Put(ctx, "k", "v"); !errors.Is(err, rpctypes.ErrPermissionDenied) {
+		t.Errorf("put as the certificate's user admin (no such user): %v, want permission denied", err)
+	}
+	if _, err := client("root", "pw").Put(ctx, "k", "v"); err != nil {
+		t.Fatalf("put as root: %v", err)
+	}
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client("root", "pw").Get(ctx, "k")
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("get as root after restart: %v, %v", resp, err)
+	}
+	if _, err := client("", "").Get(ctx, "k"); !errors.Is(err, rpctypes.ErrPermissionDenied) {
+		t.Errorf("get without a user after restart: %v, want permission denied", err)
 	}
 }
