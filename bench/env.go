@@ -30,7 +30,7 @@ import (
 // quiet is the logger every component under test gets: warnings and
 // errors only, discarded, so that no per-run log line is written (the
 // peers log nothing per run either).
-var quiet = slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelError + 4}))
+var quiet = slog.New(slog.DiscardHandler)
 
 // env holds the servers every measurement talks to, all on loopback.
 type env struct {

@@ -134,7 +134,7 @@ func scale(e *env, kind string, n, trials int, idleWindow time.Duration) (r scal
 	time.Sleep(2 * time.Second)
 	c0 := e.etcdCPU()
 	time.Sleep(idleWindow)
-	r.idleCPU = (e.etcdCPU() - c0) * time.Duration(time.Minute) / idleWindow
+	r.idleCPU = time.Duration(float64(e.etcdCPU()-c0) * float64(time.Minute) / float64(idleWindow))
 	c0 = e.etcdCPU()
 	for range trials {
 		time.Sleep(jitter(100*time.Millisecond, 250*time.Millisecond))
