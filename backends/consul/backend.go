@@ -20,8 +20,9 @@ const defaultHistory = schedulerhost.DefaultHistory
 
 // Backend is a Consul leader election on one key: a candidate creates a
 // TTL session and locks the key with it (`?acquire=`, as `consul lock`
-// does); whoever holds the lock leads. It implements election.Backend and
-// election.LeaderReader. Its methods are safe for concurrent use.
+// does); whoever holds the lock leads. It implements election.Backend,
+// election.LeaderReader and election.Checker. Its methods are safe for
+// concurrent use.
 //
 // It does not use api.Lock: it owns the session, times every renewal
 // from when it was sent, and ends a term at the local safe deadline (see

@@ -38,7 +38,8 @@ type Config struct {
 	// Client talks to a Consul agent. Required. Address, ACL token
 	// (api.Config.Token), TLS and datacenter come with it; the Backend
 	// never closes it. The token needs session:write on the agent's node
-	// and key:write on Key and on Key+"-ledger/".
+	// and key:write on Key and on Key+"-ledger/" (one key_prefix rule on Key
+	// covers both); Check verifies it.
 	Client *api.Client
 	// Key is the lock key, e.g. "service/baton/reports/leader". Required,
 	// without a leading or trailing slash.

@@ -31,6 +31,10 @@ import (
 	"github.com/batonhq/baton/internal/testenv"
 )
 
+// NodeName is the agent's node name: sessions are created on it, so an
+// ACL policy for sessions names it (session "baton-test" { policy = "write" }).
+const NodeName = "baton-test"
+
 // ErrNoBinary is returned by Binary and Start when no consul binary is
 // found.
 var ErrNoBinary = errors.New("consultest: no consul binary (set CONSUL_BIN, run tools/consul/build.sh, or put consul on PATH)")
@@ -93,6 +97,9 @@ type Agent struct {
 	LogPath string
 	// Binary is the consul binary running.
 	Binary string
+	// ManagementToken is the ACL token with every permission when the
+	// agent was started with Options.ACLManagementToken; empty otherwise.
+	ManagementToken string
 
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -110,6 +117,11 @@ type Options struct {
 	StartTimeout time.Duration
 	// Args are extra arguments to `consul agent`.
 	Args []string
+	// ACLManagementToken, when not empty, turns ACLs on with default policy
+	// "deny": requests without a token (the anonymous token) or with an
+	// unknown one are refused. This token (a UUID) is the initial
+	// management token, with every permission, and the agent's own token.
+	ACLManagementToken string
 }
 
 // Start runs a Consul dev agent (a single server, in-memory data) on free
@@ -160,7 +172,7 @@ func start(ctx context.Context, bin string, opts Options) (*Agent, error) {
 	}
 	http, serfLAN, serfWAN, server := ports[0], ports[1], ports[2], ports[3]
 	args := []string{"agent", "-dev",
-		"-node=baton-test",
+		"-node=" + NodeName,
 		"-bind=127.0.0.1", "-client=127.0.0.1",
 		"-http-port=" + strconv.Itoa(http),
 		"-serf-lan-port=" + strconv.Itoa(serfLAN),
@@ -171,6 +183,11 @@ func start(ctx context.Context, bin string, opts Options) (*Agent, error) {
 		"-hcl=disable_update_check = true",
 		"-hcl=connect { enabled = false }",
 		"-hcl=peering { enabled = false }",
+	}
+	if tok := opts.ACLManagementToken; tok != "" {
+		args = append(args, fmt.Sprintf(
+			`-hcl=acl { enabled = true, default_policy = "deny", enable_token_persistence = false, tokens { initial_management = %q, agent = %q } }`,
+			tok, tok))
 	}
 	args = append(args, opts.Args...)
 	cmd := exec.Command(bin, args...)
@@ -188,7 +205,9 @@ func start(ctx context.Context, bin string, opts Options) (*Agent, error) {
 		LogPath:  logPath,
 		Binary:   bin,
 		cmd:      cmd,
-		exited:   make(chan struct{}),
+
+		ManagementToken: opts.ACLManagementToken,
+		exited:          make(chan struct{}),
 	}
 	go func() { // owned by the Agent: Close waits for it
 		a.err = cmd.Wait()
@@ -215,6 +234,9 @@ func (a *Agent) waitReady(ctx context.Context) error {
 		if err != nil {
 			return "", err
 		}
+		if a.ManagementToken != "" {
+			req.Header.Set("X-Consul-Token", a.ManagementToken)
+		}
 		resp, err := hc.Do(req)
 		if err != nil {
 			return "", err
@@ -240,7 +262,7 @@ func (a *Agent) waitReady(ctx context.Context) error {
 			last = fmt.Errorf("no raft leader yet (%v)", err)
 			continue
 		}
-		node, err := get("/v1/catalog/node/baton-test")
+		node, err := get("/v1/catalog/node/" + NodeName)
 		if err != nil || node == "null" || !strings.Contains(node, `"Node"`) {
 			last = fmt.Errorf("node not registered yet (%v)", err)
 			continue
@@ -251,15 +273,23 @@ func (a *Agent) waitReady(ctx context.Context) error {
 
 // Client returns a new API client for the agent, or for addr (host:port,
 // e.g. a faultproxy in front of the agent) when addr is not empty. Each
-// call makes its own HTTP transport, so clients share no connections.
+// call makes its own HTTP transport, so clients share no connections. It
+// sends no ACL token (whatever CONSUL_HTTP_TOKEN says): on an agent with
+// ACLs it acts as the anonymous token.
 func (a *Agent) Client(addr string) (*api.Client, error) {
+	return a.ClientWithToken(addr, "")
+}
+
+// ClientWithToken is Client sending the ACL token token.
+func (a *Agent) ClientWithToken(addr, token string) (*api.Client, error) {
 	if addr == "" {
 		addr = a.HTTPAddr
 	}
 	cfg := api.DefaultNonPooledConfig()
 	cfg.Address = addr
 	cfg.Scheme = "http"
-	cfg.Token = ""
+	cfg.Token = token
+	cfg.TokenFile = ""
 	return api.NewClient(cfg)
 }
 
@@ -295,10 +325,16 @@ func (a *Agent) Close() error {
 // testenv.Unavailable (skip loudly, or fail under BATON_TEST_REQUIRE=1).
 func StartT(t testing.TB) *Agent {
 	t.Helper()
+	return StartTWith(t, Options{})
+}
+
+// StartTWith is StartT with opts.
+func StartTWith(t testing.TB, opts Options) *Agent {
+	t.Helper()
 	if _, err := Binary(); err != nil {
 		testenv.Unavailable(t, "%v", err)
 	}
-	a, err := Start(context.Background(), Options{})
+	a, err := Start(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
