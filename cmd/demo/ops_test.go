@@ -201,7 +201,7 @@ func TestNode_MetricsHandover(t *testing.T) {
 // b eligible, c started with --standby.
 //
 //  1. POST /step-down to the leader a without or with a wrong token: 401.
-//  2. With the token and a 3 s cooldown: a drains and b leads within 1 s.
+//  2. With the token and a 5 s cooldown: a drains and b leads within 1 s.
 //  3. b steps down without cooldown while a cools down. The lease is free
 //     and a follows, yet b wins again: a stays follower for its cooldown
 //     (without the cooldown a, campaigning since before b's new campaign,
@@ -240,7 +240,7 @@ func TestNode_StepDown(t *testing.T) {
 	}
 
 	// 2.
-	const cooldown = 3 * time.Second
+	const cooldown = 5 * time.Second
 	markA, markB := a.len(), b.len()
 	asked := time.Now()
 	code, body := adminPost(t, a.url, "/step-down?cooldown="+cooldown.String(), tok)
