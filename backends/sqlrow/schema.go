@@ -103,9 +103,10 @@ func (b *Backend) EnsureSchema(ctx context.Context) error {
 }
 
 // Check verifies that every table (and the sequence or counter table) of
-// the schema exists with the expected columns. It returns every problem at
-// once, each wrapping ErrSchemaMissing and naming the relation and the
-// schema file to apply. It blocks on the database, bounded by ctx and
+// the schema exists with the expected columns. It returns every missing
+// relation at once, each wrapping ErrSchemaMissing and naming the relation
+// and the schema file to apply; any other error (connection, TLS,
+// authentication, privileges) is returned alone, at the first statement. It blocks on the database, bounded by ctx and
 // QueryTimeout per statement. New does not call it: call it at start-up
 // to fail fast.
 func (b *Backend) Check(ctx context.Context) error {
@@ -121,6 +122,11 @@ func (b *Backend) Check(ctx context.Context) error {
 		}
 		cancel()
 		if err != nil {
+			if !schemaMissing(err) {
+				// Not about this relation (no connection, TLS, password,
+				// permissions): every other check would fail the same way.
+				return b.wrap("check "+c.relation, err)
+			}
 			errs = append(errs, b.wrap("check "+c.relation, err))
 		}
 	}
