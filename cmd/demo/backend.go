@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonhq/baton/backends/consul"
@@ -32,7 +35,19 @@ type backendFlags struct {
 	table      string
 	consulAddr string
 	election   string
+
+	// etcd TLS and authentication.
+	etcdCACert, etcdCert, etcdKey string
+	etcdUser, etcdPasswordFile    string
+	// Consul ACL token and TLS.
+	consulTokenFile                     string
+	consulCACert, consulCert, consulKey string
 }
+
+// etcdPasswordEnv names the environment variable holding the etcd
+// password when --etcd-password-file is not given. Passwords are never
+// taken from the command line, where `ps` shows them.
+const etcdPasswordEnv = "BATON_ETCD_PASSWORD"
 
 func (b *backendFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&b.kind, "backend", "etcd", "backend: etcd, postgres, mysql or consul")
@@ -41,6 +56,133 @@ func (b *backendFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&b.table, "table", "baton_lease", "postgres, mysql: lease table (created if missing)")
 	fs.StringVar(&b.consulAddr, "consul-addr", "127.0.0.1:8500", "consul: agent HTTP address")
 	fs.StringVar(&b.election, "election", "demo", "election name")
+
+	fs.StringVar(&b.etcdCACert, "etcd-cacert", "", "etcd: CA certificate (PEM) that signed the server's certificate, for https://\nendpoints (default: the system roots)")
+	fs.StringVar(&b.etcdCert, "etcd-cert", "", "etcd: client certificate (PEM), for servers with --client-cert-auth")
+	fs.StringVar(&b.etcdKey, "etcd-key", "", "etcd: key (PEM) of --etcd-cert")
+	fs.StringVar(&b.etcdUser, "etcd-user", "", "etcd: user name, for servers with auth enabled; the password comes from\n--etcd-password-file or $"+etcdPasswordEnv)
+	fs.StringVar(&b.etcdPasswordFile, "etcd-password-file", "", "etcd: file holding the password of --etcd-user (trailing newline ignored)")
+	fs.StringVar(&b.consulTokenFile, "consul-token-file", "", "consul: file holding the ACL token (default: $CONSUL_HTTP_TOKEN or\n$CONSUL_HTTP_TOKEN_FILE, as the consul CLI)")
+	fs.StringVar(&b.consulCACert, "consul-cacert", "", "consul: CA certificate (PEM) of the agent's HTTPS listener; with it the\nagent is reached over https://")
+	fs.StringVar(&b.consulCert, "consul-cert", "", "consul: client certificate (PEM), for agents with verify_incoming")
+	fs.StringVar(&b.consulKey, "consul-key", "", "consul: key (PEM) of --consul-cert")
+}
+
+// readSecret returns the contents of the file at path without trailing
+// line breaks.
+func readSecret(flagName, path string) (string, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("--%s: %w", flagName, err)
+	}
+	v := strings.TrimRight(string(raw), "\r\n")
+	if v == "" {
+		return "", fmt.Errorf("--%s: %s is empty", flagName, path)
+	}
+	return v, nil
+}
+
+// etcdConfig is the etcd client configuration the flags describe.
+func (b *backendFlags) etcdConfig() (clientv3.Config, error) {
+	cfg := clientv3.Config{
+		Endpoints:            strings.Split(b.endpoints, ","),
+		DialTimeout:          5 * time.Second,
+		DialKeepAliveTime:    5 * time.Second,
+		DialKeepAliveTimeout: 2 * time.Second,
+		Logger:               nopZap(),
+	}
+	if (b.etcdCert == "") != (b.etcdKey == "") {
+		return cfg, errors.New("--etcd-cert and --etcd-key: give both or neither")
+	}
+	if b.etcdCACert != "" || b.etcdCert != "" {
+		info := transport.TLSInfo{TrustedCAFile: b.etcdCACert, CertFile: b.etcdCert, KeyFile: b.etcdKey}
+		tc, err := info.ClientConfig()
+		if err != nil {
+			return cfg, fmt.Errorf("etcd TLS (--etcd-cacert, --etcd-cert, --etcd-key): %w", err)
+		}
+		cfg.TLS = tc
+		for i, ep := range cfg.Endpoints {
+			switch {
+			case strings.HasPrefix(ep, "http://"):
+				// The etcd client would drop TLS for it without a word.
+				return cfg, fmt.Errorf("--endpoints %s: plain http:// with TLS flags; use https://", ep)
+			case !strings.Contains(ep, "://"):
+				cfg.Endpoints[i] = "https://" + ep
+			}
+		}
+	}
+	switch {
+	case b.etcdUser != "" && b.etcdPasswordFile != "":
+		pw, err := readSecret("etcd-password-file", b.etcdPasswordFile)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Username, cfg.Password = b.etcdUser, pw
+	case b.etcdUser != "":
+		pw := os.Getenv(etcdPasswordEnv)
+		if pw == "" {
+			return cfg, fmt.Errorf("--etcd-user %s: the password is missing: give --etcd-password-file or set %s", b.etcdUser, etcdPasswordEnv)
+		}
+		cfg.Username, cfg.Password = b.etcdUser, pw
+	case b.etcdPasswordFile != "":
+		return cfg, errors.New("--etcd-password-file: needs --etcd-user")
+	}
+	return cfg, nil
+}
+
+// openEtcd connects to etcd. With a user name, clientv3.New logs in before
+// it returns: a wrong password fails here, and so does a TLS problem, but
+// only as a timeout; connecting again without the user name lets the
+// backend's Check say what is wrong with the connection.
+func (b *backendFlags) openEtcd(ctx context.Context, cfg clientv3.Config) (*clientv3.Client, error) {
+	eps := strings.Join(cfg.Endpoints, ",")
+	cli, err := clientv3.New(cfg)
+	switch {
+	case err == nil:
+		return cli, nil
+	case errors.Is(err, rpctypes.ErrAuthFailed):
+		return nil, fmt.Errorf("etcd %s: log in as user %q: %w", eps, cfg.Username, err)
+	case cfg.Username == "" || !errors.Is(err, context.DeadlineExceeded):
+		return nil, fmt.Errorf("etcd %s: %w", eps, err)
+	}
+	anon := cfg
+	anon.Username, anon.Password = "", ""
+	if probe, perr := clientv3.New(anon); perr == nil {
+		defer probe.Close()
+		if be, berr := etcd.New(etcd.Config{Client: probe, Prefix: etcdPrefix(b.election)}); berr == nil {
+			cctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+			cerr := be.Check(cctx)
+			cancel()
+			if cerr != nil && strings.Contains(cerr.Error(), "cannot connect") {
+				return nil, fmt.Errorf("etcd: log in as user %q: %w", cfg.Username, cerr)
+			}
+		}
+	}
+	return nil, fmt.Errorf("etcd %s: log in as user %q: no answer within %v: %w", eps, cfg.Username, cfg.DialTimeout, err)
+}
+
+// consulConfig is the Consul client configuration the flags describe, on
+// top of the consul CLI's environment variables (CONSUL_HTTP_TOKEN,
+// CONSUL_HTTP_TOKEN_FILE, CONSUL_CACERT, ...).
+func (b *backendFlags) consulConfig() (*api.Config, error) {
+	cc := api.DefaultConfig()
+	cc.Address = b.consulAddr
+	if b.consulTokenFile != "" {
+		tok, err := readSecret("consul-token-file", b.consulTokenFile)
+		if err != nil {
+			return nil, err
+		}
+		cc.Token, cc.TokenFile = tok, ""
+	}
+	if (b.consulCert == "") != (b.consulKey == "") {
+		return nil, errors.New("--consul-cert and --consul-key: give both or neither")
+	}
+	if b.consulCACert != "" || b.consulCert != "" {
+		cc.Scheme = "https"
+		cc.TLSConfig.CAFile = b.consulCACert
+		cc.TLSConfig.CertFile, cc.TLSConfig.KeyFile = b.consulCert, b.consulKey
+	}
+	return cc, nil
 }
 
 // etcdPrefix is the key prefix of an election on etcd.
@@ -75,15 +217,13 @@ func (b *backendFlags) open(ctx context.Context, t election.Timing, poll time.Du
 	var o *opened
 	switch b.kind {
 	case "etcd":
-		cli, err := clientv3.New(clientv3.Config{
-			Endpoints:            strings.Split(b.endpoints, ","),
-			DialTimeout:          5 * time.Second,
-			DialKeepAliveTime:    5 * time.Second,
-			DialKeepAliveTimeout: 2 * time.Second,
-			Logger:               nopZap(),
-		})
+		ecfg, err := b.etcdConfig()
 		if err != nil {
-			return nil, fmt.Errorf("etcd: %w", err)
+			return nil, err
+		}
+		cli, err := b.openEtcd(ctx, ecfg)
+		if err != nil {
+			return nil, err
 		}
 		be, err := etcd.New(etcd.Config{Client: cli, Prefix: etcdPrefix(b.election), Timing: t, Logger: log})
 		if err != nil {
@@ -145,8 +285,10 @@ func (b *backendFlags) open(ctx context.Context, t election.Timing, poll time.Du
 		}
 		o = &opened{backend: be, where: fmt.Sprintf("%s table %s, election %q", b.kind, b.table, b.election), close: func() { db.Close() }}
 	case "consul":
-		cc := api.DefaultConfig()
-		cc.Address = b.consulAddr
+		cc, err := b.consulConfig()
+		if err != nil {
+			return nil, err
+		}
 		cli, err := api.NewClient(cc)
 		if err != nil {
 			return nil, fmt.Errorf("consul: %w", err)

@@ -152,8 +152,15 @@ func startCluster(t *testing.T, args ...string) *cluster {
 // of its output (stdout and stderr) as if a cluster had printed it.
 func startProc(t *testing.T, prefix string, args ...string) *cluster {
 	t.Helper()
+	return startProcEnv(t, prefix, nil, args...)
+}
+
+// startProcEnv is startProc with the environment env (nil: the test's).
+func startProcEnv(t *testing.T, prefix string, env []string, args ...string) *cluster {
+	t.Helper()
 	bin := demoBinary(t)
 	cmd := exec.Command(bin, args...)
+	cmd.Env = env
 	cmd.Dir = repoRoot(t)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
