@@ -52,6 +52,8 @@ const usage = `usage:
   demo node --backend etcd|postgres|mysql|consul [--endpoints URLS | --dsn DSN | --consul-addr ADDR]
             --election NAME --id ID [--config FILE] [--http ADDR] [--standby]
             [--admin-token-file FILE] [--step-down-cooldown 30s]
+            [--etcd-cacert F --etcd-cert F --etcd-key F --etcd-user U --etcd-password-file F]
+            [--consul-token-file F --consul-cacert F --consul-cert F --consul-key F]
       one instance: campaigns, runs the jobs while leading; serves a status page at /,
       /status /metrics /healthz /readyz, and POST /step-down /standby /eligible
       (bearer token from --admin-token-file or BATON_ADMIN_TOKEN)

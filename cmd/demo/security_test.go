@@ -220,3 +220,30 @@ session %q { policy = "write" }`, consulKey(name), consultest.NodeName)}, nil)
 		failsAtStart(t, 5*time.Second, nodeEnv(), []string{"consul key " + consulKey(name), "anonymous token lacks permission 'key:read'"}, flags...)
 	})
 }
+
+// TestNode_ConsulTLS: `demo node` reaches an agent's HTTPS listener that
+// requires client certificates (verify_incoming), with ACLs on, using
+// --consul-cacert, --consul-cert, --consul-key and --consul-token-file;
+// without the client certificate it exits 1 at once with the TLS error.
+func TestNode_ConsulTLS(t *testing.T) {
+	certs := testcerts.New(t, "consul", "node")
+	a := consultest.StartTWith(t, consultest.Options{
+		ACLManagementToken: "3c1d9a77-2b4e-4f0a-8e61-7d2c5b9a0f13",
+		TLS:                &consultest.TLS{CertFile: certs.Server.CertFile, KeyFile: certs.Server.KeyFile, CAFile: certs.CA.CertFile, VerifyIncoming: true},
+	})
+	tokFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokFile, []byte(a.ManagementToken), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("sec_%d", time.Now().UnixNano())
+	flags := []string{"--backend", "consul", "--consul-addr", a.HTTPSAddr, "--consul-cacert", certs.CA.CertFile,
+		"--consul-token-file", tokFile, "--election", name, "--config", writeFile(t, "jobs.yaml", strings.Replace(securityJobs, "ttl: 2s", "ttl: 10s", 1))}
+	with := func(extra ...string) []string { return append(append([]string(nil), flags...), extra...) }
+
+	t.Run("ClientCertificate", func(t *testing.T) {
+		leadsThenStops(t, nodeEnv(), with("--consul-cert", certs.Client.CertFile, "--consul-key", certs.Client.KeyFile)...)
+	})
+	t.Run("NoClientCertificate", func(t *testing.T) {
+		failsAtStart(t, 5*time.Second, nodeEnv(), []string{"consul key " + consulKey(name), "https://" + a.HTTPSAddr, "tls: "}, flags...)
+	})
+}

@@ -97,6 +97,9 @@ type Agent struct {
 	LogPath string
 	// Binary is the consul binary running.
 	Binary string
+	// HTTPSAddr is the agent's HTTPS API address (host:port) when it was
+	// started with Options.TLS; empty otherwise.
+	HTTPSAddr string
 	// ManagementToken is the ACL token with every permission when the
 	// agent was started with Options.ACLManagementToken; empty otherwise.
 	ManagementToken string
@@ -122,6 +125,22 @@ type Options struct {
 	// unknown one are refused. This token (a UUID) is the initial
 	// management token, with every permission, and the agent's own token.
 	ACLManagementToken string
+	// TLS, when not nil, adds an HTTPS listener (Agent.HTTPSAddr) with
+	// this certificate; the plain HTTP listener stays.
+	TLS *TLS
+}
+
+// TLS is the agent's HTTPS listener configuration (PEM files).
+type TLS struct {
+	// CertFile and KeyFile are the agent's certificate, valid for
+	// 127.0.0.1, and its key. Required.
+	CertFile, KeyFile string
+	// CAFile is the CA that signed CertFile and, with VerifyIncoming,
+	// the clients' certificates. Required.
+	CAFile string
+	// VerifyIncoming makes the HTTPS listener require client
+	// certificates signed by CAFile.
+	VerifyIncoming bool
 }
 
 // Start runs a Consul dev agent (a single server, in-memory data) on free
@@ -151,7 +170,7 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 }
 
 func start(ctx context.Context, bin string, opts Options) (*Agent, error) {
-	ports, err := freePorts(4)
+	ports, err := freePorts(5)
 	if err != nil {
 		return nil, err
 	}
@@ -184,6 +203,13 @@ func start(ctx context.Context, bin string, opts Options) (*Agent, error) {
 		"-hcl=connect { enabled = false }",
 		"-hcl=peering { enabled = false }",
 	}
+	httpsAddr := ""
+	if t := opts.TLS; t != nil {
+		httpsAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[4]))
+		args = append(args, "-https-port="+strconv.Itoa(ports[4]), fmt.Sprintf(
+			`-hcl=tls { defaults { ca_file = %q, cert_file = %q, key_file = %q, verify_incoming = %v } }`,
+			t.CAFile, t.CertFile, t.KeyFile, t.VerifyIncoming))
+	}
 	if tok := opts.ACLManagementToken; tok != "" {
 		args = append(args, fmt.Sprintf(
 			`-hcl=acl { enabled = true, default_policy = "deny", enable_token_persistence = false, tokens { initial_management = %q, agent = %q } }`,
@@ -206,6 +232,7 @@ func start(ctx context.Context, bin string, opts Options) (*Agent, error) {
 		Binary:   bin,
 		cmd:      cmd,
 
+		HTTPSAddr:       httpsAddr,
 		ManagementToken: opts.ACLManagementToken,
 		exited:          make(chan struct{}),
 	}
