@@ -263,6 +263,10 @@ func (e *Elector) StepDown(cooldown time.Duration) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.cooldown = time.Now().Add(cooldown)
+	// Wake a campaign loop waiting out an earlier cooldown, so the new one
+	// (shorter or longer) takes effect at once.
+	close(e.eligibleC)
+	e.eligibleC = make(chan struct{})
 	if e.stepDown == nil {
 		return false
 	}

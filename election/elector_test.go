@@ -132,6 +132,29 @@ func TestElector_StepDown_CoolsDownThenLeadsAgain(t *testing.T) {
 	})
 }
 
+func TestElector_StepDown_ShorterCooldownTakesEffect(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
+		a := newElector(t, m.Candidate(), "a")
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- a.Run(ctx, func(tctx context.Context) error { <-tctx.Done(); return nil }) }()
+		synctest.Wait()
+		a.StepDown(time.Hour)
+		synctest.Wait()
+		if a.IsLeader() {
+			t.Fatal("leading during a one-hour cooldown")
+		}
+		a.StepDown(time.Second)
+		time.Sleep(1100 * time.Millisecond)
+		if !a.IsLeader() {
+			t.Error("a shorter cooldown did not replace the hour-long one")
+		}
+		cancel()
+		<-done
+	})
+}
+
 func TestElector_Ineligible_DoesNotCampaign(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})

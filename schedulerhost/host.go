@@ -499,17 +499,17 @@ func (t *termRun) drain(cause error) error {
 	lost := errors.Is(cause, election.ErrLeadershipLost) || t.base.Err() != nil
 	if lost {
 		t.cancelBase(cause)
-		h.log.Warn("leadership lost: cancelled runs in flight", "runs", n, "err", cause)
+		h.log.Warn("leadership lost: cancelled runs in flight", "token", t.token, "runs", n, "err", cause)
 		wait(h.cfg.ShutdownTimeout)
 	} else {
 		if n > 0 {
-			h.log.Info("draining", "runs", n, "timeout", h.cfg.ShutdownTimeout)
+			h.log.Info("draining", "token", t.token, "runs", n, "timeout", h.cfg.ShutdownTimeout)
 		}
 		if !wait(h.cfg.ShutdownTimeout) {
 			h.mu.Lock()
 			n = t.inflight
 			h.mu.Unlock()
-			h.log.Error("drain timed out: cancelling runs", "runs", n, "timeout", h.cfg.ShutdownTimeout)
+			h.log.Error("drain timed out: cancelling runs", "token", t.token, "runs", n, "timeout", h.cfg.ShutdownTimeout)
 			t.cancelBase(ErrShutdownTimeout)
 			wait(h.cfg.KillGrace)
 		}
@@ -522,14 +522,14 @@ func (t *termRun) drain(cause error) error {
 		h.cfg.Observer.Drained(took, left)
 	}
 	if left > 0 {
-		h.log.Error("runs still going after drain", "runs", left, "took", took.Round(time.Millisecond))
+		h.log.Error("runs still going after drain", "token", t.token, "runs", left, "took", took.Round(time.Millisecond))
 		err := fmt.Errorf("schedulerhost: %d runs still going after drain", left)
 		if lost {
 			return errors.Join(err, cause)
 		}
 		return err
 	}
-	h.log.Info("drained", "took", took.Round(time.Millisecond))
+	h.log.Info("drained", "token", t.token, "took", took.Round(time.Millisecond))
 	if errors.Is(cause, election.ErrLeadershipLost) {
 		return cause
 	}
