@@ -102,7 +102,7 @@ func (sc *scenario) check(from, to time.Time) string {
 	sum := fmt.Sprintf(`  %s: runtime %v, %d nodes, TTL %v, seed %d
     faults: %s
     runs %d in %d terms; duplicates %d, overlaps %d, missed beyond policy %d, outside-term %d, token-order %d, drain %d, slow handovers %d
-    ticks not run but accounted for by policy: %s
+    ticks not run, accounted for by the policy or a reason the leader logged: %s
     max crash failover %v (documented bound %v), max graceful handover %v (bound %v), max start latency %v (slack %v)
 `, name, runtime, be.nodes, be.ttl, sc.seed, fb.String(), r.Runs, r.Terms, r.Duplicates, r.Overlaps, r.LostTicks, r.OutsideTerm,
 		r.TokenOrder, r.Drains, r.SlowHandovers, ab.String(),

@@ -520,8 +520,14 @@ func runScenario(t *testing.T, name string, prof profile, seed uint64) string {
 			if time.Since(lastProgress) >= 5*time.Minute {
 				lastProgress = time.Now()
 				sc.mu.Lock()
+				n := 0
+				for k, c := range sc.counts {
+					if k != fRestart {
+						n += c
+					}
+				}
 				fmt.Printf("e2e %s: %v of %v, %d faults injected, %d node processes so far\n", name,
-					time.Since(sc.started).Round(time.Second), prof.duration, len(sc.timeline), len(sc.procs))
+					time.Since(sc.started).Round(time.Second), prof.duration, n, len(sc.procs))
 				sc.mu.Unlock()
 			}
 			kind = faultKinds[sc.rng.IntN(len(faultKinds))]
