@@ -229,7 +229,7 @@ func newConsul(ctx context.Context, dir string) (*backend, error) {
 	return &backend{
 		name: "consul", target: srv.HTTPAddr, nodes: 3, ttl: ttl, grace: 60 * time.Second,
 		// Consul reaps a session at 2*TTL; lock-delay 1 ms (the default).
-		crashBound: 2*ttl + time.Second, handoverBound: 2 * time.Second,
+		crashBound: 2*ttl + time.Millisecond, handoverBound: 2 * time.Second,
 		args: func(addr string) []string {
 			return []string{"--backend", "consul", "--consul-addr", addr}
 		},
