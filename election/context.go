@@ -56,8 +56,10 @@ func CheckTerm(ctx context.Context) error {
 	if !ok {
 		return ErrNotLeader
 	}
-	if err := t.leaseCtx.Err(); err != nil {
+	select {
+	case <-t.leaseCtx.Done():
 		return context.Cause(t.leaseCtx)
+	default:
 	}
 	if t.lease == nil {
 		return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -45,10 +46,11 @@ type ManagedLease struct {
 	done   chan struct{}
 	loop   chan struct{} // closed when every goroutine of the lease returned
 
-	mu       sync.Mutex
-	token    uint64
-	err      error
-	deadline time.Time
+	deadline atomic.Pointer[time.Time] // read on every job start: no lock
+
+	mu    sync.Mutex
+	token uint64
+	err   error
 
 	releaseOnce sync.Once
 	releaseErr  error
@@ -68,13 +70,14 @@ func NewManagedLease(cfg ManagedLeaseConfig) *ManagedLease {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &ManagedLease{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		cancel:   cancel,
-		done:     make(chan struct{}),
-		loop:     make(chan struct{}),
-		deadline: cfg.Sent.Add(cfg.Timing.TTL - cfg.Timing.SafetyMargin),
+		cfg:    cfg,
+		log:    cfg.Logger,
+		cancel: cancel,
+		done:   make(chan struct{}),
+		loop:   make(chan struct{}),
 	}
+	first := cfg.Sent.Add(cfg.Timing.TTL - cfg.Timing.SafetyMargin)
+	l.deadline.Store(&first)
 	go l.run(ctx)
 	return l
 }
@@ -106,9 +109,7 @@ func (l *ManagedLease) Err() error {
 
 // Deadline implements Deadliner.
 func (l *ManagedLease) Deadline() time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.deadline
+	return *l.deadline.Load()
 }
 
 // end closes Done with err unless it is closed already.
@@ -242,12 +243,11 @@ func (l *ManagedLease) run(ctx context.Context) {
 				ttl = r.ttl
 			}
 			d := r.sent.Add(ttl - t.SafetyMargin)
-			l.mu.Lock()
-			if d.After(l.deadline) {
-				l.deadline = d
+			cur := l.Deadline()
+			if d.After(cur) { // only the renew loop stores it
+				l.deadline.Store(&d)
+				cur = d
 			}
-			cur := l.deadline
-			l.mu.Unlock()
 			deadline.Reset(time.Until(cur))
 			next.Reset(t.RenewInterval)
 			l.log.Debug("lease renewed", "deadline_in", time.Until(cur).Round(time.Millisecond).String())

@@ -112,16 +112,14 @@ func (t *termRun) catchUpJob(ctx context.Context, j *jobState, termStart time.Ti
 	if len(claimed) == 0 {
 		return
 	}
-	h.mu.Lock()
-	if t.stopping {
-		h.mu.Unlock()
+	if !t.begin() {
 		for _, tick := range claimed {
 			t.finishNotStarted(j, tick, true)
 		}
 		return
 	}
+	j.mu.Lock()
 	j.active++
-	t.inflight++
-	h.mu.Unlock()
+	j.mu.Unlock()
 	go t.run(j, claimed, true, true)
 }

@@ -1,7 +1,6 @@
 package schedulerhost
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -29,22 +28,85 @@ type Host struct {
 
 	running atomic.Int64 // runs whose function has not returned, across terms
 
-	mu        sync.Mutex
-	leading   bool
-	term      *termRun // nil between terms
-	abandoned int      // runs of ended terms still going
+	mu      sync.Mutex
+	leading bool
+	term    *termRun   // nil between terms
+	ended   []*termRun // ended terms that had runs still going
 }
 
 type jobState struct {
 	Job
 	sched cron.Schedule
 
-	// guarded by Host.mu
+	mu      sync.Mutex  // guards the fields below
 	active  int         // runs of this job in flight in the current term
 	queue   []time.Time // ticks waiting (OverlapQueue)
 	next    time.Time   // next tick while leading
-	recent  []Run       // newest last, at most recentRuns
+	recent  []pastRun   // at most recentRuns, a ring once full
+	oldest  int         // index of the oldest entry of a full ring
 	skipped int64
+}
+
+// pastRun is a Run kept in memory for status pages: compact and nearly
+// free of pointers, because a Host may keep thousands of jobs' runs and
+// the garbage collector scans them all.
+type pastRun struct {
+	tick, started, ended int64 // unix nanoseconds
+	token                uint64
+	result               uint8
+	catchUp              bool
+	err                  string
+}
+
+var resultCodes = []Result{ResultRunning, ResultOK, ResultFailed, ResultTimeout, ResultCancelled}
+
+func resultCode(r Result) uint8 {
+	for i, c := range resultCodes {
+		if c == r {
+			return uint8(i)
+		}
+	}
+	return 0
+}
+
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+func (j *jobState) keep(r Run) {
+	p := pastRun{tick: nanos(r.Tick), started: nanos(r.Started), ended: nanos(r.Ended), token: r.Token,
+		result: resultCode(r.Result), catchUp: r.CatchUp, err: r.Error}
+	if len(j.recent) < recentRuns {
+		j.recent = append(j.recent, p)
+	} else {
+		j.recent[j.oldest] = p
+		j.oldest = (j.oldest + 1) % recentRuns
+	}
+}
+
+// recentNewestFirst returns up to n recent runs, newest first. j.mu is
+// held.
+func (j *jobState) recentNewestFirst(n int, instance string) []Run {
+	out := make([]Run, 0, min(n, len(j.recent)))
+	for i := range len(j.recent) {
+		if len(out) == n {
+			break
+		}
+		p := j.recent[(j.oldest+len(j.recent)-1-i)%len(j.recent)]
+		out = append(out, Run{Job: j.Name, Tick: fromNanos(p.tick), Instance: instance, Token: p.token, CatchUp: p.catchUp,
+			Started: fromNanos(p.started), Ended: fromNanos(p.ended), Result: resultCodes[p.result], Error: p.err})
+	}
+	return out
 }
 
 const (
@@ -91,8 +153,27 @@ func ContextWithTick(ctx context.Context, tick Tick) context.Context {
 
 // TickFromContext returns the tick a job's run context belongs to.
 func TickFromContext(ctx context.Context) (Tick, bool) {
-	t, ok := ctx.Value(tickKey{}).(Tick)
-	return t, ok
+	switch t := ctx.Value(tickKey{}).(type) {
+	case Tick:
+		return t, true
+	case *Tick:
+		return *t, true
+	}
+	return Tick{}, false
+}
+
+// runCtx is a run's context: the term's base context plus the tick, in
+// one allocation.
+type runCtx struct {
+	context.Context
+	tick Tick
+}
+
+func (c *runCtx) Value(key any) any {
+	if key == (tickKey{}) {
+		return &c.tick
+	}
+	return c.Context.Value(key)
 }
 
 // Running reports how many runs have started and not returned, including
@@ -107,7 +188,17 @@ func (h *Host) Running() int { return int(h.running.Load()) }
 func (h *Host) Abandoned() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.abandoned
+	n := 0
+	keep := h.ended[:0]
+	for _, t := range h.ended {
+		if c := int(t.calls.Load()); c > 0 {
+			n += c
+			keep = append(keep, t)
+		}
+	}
+	clear(h.ended[len(keep):])
+	h.ended = keep
+	return n
 }
 
 // termRun is the state of one call of Lead.
@@ -118,12 +209,42 @@ type termRun struct {
 	cancelBase context.CancelCauseFunc
 	cancelLoop context.CancelCauseFunc
 
-	// guarded by h.mu
-	stopping bool
-	inflight int
-	idle     chan struct{} // closed when stopping and inflight == 0
-	calls    int           // job functions called and not returned
-	over     bool          // Lead returned
+	stopping atomic.Bool   // no new runs: the term is ending
+	inflight atomic.Int64  // runs admitted and not finished (queued ticks included)
+	idle     chan struct{} // closed once stopping and inflight is zero
+	idleOnce sync.Once
+	calls    atomic.Int64 // job functions called and not returned
+
+	startBuf []dueTick // reused by fireAll, on the loop's goroutine
+}
+
+// live reports whether the term's base context is still open (no lock:
+// runs ask on every start and end).
+func (t *termRun) live() bool {
+	select {
+	case <-t.base.Done():
+		return false
+	default:
+		return true
+	}
+}
+
+// begin counts a run in flight unless the term is stopping. Every true
+// begin is matched by one end.
+func (t *termRun) begin() bool {
+	t.inflight.Add(1)
+	if t.stopping.Load() {
+		t.end()
+		return false
+	}
+	return true
+}
+
+// end uncounts a run; the last one after a stop wakes the drain.
+func (t *termRun) end() {
+	if t.inflight.Add(-1) == 0 && t.stopping.Load() {
+		t.idleOnce.Do(func() { close(t.idle) })
+	}
 }
 
 // Lead runs the jobs until ctx ends, then stops starting runs and waits for
@@ -159,21 +280,26 @@ func (h *Host) Lead(ctx context.Context) error {
 
 	h.mu.Lock()
 	h.term = t
-	for _, j := range h.jobs {
-		j.active, j.queue, j.next = 0, nil, time.Time{}
-	}
 	h.mu.Unlock()
+	for _, j := range h.jobs {
+		j.mu.Lock()
+		j.active, j.queue, j.next = 0, nil, time.Time{}
+		j.mu.Unlock()
+	}
 	defer func() {
 		cancelLoop(nil)
 		cancelBase(errors.New("schedulerhost: term over"))
+		for _, j := range h.jobs {
+			j.mu.Lock()
+			j.next = time.Time{}
+			j.mu.Unlock()
+		}
 		h.mu.Lock()
-		t.over = true
-		h.abandoned += t.calls
+		if t.calls.Load() > 0 {
+			h.ended = append(h.ended, t)
+		}
 		h.term = nil
 		h.leading = false
-		for _, j := range h.jobs {
-			j.next = time.Time{}
-		}
 		h.mu.Unlock()
 	}()
 
@@ -191,117 +317,244 @@ func (t *termRun) lose(err error) {
 	t.cancelLoop(err)
 }
 
-// schedEntry is one job in the timer heap.
-type schedEntry struct {
-	job  *jobState
-	next time.Time
+// bucket holds the jobs whose next tick is the same instant: jobs that
+// share a schedule wake together, and a wake costs one heap operation and
+// a pass over its bucket, not one heap operation per job.
+type bucket struct {
+	at   time.Time
+	due  []dueTick
+	slot int // index in the heap
 }
 
-type schedHeap []*schedEntry
+type dueTick struct {
+	job  *jobState
+	tick time.Time
+}
 
-func (s schedHeap) Len() int           { return len(s) }
-func (s schedHeap) Less(i, j int) bool { return s[i].next.Before(s[j].next) }
-func (s schedHeap) Swap(i, j int)      { s[i], s[j] = s[j], s[i] }
-func (s *schedHeap) Push(x any)        { *s = append(*s, x.(*schedEntry)) }
-func (s *schedHeap) Pop() any {
-	old := *s
-	e := old[len(old)-1]
-	*s = old[:len(old)-1]
-	return e
+// timeline is a min-heap of buckets by instant, with an index by instant.
+type timeline struct {
+	heap   []*bucket
+	byTime map[int64]*bucket
+	spare  [][]dueTick // emptied bucket slices, reused
+}
+
+func (tl *timeline) less(i, j int) bool { return tl.heap[i].at.Before(tl.heap[j].at) }
+func (tl *timeline) swap(i, j int) {
+	tl.heap[i], tl.heap[j] = tl.heap[j], tl.heap[i]
+	tl.heap[i].slot, tl.heap[j].slot = i, j
+}
+
+func (tl *timeline) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !tl.less(i, p) {
+			return
+		}
+		tl.swap(i, p)
+		i = p
+	}
+}
+
+func (tl *timeline) down(i int) {
+	n := len(tl.heap)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && tl.less(r, l) {
+			m = r
+		}
+		if !tl.less(m, i) {
+			return
+		}
+		tl.swap(i, m)
+		i = m
+	}
+}
+
+// add schedules j at tick.
+func (tl *timeline) add(j *jobState, tick time.Time) {
+	k := tick.UnixNano()
+	b := tl.byTime[k]
+	if b == nil {
+		b = &bucket{at: tick, slot: len(tl.heap)}
+		if n := len(tl.spare); n > 0 {
+			b.due, tl.spare = tl.spare[n-1][:0], tl.spare[:n-1]
+		}
+		tl.byTime[k] = b
+		tl.heap = append(tl.heap, b)
+		tl.up(b.slot)
+	}
+	b.due = append(b.due, dueTick{j, tick})
+}
+
+// popDue removes and returns the earliest bucket if it is due at now.
+func (tl *timeline) popDue(now time.Time) *bucket {
+	if len(tl.heap) == 0 || tl.heap[0].at.After(now) {
+		return nil
+	}
+	b := tl.heap[0]
+	last := len(tl.heap) - 1
+	tl.swap(0, last)
+	tl.heap = tl.heap[:last]
+	if last > 0 {
+		tl.down(0)
+	}
+	delete(tl.byTime, b.at.UnixNano())
+	return b
 }
 
 // loop fires ticks from the first one after from until ctx ends. One
-// timer, one heap: each wake pops only the due entries.
+// timer over a heap of instants; at each wake the due runs start first,
+// then the next ticks are computed (once per distinct schedule and tick).
 func (t *termRun) loop(ctx context.Context, from time.Time) {
 	h := t.h
 	loc := h.cfg.Location
-	hp := make(schedHeap, 0, len(h.jobs))
-	h.mu.Lock()
+	tl := &timeline{byTime: map[int64]*bucket{}}
 	for _, j := range h.jobs {
 		n := j.sched.Next(from.In(loc))
 		if n.IsZero() {
 			continue
 		}
+		j.mu.Lock()
 		j.next = n
-		hp = append(hp, &schedEntry{job: j, next: n})
+		j.mu.Unlock()
+		tl.add(j, n)
 	}
-	h.mu.Unlock()
-	heap.Init(&hp)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	type memo struct{ tick, next time.Time }
+	nextOf := map[string]memo{} // by schedule spec: jobs sharing a spec share Next
+	var due []dueTick
 	for {
-		if len(hp) == 0 {
+		if len(tl.heap) == 0 {
 			<-ctx.Done()
 			return
 		}
-		timer.Reset(time.Until(hp[0].next))
+		timer.Reset(time.Until(tl.heap[0].at))
 		select {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
 		}
 		now := time.Now()
-		for len(hp) > 0 && !hp[0].next.After(now) {
-			e := hp[0]
-			tick := e.next
-			e.next = e.job.sched.Next(tick)
-			h.mu.Lock()
-			e.job.next = e.next
-			h.mu.Unlock()
-			if e.next.IsZero() {
-				heap.Pop(&hp)
-			} else {
-				heap.Fix(&hp, 0)
+		due = due[:0]
+		for b := tl.popDue(now); b != nil; b = tl.popDue(now) {
+			due = append(due, b.due...)
+			tl.spare = append(tl.spare, b.due)
+		}
+		t.fireAll(due)
+		clear(nextOf)
+		for _, d := range due {
+			m, ok := nextOf[d.job.Schedule]
+			if !ok || !m.tick.Equal(d.tick) {
+				m = memo{d.tick, d.job.sched.Next(d.tick)}
+				nextOf[d.job.Schedule] = m
 			}
-			t.fire(e.job, tick, false, false)
+			d.job.mu.Lock()
+			d.job.next = m.next
+			d.job.mu.Unlock()
+			if !m.next.IsZero() {
+				tl.add(d.job, m.next)
+			}
 		}
 	}
 }
 
-// fire starts a run of j for tick unless the overlap policy or a stop says
+// fireAll fires a batch of due ticks: each starts a run unless a stop or
+// the overlap policy says otherwise. The runs start before anything else
+// is done with the batch.
+func (t *termRun) fireAll(due []dueTick) {
+	var skipped []dueTick
+	start := t.startBuf[:0]
+	for _, d := range due {
+		if !t.begin() {
+			return
+		}
+		ok, skip := t.admit(d.job, d.tick)
+		if ok {
+			start = append(start, d)
+			continue
+		}
+		t.end()
+		if skip {
+			skipped = append(skipped, d)
+		}
+	}
+	for _, d := range start {
+		go t.runTick(d.job, d.tick, false, false)
+	}
+	t.startBuf = start
+	for _, d := range skipped {
+		t.skippedTick(d.job, d.tick)
+	}
+}
+
+// fire starts a run of j for tick unless a stop or the overlap policy says
 // otherwise. claimed means the ledger claim was made already.
 func (t *termRun) fire(j *jobState, tick time.Time, catchUp, claimed bool) {
-	h := t.h
-	h.mu.Lock()
-	if t.stopping {
-		h.mu.Unlock()
+	if !t.begin() {
 		return
 	}
+	ok, skip := t.admit(j, tick)
+	if ok {
+		go t.runTick(j, tick, catchUp, claimed)
+		return
+	}
+	t.end()
+	if skip {
+		t.skippedTick(j, tick)
+	}
+}
+
+// admit applies the overlap policy to a tick of j: ok says a run may
+// start now (counted active); otherwise the tick is queued (OverlapQueue
+// with room left) or skipped (skip says so, and it is counted).
+func (t *termRun) admit(j *jobState, tick time.Time) (ok, skip bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	if j.active > 0 {
 		switch j.Overlap {
 		case OverlapSkip:
 			j.skipped++
-			h.mu.Unlock()
-			h.log.Warn("tick skipped: previous run still going", "job", j.Name, "tick", tick, "overlap", j.Overlap)
-			if h.cfg.Observer != nil {
-				h.cfg.Observer.OverlapSkipped(j.Name)
-			}
-			return
+			return false, true
 		case OverlapQueue:
 			if len(j.queue) >= maxQueue {
 				j.skipped++
-				h.mu.Unlock()
-				h.log.Warn("tick skipped: queue full", "job", j.Name, "tick", tick, "queued", maxQueue)
-				if h.cfg.Observer != nil {
-					h.cfg.Observer.OverlapSkipped(j.Name)
-				}
-				return
+				return false, true
 			}
 			j.queue = append(j.queue, tick)
-			h.mu.Unlock()
-			return
+			return false, false
 		}
 	}
 	j.active++
-	t.inflight++
-	h.mu.Unlock()
-	go t.run(j, []time.Time{tick}, catchUp, claimed)
+	return true, false
+}
+
+// skippedTick logs and counts a tick the overlap policy did not run.
+func (t *termRun) skippedTick(j *jobState, tick time.Time) {
+	h := t.h
+	if j.Overlap == OverlapQueue {
+		h.log.Warn("tick skipped: queue full", "job", j.Name, "tick", tick, "queued", maxQueue)
+	} else {
+		h.log.Warn("tick skipped: previous run still going", "job", j.Name, "tick", tick, "overlap", j.Overlap)
+	}
+	if h.cfg.Observer != nil {
+		h.cfg.Observer.OverlapSkipped(j.Name)
+	}
+}
+
+// runTick runs one tick of j (then whatever the queue holds).
+func (t *termRun) runTick(j *jobState, tick time.Time, catchUp, claimed bool) {
+	t.runOne(j, tick, catchUp, claimed)
+	t.run(j, nil, false, false)
 }
 
 // run runs ticks of j one after another (more than one for a run-all
 // catch-up), then whatever the queue holds, then returns.
 func (t *termRun) run(j *jobState, ticks []time.Time, catchUp, claimed bool) {
-	h := t.h
 	for {
 		for i, tick := range ticks {
 			if !t.runOne(j, tick, catchUp, claimed) && claimed {
@@ -312,19 +565,16 @@ func (t *termRun) run(j *jobState, ticks []time.Time, catchUp, claimed bool) {
 				break
 			}
 		}
-		h.mu.Lock()
-		if j.Overlap == OverlapQueue && len(j.queue) > 0 && !t.stopping && t.base.Err() == nil {
+		j.mu.Lock()
+		if j.Overlap == OverlapQueue && len(j.queue) > 0 && !t.stopping.Load() && t.live() {
 			ticks, catchUp, claimed = j.queue[:1], false, false
 			j.queue = j.queue[1:]
-			h.mu.Unlock()
+			j.mu.Unlock()
 			continue
 		}
 		j.active--
-		t.inflight--
-		if t.stopping && t.inflight == 0 {
-			close(t.idle)
-		}
-		h.mu.Unlock()
+		j.mu.Unlock()
+		t.end()
 		return
 	}
 }
@@ -333,12 +583,14 @@ func (t *termRun) run(j *jobState, ticks []time.Time, catchUp, claimed bool) {
 // term is still live afterwards.
 func (t *termRun) runOne(j *jobState, tick time.Time, catchUp, claimed bool) bool {
 	h := t.h
-	log := h.log.With("job", j.Name, "tick", tick, "token", t.token)
+	if !claimed && t.stopping.Load() {
+		return true // not started: the term is stopping
+	}
 	if err := election.CheckTerm(t.base); err != nil {
 		if claimed {
 			t.finishNotStarted(j, tick, catchUp)
 		}
-		log.Warn("run not started: term over", "err", err)
+		h.log.Warn("run not started: term over", "job", j.Name, "tick", tick, "token", t.token, "err", err)
 		return false
 	}
 	if !claimed && h.cfg.Ledger != nil {
@@ -348,36 +600,33 @@ func (t *termRun) runOne(j *jobState, tick time.Time, catchUp, claimed bool) boo
 		// The claim took I/O: check the term again right before the start.
 		if err := election.CheckTerm(t.base); err != nil {
 			t.finishNotStarted(j, tick, catchUp)
-			log.Warn("run not started: term over", "err", err)
+			h.log.Warn("run not started: term over", "job", j.Name, "tick", tick, "token", t.token, "err", err)
 			return false
 		}
 	}
 
-	ctx, cancel := context.WithCancelCause(context.WithValue(t.base, tickKey{}, Tick{Job: j.Name, Time: tick, CatchUp: catchUp}))
-	defer cancel(nil)
+	// The run ends with the term's base context (loss, shutdown timeout);
+	// only a Timeout needs a context of its own, registered with the base.
+	var ctx context.Context = &runCtx{Context: t.base, tick: Tick{Job: j.Name, Time: tick, CatchUp: catchUp}}
 	if j.Timeout > 0 {
-		var c2 context.CancelFunc
-		ctx, c2 = context.WithTimeoutCause(ctx, j.Timeout, ErrJobTimeout)
-		defer c2()
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, j.Timeout, ErrJobTimeout)
+		defer cancel()
 	}
 	started := time.Now()
 	lateness := started.Sub(tick)
 	if h.cfg.Observer != nil {
 		h.cfg.Observer.RunStarted(j.Name, tick, lateness)
 	}
-	log.Info("run started", "catch_up", catchUp, "late", lateness.Round(time.Microsecond))
-	h.running.Add(1)
-	h.mu.Lock()
-	t.calls++
-	h.mu.Unlock()
-	err := call(ctx, j.Run)
-	h.running.Add(-1)
-	h.mu.Lock()
-	t.calls--
-	if t.over {
-		h.abandoned--
+	logInfo := h.log.Enabled(context.Background(), slog.LevelInfo) // skip boxing the attributes when off
+	if logInfo {
+		h.log.Info("run started", "job", j.Name, "tick", tick, "token", t.token, "catch_up", catchUp, "late", lateness.Round(time.Microsecond))
 	}
-	h.mu.Unlock()
+	h.running.Add(1)
+	t.calls.Add(1)
+	err := call(ctx, j.Run)
+	t.calls.Add(-1)
+	h.running.Add(-1)
 	took := time.Since(started)
 
 	res := ResultOK
@@ -401,12 +650,12 @@ func (t *termRun) runOne(j *jobState, tick time.Time, catchUp, claimed bool) boo
 	r := Run{Job: j.Name, Tick: tick, Instance: h.cfg.Instance, Token: t.token, CatchUp: catchUp, Started: started, Ended: time.Now(), Result: res}
 	if err != nil {
 		r.Error = err.Error()
-		log.Error("run ended", "result", res, "took", took.Round(time.Microsecond), "err", err)
-	} else {
-		log.Info("run ended", "result", res, "took", took.Round(time.Microsecond))
+		h.log.Error("run ended", "job", j.Name, "tick", tick, "token", t.token, "result", res, "took", took.Round(time.Microsecond), "err", err)
+	} else if logInfo {
+		h.log.Info("run ended", "job", j.Name, "tick", tick, "token", t.token, "result", res, "took", took.Round(time.Microsecond))
 	}
-	t.record(r)
-	return t.base.Err() == nil
+	t.record(j, r)
+	return t.live()
 }
 
 // claim claims tick in the ledger; on a stale term it ends the term.
@@ -434,23 +683,16 @@ func (t *termRun) claim(j *jobState, tick time.Time, catchUp bool) error {
 
 func (t *termRun) finishNotStarted(j *jobState, tick time.Time, catchUp bool) {
 	now := time.Now()
-	t.record(Run{Job: j.Name, Tick: tick, Instance: t.h.cfg.Instance, Token: t.token, CatchUp: catchUp,
+	t.record(j, Run{Job: j.Name, Tick: tick, Instance: t.h.cfg.Instance, Token: t.token, CatchUp: catchUp,
 		Started: now, Ended: now, Result: ResultCancelled, Error: "claimed but not started: term ended"})
 }
 
-// record keeps r in the local history and stores it in the ledger.
-func (t *termRun) record(r Run) {
+// record keeps r in j's local history and stores it in the ledger.
+func (t *termRun) record(j *jobState, r Run) {
 	h := t.h
-	h.mu.Lock()
-	for _, j := range h.jobs {
-		if j.Name == r.Job {
-			j.recent = append(j.recent, r)
-			if len(j.recent) > recentRuns {
-				j.recent = j.recent[1:]
-			}
-		}
-	}
-	h.mu.Unlock()
+	j.mu.Lock()
+	j.keep(r)
+	j.mu.Unlock()
 	if h.cfg.Ledger == nil {
 		return
 	}
@@ -475,16 +717,16 @@ func call(ctx context.Context, f func(context.Context) error) (err error) {
 func (t *termRun) drain(cause error) error {
 	h := t.h
 	start := time.Now()
-	h.mu.Lock()
-	t.stopping = true
+	t.stopping.Store(true)
 	for _, j := range h.jobs {
+		j.mu.Lock()
 		j.queue = nil
+		j.mu.Unlock()
 	}
-	n := t.inflight
+	n := int(t.inflight.Load())
 	if n == 0 {
-		close(t.idle)
+		t.idleOnce.Do(func() { close(t.idle) })
 	}
-	h.mu.Unlock()
 
 	wait := func(d time.Duration) bool {
 		timer := time.NewTimer(d)
@@ -506,17 +748,13 @@ func (t *termRun) drain(cause error) error {
 			h.log.Info("draining", "token", t.token, "runs", n, "timeout", h.cfg.ShutdownTimeout)
 		}
 		if !wait(h.cfg.ShutdownTimeout) {
-			h.mu.Lock()
-			n = t.inflight
-			h.mu.Unlock()
+			n = int(t.inflight.Load())
 			h.log.Error("drain timed out: cancelling runs", "token", t.token, "runs", n, "timeout", h.cfg.ShutdownTimeout)
 			t.cancelBase(ErrShutdownTimeout)
 			wait(h.cfg.KillGrace)
 		}
 	}
-	h.mu.Lock()
-	left := t.inflight
-	h.mu.Unlock()
+	left := int(t.inflight.Load())
 	took := time.Since(start)
 	if h.cfg.Observer != nil {
 		h.cfg.Observer.Drained(took, left)

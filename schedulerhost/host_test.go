@@ -3,6 +3,7 @@ package schedulerhost_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -419,5 +420,50 @@ func TestHost_StaleClaimEndsTheTerm(t *testing.T) {
 		default:
 		}
 		n.stop(t)
+	})
+}
+
+func TestHost_ManySchedulesFireOnTheirTicks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemory()
+		specs := []string{"@every 1s", "*/2 * * * * *", "*/3 * * * * *", "@every 7s", "0 * * * * *", "CRON_TZ=Asia/Kolkata */5 * * * * *"}
+		var mu sync.Mutex
+		got := map[string][]time.Time{}
+		var jobs []schedulerhost.Job
+		for i := range 60 { // 10 jobs per spec: they share buckets
+			spec := specs[i%len(specs)]
+			name := fmt.Sprintf("j%02d", i)
+			jobs = append(jobs, schedulerhost.Job{Name: name, Schedule: spec, Run: func(ctx context.Context) error {
+				tk, _ := schedulerhost.TickFromContext(ctx)
+				if time.Since(tk.Time) != 0 {
+					t.Errorf("%s started %v after its tick", name, time.Since(tk.Time))
+				}
+				mu.Lock()
+				got[name] = append(got[name], tk.Time)
+				mu.Unlock()
+				return nil
+			}})
+		}
+		n := startNode(t, m, "a", schedulerhost.Config{Jobs: jobs})
+		start := time.Now()
+		time.Sleep(2*time.Minute + 500*time.Millisecond)
+		n.stop(t)
+		for i, j := range jobs {
+			s, _ := schedulerhost.ParseSchedule(j.Schedule)
+			var want []time.Time
+			for tk := s.Next(start); !tk.After(start.Add(2*time.Minute + 500*time.Millisecond)); tk = s.Next(tk) {
+				want = append(want, tk)
+			}
+			if len(got[j.Name]) != len(want) {
+				t.Errorf("job %d (%s): %d runs, want %d", i, j.Schedule, len(got[j.Name]), len(want))
+				continue
+			}
+			for k := range want {
+				if !got[j.Name][k].Equal(want[k]) {
+					t.Errorf("job %d (%s): run %d at tick %v, want %v", i, j.Schedule, k, got[j.Name][k], want[k])
+					break
+				}
+			}
+		}
 	})
 }

@@ -21,18 +21,18 @@ type JobStatus struct {
 // Status describes every job. It does not block on I/O.
 func (h *Host) Status() []JobStatus {
 	now := time.Now().In(h.cfg.Location)
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	out := make([]JobStatus, 0, len(h.jobs))
 	for _, j := range h.jobs {
+		j.mu.Lock()
 		s := JobStatus{Name: j.Name, Schedule: j.Schedule, Overlap: j.Overlap, Misfire: j.Misfire,
 			Next: j.next, Running: j.active, Skipped: j.skipped}
 		if s.Next.IsZero() {
 			s.Next = j.sched.Next(now)
 		}
-		for i := len(j.recent) - 1; i >= 0; i-- {
-			s.Recent = append(s.Recent, j.recent[i])
+		if len(j.recent) > 0 {
+			s.Recent = j.recentNewestFirst(recentRuns, h.cfg.Instance)
 		}
+		j.mu.Unlock()
 		if len(s.Recent) > 0 {
 			r := s.Recent[0]
 			s.LastRun = &r
@@ -59,16 +59,14 @@ func (h *Host) History(ctx context.Context, job string, n int) ([]Run, error) {
 	if h.cfg.Ledger != nil {
 		return h.cfg.Ledger.History(ctx, job, n)
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	var out []Run
 	for _, j := range h.jobs {
 		if j.Name != job {
 			continue
 		}
-		for i := len(j.recent) - 1; i >= 0 && len(out) < n; i-- {
-			out = append(out, j.recent[i])
-		}
+		j.mu.Lock()
+		out = append(out, j.recentNewestFirst(n, h.cfg.Instance)...)
+		j.mu.Unlock()
 	}
 	return out, nil
 }
