@@ -3,7 +3,7 @@
 # etcdctl and Consul tests run them.
 GO ?= go
 
-.PHONY: test vet fmt-check tools demo soak
+.PHONY: test vet fmt-check tools demo soak bench
 
 # The e2e fault suite (short profile) runs on its own, in the package's
 # directory, so that go test prints its per-backend summary.
@@ -37,3 +37,8 @@ tools:
 
 demo:
 	$(GO) run ./cmd/demo cluster
+
+# Benchmarks beside the tools users would otherwise pick (bench/, its own
+# module): writes docs/benchmarks.md. About 10 minutes on 2 cores.
+bench: tools
+	sh bench/run.sh
