@@ -206,7 +206,7 @@ func newMySQL(ctx context.Context) (*backend, error) {
 		close: func() {
 			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			for _, q := range []string{"DROP TABLE IF EXISTS %s_runs", "DROP TABLE IF EXISTS %s_ticks", "DROP TABLE IF EXISTS %s", "DROP TABLE IF EXISTS %s_token_seq"} {
+			for _, q := range []string{"DROP TABLE IF EXISTS %s_runs", "DROP TABLE IF EXISTS %s_ticks", "DROP TABLE IF EXISTS %s", "DROP TABLE IF EXISTS %s_seq"} {
 				_, _ = admin.ExecContext(cctx, fmt.Sprintf(q, table))
 			}
 			_, _ = admin.ExecContext(cctx, fmt.Sprintf("DROP USER IF EXISTS '%s'@'%%'", user))
