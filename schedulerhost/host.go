@@ -663,7 +663,27 @@ func (t *termRun) claim(j *jobState, tick time.Time, catchUp bool) error {
 	h := t.h
 	ctx, cancel := context.WithTimeout(t.base, ledgerTimeout)
 	defer cancel()
-	err := h.cfg.Ledger.Claim(ctx, Claim{Job: j.Name, Tick: tick, Token: t.token, Instance: h.cfg.Instance, CatchUp: catchUp, Started: time.Now()})
+	c := Claim{Job: j.Name, Tick: tick, Token: t.token, Instance: h.cfg.Instance, CatchUp: catchUp, Started: time.Now()}
+	err := h.cfg.Ledger.Claim(ctx, c)
+	// An error that is neither a refusal nor a stale term leaves the claim
+	// unknown: it may have been recorded. Ask again while the term and the
+	// claim's time allow; "already claimed" then means ours if the history
+	// holds this tick with this term's token.
+	for pause := 100 * time.Millisecond; err != nil && ctx.Err() == nil && t.live() &&
+		!errors.Is(err, election.ErrLeadershipLost) && !errors.Is(err, ErrTickClaimed); pause *= 2 {
+		h.log.Warn("claim failed, asking again", "job", j.Name, "tick", tick, "token", t.token, "err", err)
+		select {
+		case <-ctx.Done():
+			continue
+		case <-time.After(pause):
+		}
+		c.Started = time.Now()
+		err = h.cfg.Ledger.Claim(ctx, c)
+		if errors.Is(err, ErrTickClaimed) && t.claimedByUs(ctx, j, tick) {
+			h.log.Info("claim confirmed: the failed attempt had been recorded", "job", j.Name, "tick", tick, "token", t.token)
+			err = nil
+		}
+	}
 	switch {
 	case err == nil:
 		return nil
@@ -679,6 +699,21 @@ func (t *termRun) claim(j *jobState, tick time.Time, catchUp bool) error {
 		}
 	}
 	return err
+}
+
+// claimedByUs reports whether the ledger's history shows tick of j claimed
+// with this term's token.
+func (t *termRun) claimedByUs(ctx context.Context, j *jobState, tick time.Time) bool {
+	runs, err := t.h.cfg.Ledger.History(ctx, j.Name, 3)
+	if err != nil {
+		return false
+	}
+	for _, r := range runs {
+		if r.Tick.Equal(tick) && r.Token == t.token {
+			return true
+		}
+	}
+	return false
 }
 
 func (t *termRun) finishNotStarted(j *jobState, tick time.Time, catchUp bool) {

@@ -467,3 +467,55 @@ func TestHost_ManySchedulesFireOnTheirTicks(t *testing.T) {
 		}
 	})
 }
+
+// flakyLedger fails some claims with an error that leaves them unknown:
+// lost ones were not recorded; committed ones were.
+type flakyLedger struct {
+	schedulerhost.Ledger
+	mu        sync.Mutex
+	calls     int
+	lostAt    int // this call fails without recording
+	commitAt  int // this call records, then fails
+	ambiguous error
+}
+
+func (f *flakyLedger) Claim(ctx context.Context, c schedulerhost.Claim) error {
+	f.mu.Lock()
+	f.calls++
+	n := f.calls
+	f.mu.Unlock()
+	switch n {
+	case f.lostAt:
+		return f.ambiguous
+	case f.commitAt:
+		if err := f.Ledger.Claim(ctx, c); err != nil {
+			return err
+		}
+		return f.ambiguous
+	}
+	return f.Ledger.Claim(ctx, c)
+}
+
+func TestHost_AmbiguousClaimIsAskedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemory()
+		var st starts
+		fl := &flakyLedger{Ledger: m.Ledger(), lostAt: 1, commitAt: 3, ambiguous: errors.New("connection reset by peer")}
+		n := startNode(t, m, "a", schedulerhost.Config{Ledger: fl, Jobs: []schedulerhost.Job{{
+			Name: "t", Schedule: "@every 1s",
+			Run:  func(ctx context.Context) error { st.add(ctx); return nil },
+		}}})
+		time.Sleep(3500 * time.Millisecond)
+		n.stop(t)
+		// Tick 1: lost, asked again, runs. Tick 2: fine. Tick 3: recorded
+		// but failed, asked again: "already claimed" by us, so it runs.
+		if st.count() != 3 {
+			t.Fatalf("runs = %d (ticks %v), want 3: an unknown claim must be asked again, not lose the tick", st.count(), st.ticks)
+		}
+		for i := 1; i < len(st.ticks); i++ {
+			if !st.ticks[i].Equal(st.ticks[i-1].Add(time.Second)) {
+				t.Errorf("ticks %v: want three consecutive seconds", st.ticks)
+			}
+		}
+	})
+}
