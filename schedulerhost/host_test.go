@@ -503,7 +503,7 @@ func TestHost_AmbiguousClaimIsAskedAgain(t *testing.T) {
 		fl := &flakyLedger{Ledger: m.Ledger(), lostAt: 1, commitAt: 3, ambiguous: errors.New("connection reset by peer")}
 		n := startNode(t, m, "a", schedulerhost.Config{Ledger: fl, Jobs: []schedulerhost.Job{{
 			Name: "t", Schedule: "@every 1s",
-			Run:  func(ctx context.Context) error { st.add(ctx); return nil },
+			Run: func(ctx context.Context) error { st.add(ctx); return nil },
 		}}})
 		time.Sleep(3500 * time.Millisecond)
 		n.stop(t)
