@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -89,6 +90,18 @@ func latenessRun(runner string, jobs int, warm, window time.Duration) (dist, int
 		ctx, cancel := context.WithDeadline(context.Background(), stopAt)
 		defer cancel()
 		el.Run(ctx, h.Lead)
+	case "floor":
+		// No scheduler: sleep to each second and start one bare goroutine
+		// per job, the least any goroutine-per-run runner can do.
+		arm()
+		var wg sync.WaitGroup
+		for tick := time.Now().Truncate(time.Second).Add(time.Second); tick.Before(stopAt); tick = tick.Add(time.Second) {
+			time.Sleep(time.Until(tick))
+			for range jobs {
+				wg.Go(func() { sm.record(tick, time.Now()) })
+			}
+		}
+		wg.Wait()
 	case "robfig":
 		c := cron.New(cron.WithSeconds())
 		for range jobs {

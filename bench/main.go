@@ -100,7 +100,7 @@ func run() error {
 
 	if want("lateness") {
 		for _, jobs := range []int{1, 1000, 10000} {
-			for _, runner := range []string{"baton", "robfig", "gocron"} {
+			for _, runner := range []string{"baton", "robfig", "gocron", "floor"} {
 				w := o.latWindow
 				if jobs == 1 {
 					w = o.latWindow1
