@@ -285,7 +285,7 @@ func (b *Backend) release(ctx context.Context, token uint64) error {
 	if _, err := b.cfg.DB.ExecContext(ctx, b.q.release, args...); err != nil {
 		return b.wrap("release", err)
 	}
-	b.log.Info("released leadership", "token", token)
+	b.log.Debug("row released", "token", token)
 	return nil
 }
 
