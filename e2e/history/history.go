@@ -525,17 +525,27 @@ func stamp(t time.Time) string {
 	return t.Format(time.RFC3339Nano)
 }
 
-// ParseRunLog reads the lines jobs append: "S <job> <tick RFC3339> <token>
-// <instance> <start unix ns> <catch-up 0|1>" at the start of a run, and
-// "E ..." lines at the end (ignored here).
-func ParseRunLog(rd io.Reader) ([]Start, error) {
-	var out []Start
+// runLine is one parsed line of a run log.
+type runLine struct {
+	job      string
+	tick     time.Time
+	token    uint64
+	instance string
+	at       time.Time
+	last     string // catch-up flag ("S") or status ("E")
+	line     int
+}
+
+// parseRunLines reads the lines of rd that start with kind: "<kind> <job>
+// <tick RFC3339> <token> <instance> <unix ns> <last>".
+func parseRunLines(rd io.Reader, kind, atName string) ([]runLine, error) {
+	var out []runLine
 	sc := bufio.NewScanner(rd)
 	n := 0
 	for sc.Scan() {
 		n++
 		f := strings.Fields(sc.Text())
-		if len(f) == 0 || f[0] != "S" {
+		if len(f) == 0 || f[0] != kind {
 			continue
 		}
 		if len(f) != 7 {
@@ -551,41 +561,38 @@ func ParseRunLog(rd io.Reader) ([]Start, error) {
 		}
 		ns, err := strconv.ParseInt(f[5], 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("run log line %d: start: %w", n, err)
+			return nil, fmt.Errorf("run log line %d: %s: %w", n, atName, err)
 		}
-		out = append(out, Start{Job: f[1], Tick: tick, Token: tok, Instance: f[4], At: time.Unix(0, ns), CatchUp: f[6] == "1", Line: n})
+		out = append(out, runLine{job: f[1], tick: tick, token: tok, instance: f[4], at: time.Unix(0, ns), last: f[6], line: n})
 	}
 	return out, sc.Err()
+}
+
+// ParseRunLog reads the lines jobs append: "S <job> <tick RFC3339> <token>
+// <instance> <start unix ns> <catch-up 0|1>" at the start of a run, and
+// "E ..." lines at the end (ignored here).
+func ParseRunLog(rd io.Reader) ([]Start, error) {
+	lines, err := parseRunLines(rd, "S", "start")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Start, 0, len(lines))
+	for _, l := range lines {
+		out = append(out, Start{Job: l.job, Tick: l.tick, Token: l.token, Instance: l.instance, At: l.at, CatchUp: l.last == "1", Line: l.line})
+	}
+	return out, nil
 }
 
 // ParseEnds reads the "E <job> <tick RFC3339> <token> <instance> <end unix
 // ns> <status>" lines of a run log.
 func ParseEnds(rd io.Reader) ([]End, error) {
-	var out []End
-	sc := bufio.NewScanner(rd)
-	n := 0
-	for sc.Scan() {
-		n++
-		f := strings.Fields(sc.Text())
-		if len(f) == 0 || f[0] != "E" {
-			continue
-		}
-		if len(f) != 7 {
-			return nil, fmt.Errorf("run log line %d: %d fields, want 7: %q", n, len(f), sc.Text())
-		}
-		tick, err := time.Parse(time.RFC3339Nano, f[2])
-		if err != nil {
-			return nil, fmt.Errorf("run log line %d: tick: %w", n, err)
-		}
-		tok, err := strconv.ParseUint(f[3], 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("run log line %d: token: %w", n, err)
-		}
-		ns, err := strconv.ParseInt(f[5], 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("run log line %d: end: %w", n, err)
-		}
-		out = append(out, End{Job: f[1], Tick: tick, Token: tok, Instance: f[4], At: time.Unix(0, ns), Line: n})
+	lines, err := parseRunLines(rd, "E", "end")
+	if err != nil {
+		return nil, err
 	}
-	return out, sc.Err()
+	out := make([]End, 0, len(lines))
+	for _, l := range lines {
+		out = append(out, End{Job: l.job, Tick: l.tick, Token: l.token, Instance: l.instance, At: l.at, Line: l.line})
+	}
+	return out, nil
 }
