@@ -121,5 +121,5 @@ func (t *termRun) catchUpJob(ctx context.Context, j *jobState, termStart time.Ti
 	j.mu.Lock()
 	j.active++
 	j.mu.Unlock()
-	go t.run(j, claimed, true, true)
+	go t.run(j, claimed, true, true, nil)
 }

@@ -548,16 +548,24 @@ func (t *termRun) skippedTick(j *jobState, tick time.Time) {
 
 // runTick runs one tick of j (then whatever the queue holds).
 func (t *termRun) runTick(j *jobState, tick time.Time, catchUp, claimed bool) {
-	t.runOne(j, tick, catchUp, claimed)
-	t.run(j, nil, false, false)
+	var done []Run
+	t.runOne(j, tick, catchUp, claimed, &done)
+	t.run(j, nil, false, false, done)
 }
 
 // run runs ticks of j one after another (more than one for a run-all
-// catch-up), then whatever the queue holds, then returns.
-func (t *termRun) run(j *jobState, ticks []time.Time, catchUp, claimed bool) {
+// catch-up), then whatever the queue holds, then returns. done holds runs
+// finished and not yet recorded: the last run is recorded (a ledger write)
+// after the job stops counting as active, so that write does not make the
+// next tick look like an overlap.
+func (t *termRun) run(j *jobState, ticks []time.Time, catchUp, claimed bool, done []Run) {
 	for {
 		for i, tick := range ticks {
-			if !t.runOne(j, tick, catchUp, claimed) && claimed {
+			for _, r := range done {
+				t.record(j, r)
+			}
+			done = done[:0]
+			if !t.runOne(j, tick, catchUp, claimed, &done) && claimed {
 				// The term ended: record the claimed ticks left as not run.
 				for _, rest := range ticks[i+1:] {
 					t.finishNotStarted(j, rest, catchUp)
@@ -574,14 +582,18 @@ func (t *termRun) run(j *jobState, ticks []time.Time, catchUp, claimed bool) {
 		}
 		j.active--
 		j.mu.Unlock()
+		for _, r := range done {
+			t.record(j, r)
+		}
 		t.end()
 		return
 	}
 }
 
-// runOne claims (unless claimed) and runs one tick. It reports whether the
-// term is still live afterwards.
-func (t *termRun) runOne(j *jobState, tick time.Time, catchUp, claimed bool) bool {
+// runOne claims (unless claimed) and runs one tick; a run it started is
+// appended to done for the caller to record. It reports whether the term
+// is still live afterwards.
+func (t *termRun) runOne(j *jobState, tick time.Time, catchUp, claimed bool, done *[]Run) bool {
 	h := t.h
 	if !claimed && t.stopping.Load() {
 		return true // not started: the term is stopping
@@ -654,7 +666,7 @@ func (t *termRun) runOne(j *jobState, tick time.Time, catchUp, claimed bool) boo
 	} else if logInfo {
 		h.log.Info("run ended", "job", j.Name, "tick", tick, "token", t.token, "result", res, "took", took.Round(time.Microsecond))
 	}
-	t.record(j, r)
+	*done = append(*done, r)
 	return t.live()
 }
 
