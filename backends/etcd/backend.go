@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,13 +60,14 @@ func New(cfg Config) (*Backend, error) {
 // Timing returns the lease timing in use, defaults applied.
 func (b *Backend) Timing() election.Timing { return b.timing }
 
-// Acquire implements election.Backend. It grants a fresh etcd lease, puts
-// the key PREFIX/<lease id in hex> with the JSON of id under it, and waits
-// until every key of the election created before it is gone. The lease is
-// kept alive from the start; if it ends while campaigning, Acquire revokes
-// what is left and returns an error wrapping ErrCampaignLost. When ctx is
-// done it revokes the lease (bounded by a fresh short timeout) and returns
-// an error wrapping ctx.Err().
+// Acquire implements election.Backend. It opens the keepalive stream of a
+// new lease (with a password, the server checks it then), grants a fresh
+// etcd lease, puts the key PREFIX/<lease id in hex> with the JSON of id
+// under it, and waits until every key of the election created before it
+// is gone. The lease is kept alive from the start; if it ends while
+// campaigning, Acquire revokes what is left and returns an error wrapping
+// ErrCampaignLost. When ctx is done it revokes the lease (bounded by a
+// fresh short timeout) and returns an error wrapping ctx.Err().
 //
 // Before returning a lease it checks that its key still exists under its
 // lease and that the local deadline has not passed (etcd#19597).
@@ -74,13 +76,23 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (election.L
 	if err != nil {
 		return nil, fmt.Errorf("etcd: acquire: encode identity: %w", err)
 	}
+	// The keepalive stream is opened first: with a user and password,
+	// opening it waits for the server to check the password, which must
+	// not count against the lease's TTL.
+	ka := newKeeper(b.cli)
+	if err := ka.open(ctx); err != nil {
+		ka.close()
+		return nil, b.acquireErr(ctx, "open keepalive stream", err)
+	}
 	sent := time.Now()
 	g, err := b.cli.Grant(ctx, int64(b.timing.TTL/time.Second))
 	if err != nil {
+		ka.close()
 		return nil, b.acquireErr(ctx, "grant lease", err)
 	}
-	l := &lease{b: b, id: g.ID, key: fmt.Sprintf("%s%x", b.keys, g.ID)}
+	l := &lease{b: b, ka: ka, id: g.ID, key: fmt.Sprintf("%s%x", b.keys, g.ID)}
 	log := b.log.With("key", l.key)
+	ka.log = log // before the renew loop starts, which alone reads it
 
 	put, err := b.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", 0)).
@@ -91,6 +103,7 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (election.L
 	}
 	if err != nil {
 		b.revoke(g.ID, log)
+		ka.close()
 		return nil, b.acquireErr(ctx, "put key", err)
 	}
 	l.rev = put.Header.Revision
@@ -107,7 +120,7 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (election.L
 
 	if err := b.campaign(ctx, l); err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		if rerr := l.ManagedLease.Release(rctx); rerr != nil {
+		if rerr := l.Release(rctx); rerr != nil {
 			log.Warn("revoking lease after failed campaign", "err", rerr)
 		}
 		cancel()
@@ -121,7 +134,7 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (election.L
 }
 
 // campaign waits until l's key has the lowest create revision of the
-// election, then checks that l still holds (etcd#19597).
+// election's candidates, then checks that l still holds (etcd#19597).
 func (b *Backend) campaign(ctx context.Context, l *lease) error {
 	cctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	stop := make(chan struct{})
@@ -147,16 +160,21 @@ func (b *Backend) campaign(ctx context.Context, l *lease) error {
 		return b.acquireErr(ctx, what, err)
 	}
 
-	before := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(l.rev-1))
 	for {
-		resp, err := b.cli.Get(cctx, b.keys, before...)
+		cands, err := b.candidates(cctx, false)
 		if err != nil {
 			return fail("list earlier candidates", err)
 		}
-		if len(resp.Kvs) == 0 {
+		var prev *candidate // created last before l
+		for i, c := range cands {
+			if c.kv.CreateRevision < l.rev && (prev == nil || c.kv.CreateRevision > prev.kv.CreateRevision) {
+				prev = &cands[i]
+			}
+		}
+		if prev == nil {
 			break
 		}
-		if err := waitDelete(cctx, b.cli, string(resp.Kvs[0].Key), resp.Header.Revision+1); err != nil {
+		if err := waitDelete(cctx, b.cli, string(prev.kv.Key), prev.seen+1); err != nil {
 			return fail("wait for earlier candidate", err)
 		}
 	}
@@ -179,6 +197,52 @@ func (b *Backend) campaign(ctx context.Context, l *lease) error {
 		return fail("check lease", l.Err())
 	}
 	return nil
+}
+
+// candidatePage is how many keys one read of the candidates returns.
+const candidatePage = 128
+
+// candidate is a key of the election and the revision it was read at.
+type candidate struct {
+	kv   *mvccpb.KeyValue
+	seen int64
+}
+
+// candidates reads the election's candidates: the keys directly under
+// PREFIX/, whose name after it has no slash (PREFIX/<lease id>), in key
+// order, with their values if values is set. Keys further down belong to
+// nested elections (PREFIX/eu/<lease id>) and to their ledgers
+// (PREFIX/eu-ledger/...): each such subtree is skipped with one read, so
+// that neither takes part in this election. Reads are not pinned to one
+// revision: a key missing from the result was deleted, and no key created
+// later can have a lower create revision than one read.
+func (b *Backend) candidates(ctx context.Context, values bool) ([]candidate, error) {
+	end := clientv3.GetPrefixRangeEnd(b.keys)
+	opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(candidatePage)}
+	if !values {
+		opts = append(opts, clientv3.WithKeysOnly())
+	}
+	var cands []candidate
+	for start := b.keys; ; {
+		resp, err := b.cli.Get(ctx, start, opts...)
+		if err != nil {
+			return nil, err
+		}
+		more := resp.More
+		for _, kv := range resp.Kvs {
+			name := string(kv.Key[len(b.keys):])
+			if i := strings.IndexByte(name, '/'); i >= 0 {
+				start = b.keys + name[:i] + "0" // '0' follows '/': past the subtree
+				more = true
+				break
+			}
+			cands = append(cands, candidate{kv: kv, seen: resp.Header.Revision})
+			start = string(kv.Key) + "\x00"
+		}
+		if !more {
+			return cands, nil
+		}
+	}
 }
 
 // waitDelete blocks until key is deleted at or after revision rev. It

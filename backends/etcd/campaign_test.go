@@ -3,6 +3,8 @@ package etcd_test
 import (
 	"context"
 	"errors"
+	"runtime/pprof"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,12 +125,24 @@ func TestAcquire_LeaseExpiresWhileCampaigning(t *testing.T) {
 	cut := time.Now()
 	// b's lease expires on the server: its key goes.
 	waitFor(t, 10*time.Second, "b's key to expire", func() bool { return countKeys(t, check, pfx) == 1 })
-	t.Logf("b's key expired on the server %v after the cut", time.Since(cut).Round(time.Millisecond))
+	expired := time.Now()
+	t.Logf("b's key expired on the server %v after the cut", expired.Sub(cut).Round(time.Millisecond))
 	var r attempt
 	select {
 	case r = <-attempts:
 	case <-time.After(5 * time.Second):
-		t.Fatal("b's Acquire did not fail after its lease ended")
+		// Seen once under ci-loaded: keep the goroutines and the time it
+		// finally took, to find what held the campaign.
+		var dump strings.Builder
+		_ = pprof.Lookup("goroutine").WriteTo(&dump, 1)
+		t.Logf("goroutines 5s after b's key expired:\n%s", dump.String())
+		select {
+		case r = <-attempts:
+			t.Fatalf("b's Acquire failed only %v after the cut (%v after its key expired), want within 5s of the expiry: %v",
+				r.at.Sub(cut).Round(time.Millisecond), r.at.Sub(expired).Round(time.Millisecond), r.err)
+		case <-time.After(20 * time.Second):
+			t.Fatal("b's Acquire did not fail within 25s after its lease ended")
+		}
 	}
 	if r.lease != nil {
 		t.Fatalf("b acquired while a led (key held: %v, %s)", r.held, r.why)

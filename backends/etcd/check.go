@@ -52,7 +52,7 @@ func (b *Backend) Check(ctx context.Context) error {
 	return nil
 }
 
-func (b *Backend) ledgerPrefix() string { return b.prefix + "-ledger/" }
+func (b *Backend) ledgerPrefix() string { return b.prefix + ledgerSuffix + "/" }
 
 // explain adds to an authentication or permission error what the server
 // wants.

@@ -31,7 +31,10 @@ type Config struct {
 	// Prefix names the election, e.g. "/baton/elections/reports". Required,
 	// without a trailing slash. Candidates put their keys under Prefix+"/",
 	// as concurrency.Election does, so `etcdctl elect -l PREFIX` shows the
-	// leader. The ledger uses Prefix+"-ledger/".
+	// leader. The ledger uses Prefix+"-ledger/", so no path segment of a
+	// Prefix may end with "-ledger" (New refuses it). Elections may nest
+	// ("/baton/elections/reports" and "/baton/elections/reports/eu"): keys
+	// further down than Prefix+"/<name>" are not candidates of Prefix.
 	Prefix string
 	// Timing is the lease timing. TTL must be whole seconds, at least
 	// MinTTL; zero means DefaultTTL. See election.Timing for the others.
@@ -62,12 +65,37 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("Prefix %q: required", c.Prefix))
 	case strings.HasSuffix(c.Prefix, "/"):
 		errs = append(errs, fmt.Errorf("Prefix %q: must not end with a slash (keys go under Prefix + \"/\")", c.Prefix))
+	default:
+		if err := notInLedger(c.Prefix); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := c.Timing.Validate(MinTTL, time.Second); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("etcd: invalid config: %w", err)
+	}
+	return nil
+}
+
+// ledgerSuffix ends the name of the key prefix of an election's ledger:
+// election P keeps its ledger under P + ledgerSuffix + "/".
+const ledgerSuffix = "-ledger"
+
+// notInLedger refuses a prefix with a path segment S-ledger (S not
+// empty): that is where election S keeps its ledger, whose keys
+// (S-ledger/<job>/last, ...) would be taken for candidates, and S's
+// ledger and this election would share one key prefix and its
+// permissions.
+func notInLedger(prefix string) error {
+	dir := ""
+	for seg := range strings.SplitSeq(prefix, "/") {
+		if owner, ok := strings.CutSuffix(seg, ledgerSuffix); ok && owner != "" {
+			return fmt.Errorf("Prefix %q: %q is where election %q keeps its ledger (no path segment may end with %q)",
+				prefix, seg, dir+owner, ledgerSuffix)
+		}
+		dir += seg + "/"
 	}
 	return nil
 }

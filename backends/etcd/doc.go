@@ -23,6 +23,17 @@
 // the same prefix takes part in the same election. Deleting the leader's
 // key, or revoking its lease, ends its term at once (its watch sees it).
 //
+// Elections may nest: PREFIX and PREFIX/eu are two elections. Only the
+// keys directly under PREFIX/ (no further slash) are PREFIX's candidates;
+// the keys of PREFIX/eu (PREFIX/eu/<lease id>) and of its ledger
+// (PREFIX/eu-ledger/...) are not, so they neither hold PREFIX's
+// candidates back nor show up as its leader. etcd's own tools do not make
+// that distinction: `etcdctl elect -l PREFIX` and candidates of
+// concurrency.Election on PREFIX count every key under PREFIX/, so with
+// nested elections they may show a nested election's leader, and such a
+// candidate waits for the nested keys too (for ever behind a nested
+// ledger's), though it never leads alongside a baton leader.
+//
 // # Fencing token
 //
 // A term's token (election.Lease.Token) is the create revision of its key.
@@ -31,7 +42,7 @@
 //
 // # Self-fencing
 //
-// The lease is kept alive by election.ManagedLease with one KeepAliveOnce
+// The lease is kept alive by election.ManagedLease with one keepalive
 // per RenewInterval, from the moment it is granted (also while waiting in
 // the campaign). The term ends locally at lastKeepAliveSent + TTL -
 // SafetyMargin on the monotonic clock: the server cannot expire the lease
@@ -40,6 +51,17 @@
 // not do this: its deadline is measured from when a response arrives.
 // The term also ends as soon as a watch on the key reports it deleted or
 // put under another lease, or a keepalive reports the lease gone.
+//
+// Each lease's keepalives go, one at a time, over one LeaseKeepAlive
+// stream of its own, opened before the lease is granted. A client with a
+// user name and password authenticates again on every stream it opens,
+// and the server checks the password with bcrypt each time (tens of
+// milliseconds of its CPU, seconds on a loaded server or with a high
+// --bcrypt-cost); clientv3's KeepAliveOnce opens a stream per call, so
+// each renewal would wait for a password check. A new stream, and so a
+// password check, is needed only when the stream fails: the connection
+// broke, or its token expired (JWT tokens) or went stale (JWT tokens
+// after any change to users or roles).
 //
 // Acquire checks, after the earlier candidates are gone, that its own key
 // still exists under its lease and that the local deadline has not passed,
@@ -55,7 +77,9 @@
 //
 // The ledger of claimed ticks (see schedulerhost.Ledger) lives under
 // PREFIX + "-ledger/", outside the election's prefix, so it never takes
-// part in the election. Do not name another election PREFIX-ledger.
+// part in the election. Its keys (PREFIX-ledger/<job>/last, ...) would
+// look like the candidates of an election PREFIX-ledger/<job>, so New
+// refuses a prefix with a path segment ending in "-ledger".
 //
 // # Connections
 //

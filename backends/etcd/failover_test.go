@@ -2,10 +2,12 @@ package etcd_test
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/batonhq/baton/backends/etcd"
+	"github.com/batonhq/baton/backends/etcd/etcdtest"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
 )
@@ -87,4 +89,53 @@ func TestFailoverConformance(t *testing.T) {
 			}
 		},
 	})
+}
+
+// Across a server restart the term goes on: while the server shuts down
+// (etcd serves the streams already open for a few seconds, and accepts no
+// new ones) the lease's keepalive stream keeps renewing; when the server
+// closes it, the next renewal opens another as soon as the server is back.
+// (Before, each renewal needed a new stream, and the term ended during the
+// shutdown.)
+func TestLease_RenewsAcrossServerRestart(t *testing.T) {
+	srv := etcdtest.Start(t)
+	timing := election.Timing{TTL: 6 * time.Second, RenewInterval: time.Second, SafetyMargin: time.Second}
+	logs := &lines{}
+	b, err := etcd.New(etcd.Config{Client: dial(t, srv.Addr()), Prefix: prefix(t), Timing: timing,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := mustAcquire(t, b, "a")
+	defer mustRelease(t, l)
+	time.Sleep(timing.RenewInterval + timing.RenewInterval/2) // one renewal on the stream
+	start := time.Now()
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	t.Logf("server restarted in %v", restarted.Sub(start).Round(time.Millisecond))
+	select {
+	case <-l.Done():
+		t.Fatalf("term ended across the restart: %v; logs:\n%s", l.Err(), logs)
+	case <-time.After(3 * timing.RenewInterval):
+	}
+	// Renewed since the restart: the deadline is past where a renewal
+	// before it could have put it.
+	if d := l.(election.Deadliner).Deadline(); !d.After(restarted.Add(timing.TTL - timing.SafetyMargin - timing.RenewInterval)) {
+		t.Errorf("deadline %v from now: no renewal since the restart", time.Until(d).Round(time.Millisecond))
+	}
+	if !logs.contains("keepalive stream failed, opening another") {
+		t.Errorf("the keepalive stream was not replaced; logs:\n%s", logs)
+	}
+	held, why := keyHeld(t, dial(t, srv.Addr()), l)
+	switch {
+	case held:
+	case l.Err() != nil:
+		t.Errorf("key not held (%s): the term ended %v after the restart: %v; logs:\n%s",
+			why, time.Since(restarted).Round(time.Millisecond), l.Err(), logs)
+	default:
+		t.Errorf("key not held (%s) %v after the restart while the term is live; logs:\n%s",
+			why, time.Since(restarted).Round(time.Millisecond), logs)
+	}
 }

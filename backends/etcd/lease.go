@@ -19,15 +19,18 @@ import (
 type lease struct {
 	*election.ManagedLease
 	b   *Backend
+	ka  *keeper // the lease's keepalive stream
 	id  clientv3.LeaseID
 	key string
 	rev int64 // the key's create revision: the fencing token
 }
 
 // Release implements election.Lease: it ends the term, stops renewing and
-// revokes the etcd lease, which deletes the key at once.
+// revokes the etcd lease, which deletes the key at once, then closes the
+// keepalive stream.
 func (l *lease) Release(ctx context.Context) error {
 	err := l.ManagedLease.Release(ctx)
+	l.ka.close()
 	l.b.forget(l)
 	if err != nil {
 		return fmt.Errorf("etcd: %w", err)
@@ -35,16 +38,20 @@ func (l *lease) Release(ctx context.Context) error {
 	return nil
 }
 
-// renew sends one keepalive for the lease and returns the TTL granted.
+// renew sends one keepalive for the lease on its keepalive stream and
+// returns the TTL granted.
 func (l *lease) renew(ctx context.Context) (time.Duration, error) {
-	resp, err := l.b.cli.KeepAliveOnce(ctx, l.id)
+	ttl, err := l.ka.keepAlive(ctx, l.id)
+	if err == nil && ttl <= 0 {
+		err = rpctypes.ErrLeaseNotFound // the server's answer for a lease it does not know
+	}
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return 0, election.LostError(fmt.Errorf("%w: lease %x", ErrLeaseExpired, l.id))
 	}
 	if err != nil {
 		return 0, fmt.Errorf("etcd: keepalive lease %x: %w", l.id, err)
 	}
-	return time.Duration(resp.TTL) * time.Second, nil
+	return time.Duration(ttl) * time.Second, nil
 }
 
 // watch blocks until the key is deleted or put under another lease, and

@@ -3,7 +3,9 @@ package etcd_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,7 +13,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/batonhq/baton/backends/etcd"
 	"github.com/batonhq/baton/backends/etcd/etcdtest"
+	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/internal/testcerts"
 )
@@ -246,5 +250,222 @@ func TestSecurity_Password(t *testing.T) {
 		}
 		err := checkFails(t, mustSecureClient(t, srv, creds{ca: certs.CA, user: "noledger", pass: "pw-noledger"}), lpfx, time.Second)
 		wantIn(t, err, "write probe", "permission denied", lpfx+"-ledger/")
+	})
+}
+
+// lines collects log output for a test, safe for concurrent writes.
+type lines struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (l *lines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func (l *lines) contains(s string) bool { return strings.Contains(l.String(), s) }
+
+// passwordClient returns a plain-HTTP client of srv logging in as user.
+// Its DialTimeout is long: clientv3.New authenticates within it, and
+// TestSecurity_SlowPasswordCheck makes authentication slow on purpose.
+func passwordClient(t *testing.T, srv *etcdtest.Server, user, pass string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{srv.Endpoint()},
+		Username:    user,
+		Password:    pass,
+		DialTimeout: 30 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatalf("client as %q: %v", user, err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// timeAuthenticate returns how long one Authenticate as user takes srv: a
+// bcrypt check of the password, then a raft entry.
+func timeAuthenticate(t *testing.T, cli *clientv3.Client, user, pass string) time.Duration {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	if _, err := cli.Auth.Authenticate(ctx, user, pass); err != nil {
+		t.Fatalf("Authenticate as %s: %v", user, err)
+	}
+	return time.Since(start)
+}
+
+// slowBcryptCost returns a bcrypt cost at which one password check takes
+// this process (and so an embedded server in it, with or without the race
+// detector) at least about want, from the time one check takes at etcd's
+// default cost on a server of its own.
+func slowBcryptCost(t *testing.T, want time.Duration) int {
+	t.Helper()
+	const defaultCost = 10
+	srv, err := etcdtest.StartDirWith(t.TempDir(), etcdtest.Options{RootPassword: rootPassword})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	cli := passwordClient(t, srv, "root", rootPassword)
+	took := timeAuthenticate(t, cli, "root", rootPassword)
+	cli.Close()
+	cost := defaultCost
+	for d := took; d < want && cost < 20; d *= 2 {
+		cost++
+	}
+	t.Logf("one Authenticate at bcrypt cost %d takes %v here: using cost %d", defaultCost, took.Round(time.Millisecond), cost)
+	return cost
+}
+
+// TestSecurity_SlowPasswordCheck runs an election of two password-
+// authenticated candidates on a server where one password check takes
+// longer than a renewal may take (what is left of the TTL after the
+// renewal interval and the safety margin): the leader's term and the
+// follower's campaign must both hold, renewal after renewal.
+//
+// The etcd client authenticates again, with the password, on every gRPC
+// stream it opens (clientv3's stream interceptor), and LeaseKeepAlive is
+// a stream: a renewal that opens one waits for the server to check the
+// password (bcrypt) and write the new token through raft. Under the race
+// detector a check at etcd's default cost takes about 0.6 s, more when
+// several run at once, which is how TestSecurity_Password lost terms.
+func TestSecurity_SlowPasswordCheck(t *testing.T) {
+	const ttl = 2 * time.Second
+	timing := election.Timing{TTL: ttl}.WithDefaults(etcd.DefaultTTL)
+	budget := timing.TTL - timing.SafetyMargin - timing.RenewInterval
+	cost := slowBcryptCost(t, 3*budget/2)
+	srv := etcdtest.StartWith(t, etcdtest.Options{RootPassword: rootPassword, BcryptCost: cost})
+	acli := passwordClient(t, srv, "root", rootPassword)
+	if took := timeAuthenticate(t, acli, "root", rootPassword); took <= budget {
+		t.Fatalf("precondition: one Authenticate at cost %d took %v, not more than the renewal budget %v", cost, took, budget)
+	} else {
+		t.Logf("one Authenticate takes %v; a renewal sent %v into a term must be answered within %v",
+			took.Round(time.Millisecond), timing.RenewInterval.Round(time.Millisecond), budget.Round(time.Millisecond))
+	}
+	pfx := prefix(t)
+	a := newBackend(t, acli, pfx, ttl)
+	b := newBackend(t, passwordClient(t, srv, "root", rootPassword), pfx, ttl)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	la, err := a.Acquire(ctx, election.Identity{ID: "a"})
+	if err != nil {
+		t.Fatalf("a: Acquire: %v", err)
+	}
+	t.Logf("a: Acquire took %v", time.Since(start).Round(time.Millisecond))
+	defer mustRelease(t, la)
+	type result struct {
+		l   election.Lease
+		err error
+	}
+	bres := make(chan result, 1)
+	go func() {
+		l, err := b.Acquire(ctx, election.Identity{ID: "b"})
+		bres <- result{l, err}
+	}()
+
+	hold := func(name string, l election.Lease, d time.Duration) {
+		t.Helper()
+		since := time.Now()
+		select {
+		case <-l.Done():
+			t.Fatalf("%s: term ended after %v: %v", name, time.Since(since).Round(time.Millisecond), l.Err())
+		case r := <-bres:
+			if r.err == nil {
+				r.l.Release(ctx)
+			}
+			t.Fatalf("b: Acquire returned while a leads, after %v: %v", time.Since(since).Round(time.Millisecond), r.err)
+		case <-time.After(d):
+		}
+	}
+	hold("a", la, 2*ttl) // several renewals of a's term and of b's campaign
+	mustRelease(t, la)
+	var r result
+	select {
+	case r = <-bres:
+	case <-time.After(10 * time.Second):
+		t.Fatal("b: no term 10 s after a released")
+	}
+	if r.err != nil {
+		t.Fatalf("b: Acquire after a released: %v", r.err)
+	}
+	defer mustRelease(t, r.l)
+	bres = nil // b returned: hold watches b's term only
+	hold("b", r.l, ttl)
+}
+
+// TestSecurity_JWTTokens runs elections of a least-privilege user on
+// servers handing out JWT tokens. A JWT token expires at a fixed time and
+// goes stale at any change to users or roles (ErrAuthOldRevision); the
+// keepalive stream, opened with such a token, is then replaced before the
+// term's deadline. The servers hash passwords at the lowest bcrypt cost:
+// TestSecurity_SlowPasswordCheck is the test of slow password checks.
+func TestSecurity_JWTTokens(t *testing.T) {
+	timing := election.Timing{TTL: 2 * time.Second}.WithDefaults(etcd.DefaultTTL)
+
+	// lead starts a server with JWT tokens valid for tokenTTL, and a term
+	// of user "baton" on it; it returns the term, its logs and a root
+	// client.
+	lead := func(t *testing.T, tokenTTL time.Duration) (election.Lease, *lines, *clientv3.Client) {
+		t.Helper()
+		srv := etcdtest.StartWith(t, etcdtest.Options{RootPassword: rootPassword, JWTTokenTTL: tokenTTL, BcryptCost: 4})
+		root := passwordClient(t, srv, "root", rootPassword)
+		pfx := prefix(t)
+		grantElection(t, root, "baton", "baton-secret", pfx)
+		logs := &lines{}
+		b, err := etcd.New(etcd.Config{
+			Client: passwordClient(t, srv, "baton", "baton-secret"), Prefix: pfx, Timing: timing,
+			Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := mustAcquire(t, b, "a")
+		t.Cleanup(func() { mustRelease(t, l) })
+		return l, logs, root
+	}
+	holds := func(t *testing.T, l election.Lease, logs *lines, root *clientv3.Client, d time.Duration) {
+		t.Helper()
+		select {
+		case <-l.Done():
+			t.Fatalf("term ended: %v; logs:\n%s", l.Err(), logs)
+		case <-time.After(d):
+		}
+		if held, why := keyHeld(t, root, l); !held {
+			t.Errorf("key not held: %s", why)
+		}
+	}
+
+	t.Run("TokenExpires", func(t *testing.T) {
+		const tokenTTL = 2 * time.Second
+		l, logs, root := lead(t, tokenTTL)
+		holds(t, l, logs, root, tokenTTL+3*timing.RenewInterval)
+		if !logs.contains("invalid auth token") {
+			t.Errorf("no keepalive met an expired token; logs:\n%s", logs)
+		}
+	})
+	t.Run("UsersChange", func(t *testing.T) {
+		l, logs, root := lead(t, time.Hour)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := root.UserAdd(ctx, "someone-else", "pw-someone-else"); err != nil {
+			t.Fatal(err)
+		}
+		holds(t, l, logs, root, 3*timing.RenewInterval)
+		if !logs.contains("revision of auth store is old") {
+			t.Errorf("no keepalive met a stale token; logs:\n%s", logs)
+		}
 	})
 }

@@ -5,17 +5,19 @@
 // server when the test ends. StartDir is the same without a testing.TB, for
 // programs such as `demo cluster`; the caller stops the server with Stop.
 // StartWith and StartDirWith take Options: TLS for clients (with or
-// without client-certificate authentication) and etcd authentication
-// with a root user.
+// without client-certificate authentication), etcd authentication with a
+// root user, the cost of password checks and JWT tokens.
 package etcdtest
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -54,6 +56,20 @@ type Options struct {
 	// need a user name and password (or, with TLS.ClientCertAuth, a client
 	// certificate whose common name is a user).
 	RootPassword string
+	// BcryptCost is the cost of the bcrypt hash of every password the
+	// server stores (etcd's --bcrypt-cost, 4 to 31); it sets how long each
+	// authentication with a password takes the server. Each step doubles
+	// it. Zero means etcd's default, 10. It applies to passwords set while
+	// the server runs with it.
+	BcryptCost int
+	// JWTTokenTTL, when positive, makes the server hand out JWT tokens
+	// (HS256, with a random key kept in the data directory) valid for
+	// this long, instead of etcd's default simple tokens. Unlike a simple
+	// token, a JWT token carries the auth revision it was issued at, so
+	// any change to users or roles makes it stale (ErrAuthOldRevision),
+	// and it expires this long after it was issued however often it is
+	// used.
+	JWTTokenTTL time.Duration
 }
 
 // TLS is the client-side TLS of the server (peer traffic stays plain; the
@@ -109,6 +125,9 @@ func StartDir(dir string) (*Server, error) {
 func StartDirWith(dir string, opts Options) (*Server, error) {
 	if t := opts.TLS; t != nil && (t.CertFile == "" || t.KeyFile == "" || t.CAFile == "") {
 		return nil, errors.New("etcdtest: TLS needs CertFile, KeyFile and CAFile")
+	}
+	if c := opts.BcryptCost; c != 0 && (c < 4 || c > 31) {
+		return nil, fmt.Errorf("etcdtest: BcryptCost %d: must be 4 to 31 (or 0: the default)", c)
 	}
 	scheme := "http"
 	if opts.TLS != nil {
@@ -244,6 +263,16 @@ func (s *Server) start() error {
 			cfg.ClientTLSInfo.ClientCertAuth = true
 		}
 	}
+	if s.opts.BcryptCost != 0 {
+		cfg.BcryptCost = uint(s.opts.BcryptCost)
+	}
+	if ttl := s.opts.JWTTokenTTL; ttl > 0 {
+		key, err := jwtKey(s.dir)
+		if err != nil {
+			return err
+		}
+		cfg.AuthToken = fmt.Sprintf("jwt,priv-key=%s,sign-method=HS256,ttl=%s", key, ttl)
+	}
 	cfg.UnsafeNoFsync = true // tests and demos: speed over durability across OS crashes
 	if os.Getenv("BATON_ETCD_LOG") == "1" {
 		cfg.LogLevel = "info"
@@ -266,6 +295,22 @@ func (s *Server) start() error {
 	}
 	s.etcd = e
 	return nil
+}
+
+// jwtKey returns the file of the server's JWT signing key in dir, made
+// with random bytes the first time.
+func jwtKey(dir string) (string, error) {
+	file := filepath.Join(dir, "baton-jwt-hs256.key")
+	if _, err := os.Stat(file); err == nil {
+		return file, nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("etcdtest: JWT key: %w", err)
+	}
+	if err := os.WriteFile(file, []byte(rand.Text()+rand.Text()), 0o600); err != nil {
+		return "", fmt.Errorf("etcdtest: JWT key: %w", err)
+	}
+	return file, nil
 }
 
 func freePort() (int, error) {

@@ -121,3 +121,14 @@ func TestStartWith_TLSAndAuth(t *testing.T) {
 		t.Errorf("get without a user after restart: %v, want permission denied", err)
 	}
 }
+
+func TestStartDirWith_RefusesBadBcryptCost(t *testing.T) {
+	for _, cost := range []int{3, 32, -1} {
+		if s, err := etcdtest.StartDirWith(t.TempDir(), etcdtest.Options{BcryptCost: cost}); err == nil {
+			s.Stop()
+			t.Errorf("BcryptCost %d accepted", cost)
+		} else if !strings.Contains(err.Error(), "BcryptCost") {
+			t.Errorf("BcryptCost %d: %v; want an error naming BcryptCost", cost, err)
+		}
+	}
+}

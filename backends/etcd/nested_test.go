@@ -1,0 +1,189 @@
+package etcd_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/batonhq/baton/backends/etcd"
+	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/schedulerhost"
+)
+
+// Elections may nest: P and P/eu are two elections. The candidates of
+// P/eu (keys P/eu/<lease id>) are under P/ too, but they are not P's: P
+// elects its own leader at once, and its Leader() never reports P/eu's.
+func TestNested_ParentIgnoresNestedElection(t *testing.T) {
+	pfx := prefix(t)
+	parent := newBackend(t, dial(t, server(t).Addr()), pfx, 2*time.Second)
+	child := newBackend(t, dial(t, server(t).Addr()), pfx+"/eu", 2*time.Second)
+
+	lc := mustAcquire(t, child, "eu-1")
+	defer mustRelease(t, lc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if info, err := parent.Leader(ctx); !errors.Is(err, election.ErrNoLeader) {
+		t.Errorf("parent: Leader() with no candidate of its own = %+v, %v; want ErrNoLeader", info, err)
+	}
+
+	actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+	defer acancel()
+	lp, err := parent.Acquire(actx, election.Identity{ID: "p-1"})
+	if err != nil {
+		t.Fatalf("parent: Acquire while the nested election has a leader: %v", err)
+	}
+	defer mustRelease(t, lp)
+	if info, err := parent.Leader(ctx); err != nil || info.Identity.ID != "p-1" || info.Token != lp.Token() {
+		t.Errorf("parent: Leader() = %+v, %v; want p-1 with token %d", info, err, lp.Token())
+	}
+	if info, err := child.Leader(ctx); err != nil || info.Identity.ID != "eu-1" || info.Token != lc.Token() {
+		t.Errorf("child: Leader() = %+v, %v; want eu-1 with token %d", info, err, lc.Token())
+	}
+	if !isOpen(lc) || !isOpen(lp) {
+		t.Errorf("a term ended: child %v, parent %v", lc.Err(), lp.Err())
+	}
+}
+
+// A nested election's ledger (P/eu-ledger/...) is under P/ too; its keys
+// have no lease and stay. They must not hold P's candidates back.
+func TestNested_NestedLedgerDoesNotBlockParent(t *testing.T) {
+	pfx := prefix(t)
+	parent := newBackend(t, dial(t, server(t).Addr()), pfx, 2*time.Second)
+	child := newBackend(t, dial(t, server(t).Addr()), pfx+"/eu", 2*time.Second)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lc := mustAcquire(t, child, "eu-1")
+	tick := time.Now().UTC().Truncate(time.Second)
+	if err := child.Ledger().Claim(ctx, schedulerhost.Claim{Job: "report", Tick: tick, Token: lc.Token(), Instance: "eu-1", Started: time.Now()}); err != nil {
+		t.Fatalf("child: Claim: %v", err)
+	}
+	mustRelease(t, lc)
+
+	if info, err := parent.Leader(ctx); !errors.Is(err, election.ErrNoLeader) {
+		t.Errorf("parent: Leader() with no candidate = %+v, %v; want ErrNoLeader", info, err)
+	}
+	actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+	defer acancel()
+	lp, err := parent.Acquire(actx, election.Identity{ID: "p-1"})
+	if err != nil {
+		t.Fatalf("parent: Acquire with the nested election's ledger in place: %v", err)
+	}
+	mustRelease(t, lp)
+}
+
+// An election's ledger is PREFIX-ledger/, and its keys look like the
+// candidates of an election PREFIX-ledger/<job> (PREFIX-ledger/<job>/last
+// has no lease and stays): such a prefix is refused.
+func TestNested_ElectionInsideLedgerRefused(t *testing.T) {
+	pfx := prefix(t)
+	owner := newBackend(t, dial(t, server(t).Addr()), pfx, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lo := mustAcquire(t, owner, "owner")
+	tick := time.Now().UTC().Truncate(time.Second)
+	if err := owner.Ledger().Claim(ctx, schedulerhost.Claim{Job: "report", Tick: tick, Token: lo.Token(), Instance: "owner", Started: time.Now()}); err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	mustRelease(t, lo)
+
+	for _, p := range []string{pfx + "-ledger/report", pfx + "-ledger"} {
+		b, err := etcd.New(etcd.Config{Client: dial(t, server(t).Addr()), Prefix: p})
+		if err == nil {
+			info, lerr := b.Leader(ctx)
+			actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+			l, aerr := b.Acquire(actx, election.Identity{ID: "intruder"})
+			acancel()
+			if aerr == nil {
+				mustRelease(t, l)
+			}
+			t.Errorf("New accepted prefix %s, in the ledger of election %s: Leader() = %+v, %v; Acquire: %v", p, pfx, info, lerr, aerr)
+			continue
+		}
+		if !strings.Contains(err.Error(), "ledger") {
+			t.Errorf("New(%s) = %v; want an error saying why (the ledger)", p, err)
+		}
+		t.Logf("New(%s): %v", p, err)
+	}
+}
+
+// More candidates than one read returns, between subtrees of nested
+// elections that sort among them and were created before them all: the
+// leader is the first candidate, a new candidate waits for every one of
+// them, and the nested keys play no part.
+func TestNested_ManyCandidatesBetweenSubtrees(t *testing.T) {
+	pfx := prefix(t)
+	cli := dial(t, server(t).Addr())
+	b := newBackend(t, dial(t, server(t).Addr()), pfx, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nested := []string{"/a/1", "/k050/x", "/k120-ledger/job/last", "/zz/deep/er"}
+	for _, k := range nested {
+		if _, err := cli.Put(ctx, pfx+k, "nested"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 300 // more than two reads' worth
+	var direct []string
+	for i := range n {
+		k := fmt.Sprintf("%s/k%03d", pfx, i)
+		if _, err := cli.Put(ctx, k, fmt.Sprintf("raw-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+		direct = append(direct, k)
+	}
+	if info, err := b.Leader(ctx); err != nil || info.Identity.ID != "raw-0" {
+		t.Fatalf("Leader() = %+v, %v; want raw-0, the first candidate", info, err)
+	}
+
+	got := make(chan error, 1)
+	var l election.Lease
+	go func() {
+		var err error
+		l, err = b.Acquire(ctx, election.Identity{ID: "c"})
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("Acquire returned (%v) while %d earlier candidates exist", err, n)
+	case <-time.After(300 * time.Millisecond):
+	}
+	for i := 0; i < n; i += 100 { // the oldest last; at most 128 operations per transaction
+		var ops []clientv3.Op
+		for _, k := range direct[n-i-100 : n-i] {
+			ops = append(ops, clientv3.OpDelete(k))
+		}
+		if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if i+100 < n {
+			select {
+			case err := <-got:
+				t.Fatalf("Acquire returned (%v) while %d earlier candidates exist", err, n-i-100)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no term 5 s after the earlier candidates were deleted")
+	}
+	defer mustRelease(t, l)
+	if info, err := b.Leader(ctx); err != nil || info.Identity.ID != "c" || info.Token != l.Token() {
+		t.Errorf("Leader() = %+v, %v; want c with token %d", info, err, l.Token())
+	}
+	for _, k := range nested {
+		if resp, err := cli.Get(ctx, pfx+k); err != nil || len(resp.Kvs) != 1 {
+			t.Errorf("nested key %s: %v, %v", k, resp, err)
+		}
+	}
+}
