@@ -2,7 +2,6 @@ package schedulerhost
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
@@ -32,20 +31,29 @@ func (t *termRun) catchUp(ctx context.Context, termStart time.Time) {
 	wg.Wait()
 }
 
-// missedTicks lists the ticks of s after last, up to and including until,
-// that are within grace of until, and counts all of them (the count stops
-// at maxMissedScan).
-func missedTicks(s cron.Schedule, last, until time.Time, grace time.Duration) (inGrace []time.Time, total int) {
-	for n := s.Next(last); !n.IsZero() && !n.After(until); n = s.Next(n) {
+// missedTicks walks the ticks of s from first through until: it counts
+// them (the count stops at maxMissedScan) and lists those within grace of
+// until, oldest first. next is the first tick of s after until. Cron ticks
+// are at least a second apart, so when there are too many to walk, the
+// ticks within grace are listed from until - min(grace, maxMissedScan
+// seconds) instead.
+func missedTicks(s cron.Schedule, first, until time.Time, grace time.Duration) (inGrace []time.Time, total int, next time.Time) {
+	n := first
+	for ; !n.IsZero() && !n.After(until); n = s.Next(n) {
 		total++
 		if until.Sub(n) <= grace {
 			inGrace = append(inGrace, n)
 		}
 		if total >= maxMissedScan {
-			break
+			inGrace = inGrace[:0]
+			from := until.Add(-min(grace, maxMissedScan*time.Second) - time.Nanosecond)
+			for g := s.Next(from); !g.IsZero() && !g.After(until); g = s.Next(g) {
+				inGrace = append(inGrace, g)
+			}
+			return inGrace, total, s.Next(until)
 		}
 	}
-	return inGrace, total
+	return inGrace, total, n
 }
 
 // defaultGrace is one period of s around t, capped at a minute.
@@ -63,26 +71,72 @@ func defaultGrace(s cron.Schedule, t time.Time) time.Duration {
 
 func (t *termRun) catchUpJob(ctx context.Context, j *jobState, termStart time.Time) {
 	h := t.h
-	log := h.log.With("job", j.Name, "token", t.token)
 	rctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
 	last, err := h.cfg.Ledger.LastClaimed(rctx, j.Name)
 	cancel()
 	if err != nil {
-		log.Warn("catch-up skipped: reading last claimed tick failed", "err", err)
+		h.log.Warn("catch-up skipped: reading last claimed tick failed", "job", j.Name, "token", t.token, "err", err)
 		return
 	}
 	if last.IsZero() {
 		return
 	}
-	grace := j.MisfireGrace
-	if grace == 0 {
-		grace = defaultGrace(j.sched, termStart.In(h.cfg.Location))
-	}
-	inGrace, total := missedTicks(j.sched, last.In(h.cfg.Location), termStart.In(h.cfg.Location), grace)
-	if total == 0 {
+	run, _ := t.missed(j, j.sched.Next(last.In(h.cfg.Location)), termStart, "missed ticks while nobody led", "last_claimed", last)
+	// The batch is admitted as one run (a run abandoned by an earlier term
+	// may still be going), its ticks claimed in order now, before the
+	// schedule loop starts; the runs then start one after another.
+	if len(run) == 0 || !t.begin() {
 		return
 	}
-	var run []time.Time
+	ok, tn := t.admitCatchUp(j, run)
+	if !ok {
+		t.end()
+		return
+	}
+	claimed := t.claimInOrder(j, run, tn)
+	go t.run(j, claimed, true, true, nil)
+}
+
+// skipOver handles the ticks of j from first through until that a forward
+// step of the wall clock skipped over, on the loop's goroutine: the job's
+// Misfire policy picks which to run, as at term start, and they start as
+// one catch-up run (claimed in order, run one after another). It returns
+// j's next tick after until.
+func (t *termRun) skipOver(j *jobState, first, until time.Time) (next time.Time) {
+	run, next := t.missed(j, first, until, "wall clock stepped forward: ticks skipped over")
+	if len(run) == 0 || !t.begin() {
+		return next
+	}
+	ok, tn := t.admitCatchUp(j, run)
+	if !ok {
+		t.end()
+		return next
+	}
+	go func() {
+		if t.h.cfg.Ledger == nil {
+			t.run(j, run, true, false, nil)
+			return
+		}
+		t.run(j, t.claimInOrder(j, run, tn), true, true, nil)
+	}()
+	return next
+}
+
+// missed applies j's Misfire policy to its ticks from first through until
+// (missed while nobody led, or skipped over by a forward step of the wall
+// clock): it logs them with msg and attrs, counts the misfires, and returns
+// the ticks to run, oldest first, and j's first tick after until.
+func (t *termRun) missed(j *jobState, first, until time.Time, msg string, attrs ...any) (run []time.Time, next time.Time) {
+	h := t.h
+	until = until.In(h.cfg.Location)
+	grace := j.MisfireGrace
+	if grace == 0 {
+		grace = defaultGrace(j.sched, until)
+	}
+	inGrace, total, next := missedTicks(j.sched, first, until, grace)
+	if total == 0 {
+		return nil, next
+	}
 	switch j.Misfire {
 	case MisfireRunOnce:
 		if len(inGrace) > 0 {
@@ -91,35 +145,11 @@ func (t *termRun) catchUpJob(ctx context.Context, j *jobState, termStart time.Ti
 	case MisfireRunAll:
 		run = inGrace[max(0, len(inGrace)-j.MaxCatchUp):]
 	}
-	misfired := total - len(run)
-	log.Warn("missed ticks while nobody led", "last_claimed", last, "missed", total, "within_grace", len(inGrace),
-		"grace", grace, "policy", j.Misfire, "catch_up_runs", len(run))
-	if misfired > 0 && h.cfg.Observer != nil {
+	args := append([]any{"job", j.Name, "token", t.token}, attrs...)
+	h.log.Warn(msg, append(args, "missed", total, "within_grace", len(inGrace), "grace", grace, "policy", j.Misfire,
+		"catch_up_runs", len(run))...)
+	if misfired := total - len(run); misfired > 0 && h.cfg.Observer != nil {
 		h.cfg.Observer.Misfired(j.Name, misfired)
 	}
-	// Claim in order now; the runs start afterwards, one after another.
-	var claimed []time.Time
-	for _, tick := range run {
-		err := t.claim(j, tick, true)
-		if errors.Is(err, ErrTickClaimed) {
-			continue
-		}
-		if err != nil {
-			break
-		}
-		claimed = append(claimed, tick)
-	}
-	if len(claimed) == 0 {
-		return
-	}
-	if !t.begin() {
-		for _, tick := range claimed {
-			t.finishNotStarted(j, tick, true)
-		}
-		return
-	}
-	j.mu.Lock()
-	j.active++
-	j.mu.Unlock()
-	go t.run(j, claimed, true, true, nil)
+	return run, next
 }

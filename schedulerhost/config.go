@@ -11,7 +11,9 @@ import (
 )
 
 // Overlap says what happens when a job's tick comes while an earlier run of
-// the same job is still going.
+// the same job is still going in this process, whichever term started it:
+// a run an earlier term abandoned (it ignored its cancellation and
+// outlived Lead, see Host.Abandoned) counts until it returns.
 type Overlap string
 
 // Overlap policies.
@@ -22,7 +24,9 @@ const (
 )
 
 // Misfire says what a new leader does with ticks missed while nobody led
-// (read from the Ledger's last claimed tick).
+// (read from the Ledger's last claimed tick), and what a leader does with
+// ticks a forward step of the wall clock skipped over (see the package
+// doc, Clock steps).
 type Misfire string
 
 // Misfire policies.

@@ -13,13 +13,47 @@
 // Before a run starts, the Host re-checks the term (election.CheckTerm)
 // and, with a Ledger, claims the tick in the backend, atomically with a
 // check that the term still holds; a claimed tick is never started twice.
+// A job's claims are made one at a time, in tick order. A claim whose
+// outcome stays unknown is asked again; if the Host gives up, the tick
+// counts as claimed, its run does not start, and the Host writes its
+// history entry as not started (ResultCancelled, "not started: claim
+// outcome unknown") rather than leave it "running" (if that write fails
+// too, it is logged); no leader runs the tick later (see Ledger.Claim).
 // A new leader reads each job's last claimed tick and applies the job's
 // Misfire policy to the ticks missed in between.
+//
+// # Clock steps
+//
+// Ticks are named by the wall clock; the lease and every timer run on the
+// monotonic clock. The loop fires ticks by schedule time, which follows
+// the wall clock except that it never moves back:
+//
+//   - A forward step (the wall clock jumps ahead of the monotonic clock by
+//     more than 100 ms, seen within a minute at most): ticks that were due
+//     by the monotonic clock fire as usual; the ticks the step skipped over
+//     are missed ticks, and the job's Misfire policy decides which run,
+//     with the same grace and cap as at the start of a term (MisfireGrace
+//     measured from the new wall clock). They run as one catch-up run
+//     under the overlap policy, claimed in order and run one after
+//     another, with Tick.CatchUp set; the others count as misfires. A step
+//     forward never starts one run per skipped tick.
+//   - A backward step: no tick whose nominal time is at or before the last
+//     one fired fires again, and there is no stall: the next tick fires
+//     when the monotonic clock says it is due, exactly as if the wall clock
+//     had not moved, and so do the ticks after it. Schedule time stays
+//     ahead of the wall clock by the step, so runs start that much earlier
+//     by the wall clock than their nominal time (Run.Started before
+//     Run.Tick), until the wall clock comes forward again or the term
+//     ends. A new term starts from its own wall clock: the ticks up to the
+//     last claimed one are taken, so it runs nothing new of a job until its
+//     wall clock passes that job's last claimed tick.
 //
 // When the term context ends, the Host stops starting runs. On a graceful
 // stop (election.ErrSteppingDown) runs keep going up to ShutdownTimeout,
 // then are cancelled with ErrShutdownTimeout and get KillGrace more. On a
 // loss (election.ErrLeadershipLost) their contexts are cancelled at once
 // with that cause, and Lead waits up to ShutdownTimeout for them. Runs
-// that ignore their context can outlive Lead; Running counts them.
+// that ignore their context can outlive Lead; Running and Abandoned count
+// them, and if the Host leads again they still count for their job's
+// overlap policy until they return.
 package schedulerhost

@@ -22,9 +22,10 @@ import (
 //
 // Create it with New.
 type Host struct {
-	cfg  Config
-	log  *slog.Logger
-	jobs []*jobState
+	cfg   Config
+	log   *slog.Logger
+	jobs  []*jobState
+	clock clock
 
 	running atomic.Int64 // runs whose function has not returned, across terms
 
@@ -38,13 +39,15 @@ type jobState struct {
 	Job
 	sched cron.Schedule
 
-	mu      sync.Mutex  // guards the fields below
-	active  int         // runs of this job in flight in the current term
-	queue   []time.Time // ticks waiting (OverlapQueue)
-	next    time.Time   // next tick while leading
-	recent  []pastRun   // at most recentRuns, a ring once full
-	oldest  int         // index of the oldest entry of a full ring
-	skipped int64
+	mu       sync.Mutex    // guards the fields below
+	active   int           // runs of this job going in this process, any term (admit.go)
+	queue    []queued      // ticks waiting (OverlapQueue), of the term leading now
+	term     *termRun      // the term leading now, nil between terms
+	lastTurn chan struct{} // the latest claim turn taken (claim.go)
+	next     time.Time     // next tick while leading
+	recent   []pastRun     // at most recentRuns, a ring once full
+	oldest   int           // index of the oldest entry of a full ring
+	skipped  int64
 }
 
 // pastRun is a Run kept in memory for status pages: compact and nearly
@@ -124,7 +127,7 @@ func New(cfg Config) (*Host, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	h := &Host{cfg: cfg, log: cfg.Logger}
+	h := &Host{cfg: cfg, log: cfg.Logger, clock: newRealClock()}
 	for _, j := range cfg.Jobs {
 		s, err := ParseSchedule(j.Schedule)
 		if err != nil { // Validate parsed it already
@@ -140,7 +143,7 @@ func New(cfg Config) (*Host, error) {
 type Tick struct {
 	Job     string
 	Time    time.Time
-	CatchUp bool // the run stands for ticks missed while nobody led
+	CatchUp bool // the run stands for ticks missed while nobody led, or skipped over by a wall-clock step
 }
 
 type tickKey struct{}
@@ -184,7 +187,11 @@ func (h *Host) Running() int { return int(h.running.Load()) }
 // Abandoned reports how many runs are still going although the term that
 // started them is over (Lead returned): they ignored their cancellation
 // and may overlap with the next leader's runs. An instance should report
-// itself unhealthy while it is above zero, even if it leads again.
+// itself unhealthy while it is above zero, even if it leads again. If this
+// Host leads again, such a run still counts for its job's overlap policy:
+// the new term skips (OverlapSkip) or queues (OverlapQueue) the job's
+// ticks until it returns, or runs them beside it (OverlapAllow); when it
+// returns it releases only its own count.
 func (h *Host) Abandoned() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -215,7 +222,7 @@ type termRun struct {
 	idleOnce sync.Once
 	calls    atomic.Int64 // job functions called and not returned
 
-	startBuf []dueTick // reused by fireAll, on the loop's goroutine
+	startBuf []starting // reused by fireAll, on the loop's goroutine
 }
 
 // live reports whether the term's base context is still open (no lock:
@@ -272,7 +279,8 @@ func (h *Host) Lead(ctx context.Context) error {
 	h.leading = true
 	h.mu.Unlock()
 
-	termStart := time.Now()
+	sc := newSchedClock(h.clock)
+	termStart := sc.at
 	token, _ := election.TokenFromContext(ctx)
 	base, cancelBase := context.WithCancelCause(election.LeaseContext(ctx))
 	loopCtx, cancelLoop := context.WithCancelCause(ctx)
@@ -282,8 +290,8 @@ func (h *Host) Lead(ctx context.Context) error {
 	h.term = t
 	h.mu.Unlock()
 	for _, j := range h.jobs {
-		j.mu.Lock()
-		j.active, j.queue, j.next = 0, nil, time.Time{}
+		j.mu.Lock() // active is not reset: runs abandoned by an earlier term still count
+		j.queue, j.next, j.term, j.lastTurn = nil, time.Time{}, t, nil
 		j.mu.Unlock()
 	}
 	defer func() {
@@ -291,7 +299,7 @@ func (h *Host) Lead(ctx context.Context) error {
 		cancelBase(errors.New("schedulerhost: term over"))
 		for _, j := range h.jobs {
 			j.mu.Lock()
-			j.next = time.Time{}
+			j.next, j.term = time.Time{}, nil
 			j.mu.Unlock()
 		}
 		h.mu.Lock()
@@ -307,7 +315,7 @@ func (h *Host) Lead(ctx context.Context) error {
 	if h.cfg.Ledger != nil {
 		t.catchUp(loopCtx, termStart)
 	}
-	t.loop(loopCtx, termStart)
+	t.loop(loopCtx, sc)
 	return t.drain(context.Cause(loopCtx))
 }
 
@@ -329,6 +337,12 @@ type bucket struct {
 type dueTick struct {
 	job  *jobState
 	tick time.Time
+}
+
+// starting is a due tick admitted to start, with its claim turn.
+type starting struct {
+	dueTick
+	tn turn
 }
 
 // timeline is a min-heap of buckets by instant, with an index by instant.
@@ -406,44 +420,54 @@ func (tl *timeline) popDue(now time.Time) *bucket {
 	return b
 }
 
-// loop fires ticks from the first one after from until ctx ends. One
-// timer over a heap of instants; at each wake the due runs start first,
-// then the next ticks are computed (once per distinct schedule and tick).
-func (t *termRun) loop(ctx context.Context, from time.Time) {
+// loop fires ticks from the first one after the term's start until ctx
+// ends. One timer over a heap of instants, on schedule time (clock.go); at
+// each wake the due runs start first, then the next ticks are computed
+// (once per distinct schedule and tick). Ticks a forward step of the wall
+// clock skipped over go to skipOver instead.
+func (t *termRun) loop(ctx context.Context, sc *schedClock) {
 	h := t.h
-	loc := h.cfg.Location
 	tl := &timeline{byTime: map[int64]*bucket{}}
 	for _, j := range h.jobs {
-		n := j.sched.Next(from.In(loc))
-		if n.IsZero() {
-			continue
-		}
-		j.mu.Lock()
-		j.next = n
-		j.mu.Unlock()
-		tl.add(j, n)
+		t.setNext(tl, j, j.sched.Next(sc.at.In(h.cfg.Location)))
 	}
-	timer := time.NewTimer(time.Hour)
+	timer := h.clock.newTimer(time.Hour)
 	defer timer.Stop()
 	type memo struct{ tick, next time.Time }
 	nextOf := map[string]memo{} // by schedule spec: jobs sharing a spec share Next
-	var due []dueTick
-	for {
-		if len(tl.heap) == 0 {
-			<-ctx.Done()
-			return
+	var due, skipped []dueTick
+	var gapFrom, gapTo time.Time // ticks in (gapFrom, gapTo] were skipped over by a step
+	for ctx.Err() == nil {
+		now, expected, step := sc.read()
+		if step > 0 {
+			gapFrom, gapTo = expected, now
+			h.log.Warn("wall clock stepped forward: the ticks it skipped over count as missed", "token", t.token, "step", step, "from", expected, "to", now)
+		} else if step < 0 {
+			h.log.Warn("wall clock stepped back: ticks go on with the monotonic clock", "token", t.token, "step", step, "ahead_of_wall_clock", sc.ahead)
 		}
-		timer.Reset(time.Until(tl.heap[0].at))
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		}
-		now := time.Now()
-		due = due[:0]
+		due, skipped = due[:0], skipped[:0]
 		for b := tl.popDue(now); b != nil; b = tl.popDue(now) {
-			due = append(due, b.due...)
+			for _, d := range b.due {
+				if inGap(d.tick, gapFrom, gapTo) {
+					skipped = append(skipped, d)
+				} else {
+					due = append(due, d)
+				}
+			}
 			tl.spare = append(tl.spare, b.due)
+		}
+		if len(due)+len(skipped) == 0 {
+			if len(tl.heap) == 0 {
+				<-ctx.Done()
+				return
+			}
+			timer.Reset(min(tl.heap[0].at.Sub(now), maxSleep))
+			select {
+			case <-ctx.Done():
+				return
+			case <-timer.C:
+			}
+			continue
 		}
 		t.fireAll(due)
 		clear(nextOf)
@@ -453,13 +477,29 @@ func (t *termRun) loop(ctx context.Context, from time.Time) {
 				m = memo{d.tick, d.job.sched.Next(d.tick)}
 				nextOf[d.job.Schedule] = m
 			}
-			d.job.mu.Lock()
-			d.job.next = m.next
-			d.job.mu.Unlock()
-			if !m.next.IsZero() {
-				tl.add(d.job, m.next)
+			next := m.next
+			if inGap(next, gapFrom, gapTo) {
+				next = t.skipOver(d.job, next, gapTo)
 			}
+			t.setNext(tl, d.job, next)
 		}
+		for _, d := range skipped {
+			t.setNext(tl, d.job, t.skipOver(d.job, d.tick, gapTo))
+		}
+	}
+}
+
+func inGap(tick, from, to time.Time) bool {
+	return !to.IsZero() && tick.After(from) && !tick.After(to)
+}
+
+// setNext makes next the next tick of j (none if zero).
+func (t *termRun) setNext(tl *timeline, j *jobState, next time.Time) {
+	j.mu.Lock()
+	j.next = next
+	j.mu.Unlock()
+	if !next.IsZero() {
+		tl.add(j, next)
 	}
 }
 
@@ -471,11 +511,11 @@ func (t *termRun) fireAll(due []dueTick) {
 	start := t.startBuf[:0]
 	for _, d := range due {
 		if !t.begin() {
-			return
+			break
 		}
-		ok, skip := t.admit(d.job, d.tick)
+		ok, skip, tn := t.admit(d.job, d.tick)
 		if ok {
-			start = append(start, d)
+			start = append(start, starting{d, tn})
 			continue
 		}
 		t.end()
@@ -484,7 +524,7 @@ func (t *termRun) fireAll(due []dueTick) {
 		}
 	}
 	for _, d := range start {
-		go t.runTick(d.job, d.tick, false, false)
+		go t.runTick(d.job, d.tick, d.tn)
 	}
 	t.startBuf = start
 	for _, d := range skipped {
@@ -492,64 +532,11 @@ func (t *termRun) fireAll(due []dueTick) {
 	}
 }
 
-// fire starts a run of j for tick unless a stop or the overlap policy says
-// otherwise. claimed means the ledger claim was made already.
-func (t *termRun) fire(j *jobState, tick time.Time, catchUp, claimed bool) {
-	if !t.begin() {
-		return
-	}
-	ok, skip := t.admit(j, tick)
-	if ok {
-		go t.runTick(j, tick, catchUp, claimed)
-		return
-	}
-	t.end()
-	if skip {
-		t.skippedTick(j, tick)
-	}
-}
-
-// admit applies the overlap policy to a tick of j: ok says a run may
-// start now (counted active); otherwise the tick is queued (OverlapQueue
-// with room left) or skipped (skip says so, and it is counted).
-func (t *termRun) admit(j *jobState, tick time.Time) (ok, skip bool) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.active > 0 {
-		switch j.Overlap {
-		case OverlapSkip:
-			j.skipped++
-			return false, true
-		case OverlapQueue:
-			if len(j.queue) >= maxQueue {
-				j.skipped++
-				return false, true
-			}
-			j.queue = append(j.queue, tick)
-			return false, false
-		}
-	}
-	j.active++
-	return true, false
-}
-
-// skippedTick logs and counts a tick the overlap policy did not run.
-func (t *termRun) skippedTick(j *jobState, tick time.Time) {
-	h := t.h
-	if j.Overlap == OverlapQueue {
-		h.log.Warn("tick skipped: queue full", "job", j.Name, "tick", tick, "queued", maxQueue)
-	} else {
-		h.log.Warn("tick skipped: previous run still going", "job", j.Name, "tick", tick, "overlap", j.Overlap)
-	}
-	if h.cfg.Observer != nil {
-		h.cfg.Observer.OverlapSkipped(j.Name)
-	}
-}
-
-// runTick runs one tick of j (then whatever the queue holds).
-func (t *termRun) runTick(j *jobState, tick time.Time, catchUp, claimed bool) {
+// runTick runs one tick of j, claimed in turn tn (then whatever the queue
+// holds).
+func (t *termRun) runTick(j *jobState, tick time.Time, tn turn) {
 	var done []Run
-	t.runOne(j, tick, catchUp, claimed, &done)
+	t.runOne(j, tick, false, false, tn, &done)
 	t.run(j, nil, false, false, done)
 }
 
@@ -559,13 +546,14 @@ func (t *termRun) runTick(j *jobState, tick time.Time, catchUp, claimed bool) {
 // after the job stops counting as active, so that write does not make the
 // next tick look like an overlap.
 func (t *termRun) run(j *jobState, ticks []time.Time, catchUp, claimed bool, done []Run) {
+	var one [1]time.Time
 	for {
 		for i, tick := range ticks {
 			for _, r := range done {
 				t.record(j, r)
 			}
 			done = done[:0]
-			if !t.runOne(j, tick, catchUp, claimed, &done) && claimed {
+			if !t.runOne(j, tick, catchUp, claimed, turn{}, &done) && claimed {
 				// The term ended: record the claimed ticks left as not run.
 				for _, rest := range ticks[i+1:] {
 					t.finishNotStarted(j, rest, catchUp)
@@ -574,14 +562,16 @@ func (t *termRun) run(j *jobState, ticks []time.Time, catchUp, claimed bool, don
 			}
 		}
 		j.mu.Lock()
-		if j.Overlap == OverlapQueue && len(j.queue) > 0 && !t.stopping.Load() && t.live() {
-			ticks, catchUp, claimed = j.queue[:1], false, false
-			j.queue = j.queue[1:]
-			j.mu.Unlock()
+		q, take, to := t.nextQueued(j)
+		j.mu.Unlock()
+		if take {
+			one[0] = q.tick
+			ticks, catchUp, claimed = one[:], q.catchUp, false
 			continue
 		}
-		j.active--
-		j.mu.Unlock()
+		if to != nil { // a later term's queue waited for this run
+			go to.run(j, []time.Time{q.tick}, q.catchUp, false, nil)
+		}
 		for _, r := range done {
 			t.record(j, r)
 		}
@@ -590,15 +580,18 @@ func (t *termRun) run(j *jobState, ticks []time.Time, catchUp, claimed bool, don
 	}
 }
 
-// runOne claims (unless claimed) and runs one tick; a run it started is
-// appended to done for the caller to record. It reports whether the term
-// is still live afterwards.
-func (t *termRun) runOne(j *jobState, tick time.Time, catchUp, claimed bool, done *[]Run) bool {
+// runOne claims (unless claimed) in turn tn and runs one tick; a run it
+// started is appended to done for the caller to record. It reports whether
+// the term is still live afterwards.
+func (t *termRun) runOne(j *jobState, tick time.Time, catchUp, claimed bool, tn turn, done *[]Run) bool {
 	h := t.h
+	tn.wait(t)
 	if !claimed && t.stopping.Load() {
+		tn.done()
 		return true // not started: the term is stopping
 	}
 	if err := election.CheckTerm(t.base); err != nil {
+		tn.done()
 		if claimed {
 			t.finishNotStarted(j, tick, catchUp)
 		}
@@ -606,7 +599,9 @@ func (t *termRun) runOne(j *jobState, tick time.Time, catchUp, claimed bool, don
 		return false
 	}
 	if !claimed && h.cfg.Ledger != nil {
-		if err := t.claim(j, tick, catchUp); err != nil {
+		err := t.claim(j, tick, catchUp)
+		tn.done()
+		if err != nil {
 			return !errors.Is(err, election.ErrLeadershipLost)
 		}
 		// The claim took I/O: check the term again right before the start.
@@ -625,7 +620,7 @@ func (t *termRun) runOne(j *jobState, tick time.Time, catchUp, claimed bool, don
 		ctx, cancel = context.WithTimeoutCause(ctx, j.Timeout, ErrJobTimeout)
 		defer cancel()
 	}
-	started := time.Now()
+	started, startedMono := h.clock.now()
 	lateness := started.Sub(tick)
 	if h.cfg.Observer != nil {
 		h.cfg.Observer.RunStarted(j.Name, tick, lateness)
@@ -639,7 +634,8 @@ func (t *termRun) runOne(j *jobState, tick time.Time, catchUp, claimed bool, don
 	err := call(ctx, j.Run)
 	t.calls.Add(-1)
 	h.running.Add(-1)
-	took := time.Since(started)
+	ended, endedMono := h.clock.now()
+	took := endedMono - startedMono
 
 	res := ResultOK
 	if err != nil {
@@ -659,7 +655,7 @@ func (t *termRun) runOne(j *jobState, tick time.Time, catchUp, claimed bool, don
 	if h.cfg.Observer != nil {
 		h.cfg.Observer.RunFinished(j.Name, res, took)
 	}
-	r := Run{Job: j.Name, Tick: tick, Instance: h.cfg.Instance, Token: t.token, CatchUp: catchUp, Started: started, Ended: time.Now(), Result: res}
+	r := Run{Job: j.Name, Tick: tick, Instance: h.cfg.Instance, Token: t.token, CatchUp: catchUp, Started: started, Ended: ended, Result: res}
 	if err != nil {
 		r.Error = err.Error()
 		h.log.Error("run ended", "job", j.Name, "tick", tick, "token", t.token, "result", res, "took", took.Round(time.Microsecond), "err", err)
@@ -670,66 +666,8 @@ func (t *termRun) runOne(j *jobState, tick time.Time, catchUp, claimed bool, don
 	return t.live()
 }
 
-// claim claims tick in the ledger; on a stale term it ends the term.
-func (t *termRun) claim(j *jobState, tick time.Time, catchUp bool) error {
-	h := t.h
-	ctx, cancel := context.WithTimeout(t.base, ledgerTimeout)
-	defer cancel()
-	c := Claim{Job: j.Name, Tick: tick, Token: t.token, Instance: h.cfg.Instance, CatchUp: catchUp, Started: time.Now()}
-	err := h.cfg.Ledger.Claim(ctx, c)
-	// An error that is neither a refusal nor a stale term leaves the claim
-	// unknown: it may have been recorded. Ask again while the term and the
-	// claim's time allow; "already claimed" then means ours if the history
-	// holds this tick with this term's token.
-	for pause := 100 * time.Millisecond; err != nil && ctx.Err() == nil && t.live() &&
-		!errors.Is(err, election.ErrLeadershipLost) && !errors.Is(err, ErrTickClaimed); pause *= 2 {
-		h.log.Warn("claim failed, asking again", "job", j.Name, "tick", tick, "token", t.token, "err", err)
-		select {
-		case <-ctx.Done():
-			continue
-		case <-time.After(pause):
-		}
-		c.Started = time.Now()
-		err = h.cfg.Ledger.Claim(ctx, c)
-		if errors.Is(err, ErrTickClaimed) && t.claimedByUs(ctx, j, tick) {
-			h.log.Info("claim confirmed: the failed attempt had been recorded", "job", j.Name, "tick", tick, "token", t.token)
-			err = nil
-		}
-	}
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, election.ErrLeadershipLost):
-		h.log.Error("claim refused: term is stale; stopping", "job", j.Name, "tick", tick, "token", t.token, "err", err)
-		t.lose(err)
-	case errors.Is(err, ErrTickClaimed):
-		h.log.Warn("run not started: tick already claimed", "job", j.Name, "tick", tick, "token", t.token)
-	default:
-		h.log.Error("run not started: claim failed", "job", j.Name, "tick", tick, "token", t.token, "err", err)
-		if h.cfg.Observer != nil {
-			h.cfg.Observer.Misfired(j.Name, 1)
-		}
-	}
-	return err
-}
-
-// claimedByUs reports whether the ledger's history shows tick of j claimed
-// with this term's token.
-func (t *termRun) claimedByUs(ctx context.Context, j *jobState, tick time.Time) bool {
-	runs, err := t.h.cfg.Ledger.History(ctx, j.Name, 3)
-	if err != nil {
-		return false
-	}
-	for _, r := range runs {
-		if r.Tick.Equal(tick) && r.Token == t.token {
-			return true
-		}
-	}
-	return false
-}
-
 func (t *termRun) finishNotStarted(j *jobState, tick time.Time, catchUp bool) {
-	now := time.Now()
+	now := t.h.wallNow()
 	t.record(j, Run{Job: j.Name, Tick: tick, Instance: t.h.cfg.Instance, Token: t.token, CatchUp: catchUp,
 		Started: now, Ended: now, Result: ResultCancelled, Error: "claimed but not started: term ended"})
 }

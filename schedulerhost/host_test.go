@@ -30,7 +30,7 @@ type node struct {
 	done    chan error
 }
 
-func startNode(t *testing.T, m *electiontest.Memory, name string, cfg schedulerhost.Config) *node {
+func startNode(t *testing.T, m *electiontest.Memory, name string, cfg schedulerhost.Config, opts ...func(*schedulerhost.Host)) *node {
 	t.Helper()
 	b := m.Candidate()
 	e, err := election.New(election.Config{Backend: b, Identity: election.Identity{ID: name}, Logger: quiet})
@@ -45,6 +45,9 @@ func startNode(t *testing.T, m *electiontest.Memory, name string, cfg schedulerh
 	h, err := schedulerhost.New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, o := range opts {
+		o(h)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &node{name: name, backend: b, elector: e, host: h, cancel: cancel, done: make(chan error, 1)}

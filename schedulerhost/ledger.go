@@ -26,7 +26,19 @@ type Ledger interface {
 	// election.ErrLeadershipLost) if the term no longer holds, and one
 	// wrapping ErrTickClaimed if the tick is not newer than the last
 	// claimed one. Any other error means the claim may or may not have
-	// been recorded; the Host does not start the run.
+	// been recorded.
+	//
+	// What the Host does with that: it makes one job's claims one at a
+	// time, in tick order, within a term. It asks an unknown claim again
+	// (the same Claim) within its ledger timeout; a retry refused with
+	// ErrTickClaimed is its own claim if History shows the tick with
+	// c.Token, and the run starts. If it gives up (the timeout, the end of
+	// the term, a retry saying the term is stale), the run does not start
+	// and the Host calls Finish for the tick with ResultCancelled and an
+	// Error starting "not started: claim outcome unknown", so that an
+	// entry a lost attempt recorded does not stay "running" (unless that
+	// Finish fails too, or an attempt still in flight lands after it).
+	// Such a tick stays claimed: no leader runs it later.
 	Claim(ctx context.Context, c Claim) error
 	// LastClaimed returns the newest claimed tick of job, or the zero time
 	// if none was ever claimed.
@@ -73,7 +85,7 @@ const (
 	ResultOK        Result = "ok"        // returned nil
 	ResultFailed    Result = "failed"    // returned an error or panicked
 	ResultTimeout   Result = "timeout"   // cancelled by the job's Timeout
-	ResultCancelled Result = "cancelled" // cancelled by leadership loss or shutdown
+	ResultCancelled Result = "cancelled" // cancelled by leadership loss or shutdown, or claimed and not started (Error says why)
 )
 
 // DefaultHistory is how many runs per job a backend Ledger keeps unless

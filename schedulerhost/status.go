@@ -12,7 +12,7 @@ type JobStatus struct {
 	Overlap  Overlap   `json:"overlap"`
 	Misfire  Misfire   `json:"misfire"`
 	Next     time.Time `json:"next,omitzero"` // next tick: the scheduled one while leading, else what the schedule says
-	Running  int       `json:"running"`       // runs in flight in the current term
+	Running  int       `json:"running"`       // runs going in this process, including any an earlier term abandoned
 	Skipped  int64     `json:"skipped"`       // ticks skipped by the overlap policy since start
 	LastRun  *Run      `json:"last_run,omitempty"`
 	Recent   []Run     `json:"recent,omitempty"` // newest first, runs of this instance
@@ -20,7 +20,7 @@ type JobStatus struct {
 
 // Status describes every job. It does not block on I/O.
 func (h *Host) Status() []JobStatus {
-	now := time.Now().In(h.cfg.Location)
+	now := h.wallNow().In(h.cfg.Location)
 	out := make([]JobStatus, 0, len(h.jobs))
 	for _, j := range h.jobs {
 		j.mu.Lock()

@@ -191,7 +191,45 @@ func testCrashPolicy(t *testing.T, h LedgerHarness, policy schedulerhost.Misfire
 	if lastA.IsZero() || firstRegularB.IsZero() {
 		t.Fatalf("want runs by both: a's last %v, b's first regular %v (runs %+v)", lastA, firstRegularB, runs)
 	}
-	missed := int(firstRegularB.Sub(lastA)/time.Second) - 1
+	// The ledger agrees with the job's own record. It may also hold one
+	// claim of a's that nobody ran: the tick after a's last run, claimed
+	// just before a's term ended and then not started, either because
+	// its answer was lost in the cut (a never learned it was recorded and
+	// could not write "not started": the entry says running) or because
+	// a's deadline passed between the claim and the start (the entry says
+	// cancelled). Such a tick is claimed, so it is not a missed tick for
+	// b. Only one can exist (a claims one tick of the job at a time);
+	// nobody ran it (checked above).
+	unknown := 0
+	if b.c.Ledger != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		hist, err := b.c.Ledger.History(ctx, "tick", schedulerhost.DefaultHistory)
+		if err != nil {
+			t.Fatalf("History: %v", err)
+		}
+		inLedger := map[int64]bool{}
+		for _, r := range hist {
+			if inLedger[r.Tick.UnixNano()] {
+				t.Errorf("ledger holds tick %v twice", r.Tick)
+			}
+			inLedger[r.Tick.UnixNano()] = true
+			if _, ok := seen[r.Tick.UnixNano()]; ok {
+				continue
+			}
+			notRun := r.Result == schedulerhost.ResultRunning || r.Result == schedulerhost.ResultCancelled
+			if r.Instance == "a" && notRun && r.Tick.Equal(lastA.Add(time.Second)) && unknown == 0 {
+				unknown++
+				t.Logf("ledger holds a's claim of tick %v, not run by anyone (%s %q)", r.Tick.Format("15:04:05"), r.Result, r.Error)
+				continue
+			}
+			if r.Result == schedulerhost.ResultCancelled {
+				continue
+			}
+			t.Errorf("ledger has run %+v that the job never recorded", r)
+		}
+	}
+	missed := int(firstRegularB.Sub(lastA)/time.Second) - 1 - unknown
 	want := 0
 	switch policy {
 	case schedulerhost.MisfireRunOnce:
@@ -214,25 +252,6 @@ func testCrashPolicy(t *testing.T, h LedgerHarness, policy schedulerhost.Misfire
 	for i, c := range catchUps {
 		if w := firstRegularB.Add(-time.Duration(len(catchUps)-i) * time.Second); !c.tick.Equal(w) {
 			t.Errorf("catch-up %d ran tick %v, want %v (the newest missed ticks, oldest first)", i, c.tick, w)
-		}
-	}
-	// The ledger agrees with the job's own record.
-	if b.c.Ledger != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		hist, err := b.c.Ledger.History(ctx, "tick", schedulerhost.DefaultHistory)
-		if err != nil {
-			t.Fatalf("History: %v", err)
-		}
-		inLedger := map[int64]bool{}
-		for _, r := range hist {
-			if inLedger[r.Tick.UnixNano()] {
-				t.Errorf("ledger holds tick %v twice", r.Tick)
-			}
-			inLedger[r.Tick.UnixNano()] = true
-			if _, ok := seen[r.Tick.UnixNano()]; !ok && r.Result != schedulerhost.ResultCancelled {
-				t.Errorf("ledger has run %+v that the job never recorded", r)
-			}
 		}
 	}
 }

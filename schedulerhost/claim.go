@@ -1,0 +1,183 @@
+package schedulerhost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/batonhq/baton/election"
+)
+
+// Claims.
+//
+// The claims of one job are made one at a time, in tick order, within a
+// term: a tick's claim is not sent before the claim of the job's tick
+// before it has been decided, so a later tick cannot overtake an earlier
+// one whose claim is being asked again (the ledger refuses any tick not
+// after the last claimed, so the earlier one would be lost). Under
+// OverlapSkip and OverlapQueue one run of a job goes at a time, which
+// orders its claims already; under OverlapAllow each admitted run takes a
+// turn (below).
+//
+// A claim whose outcome stays unknown (an error that is neither a refusal
+// nor a stale term) is asked again within ledgerTimeout. If the Host gives
+// up on it (the time runs out, the term ends, or a retry finds the term
+// stale), the tick may be recorded as claimed although its run never
+// starts: the Host then finishes its history entry as ResultCancelled with
+// an error starting "not started: claim outcome unknown", so the history
+// does not say "running" for it (best effort: that write can fail too,
+// and an attempt still in flight can land after it). The tick stays
+// claimed: no leader runs it
+// later (re-opening it would need the ledger to tell, atomically with a
+// new claim, that its run never started).
+
+// turn orders the claims of an OverlapAllow job: a claim waits for prev,
+// closed once the claim of the run admitted before it is decided, and
+// closes mine once its own is.
+type turn struct {
+	prev <-chan struct{}
+	mine chan struct{}
+}
+
+// takeTurn returns the next turn of j's claims (j.mu held), or no turn if
+// j's claims are ordered otherwise.
+func (t *termRun) takeTurn(j *jobState) turn {
+	if j.Overlap != OverlapAllow || t.h.cfg.Ledger == nil {
+		return turn{}
+	}
+	tn := turn{prev: j.lastTurn, mine: make(chan struct{})}
+	if tn.prev != nil {
+		select {
+		case <-tn.prev:
+			tn.prev = nil
+		default:
+		}
+	}
+	j.lastTurn = tn.mine
+	return tn
+}
+
+// wait blocks until the previous claim is decided or the term is over.
+func (tn turn) wait(t *termRun) {
+	if tn.prev == nil {
+		return
+	}
+	select {
+	case <-tn.prev:
+	case <-t.base.Done():
+	}
+}
+
+// done lets the next claim go. Call it once, on every path, for a turn
+// taken, after wait (a claim not made still passes the turn on in order).
+func (tn turn) done() {
+	if tn.mine != nil {
+		close(tn.mine)
+	}
+}
+
+// unknownOutcome reports whether a claim's error leaves it unknown
+// whether the claim was recorded.
+func unknownOutcome(err error) bool {
+	return err != nil && !errors.Is(err, election.ErrLeadershipLost) && !errors.Is(err, ErrTickClaimed)
+}
+
+// claim claims tick in the ledger; on a stale term it ends the term.
+func (t *termRun) claim(j *jobState, tick time.Time, catchUp bool) error {
+	h := t.h
+	ctx, cancel := context.WithTimeout(t.base, ledgerTimeout)
+	defer cancel()
+	c := Claim{Job: j.Name, Tick: tick, Token: t.token, Instance: h.cfg.Instance, CatchUp: catchUp, Started: h.wallNow()}
+	err := h.cfg.Ledger.Claim(ctx, c)
+	// An error that is neither a refusal nor a stale term leaves the claim
+	// unknown: it may have been recorded. Ask again while the term and the
+	// claim's time allow; "already claimed" then means ours if the history
+	// holds this tick with this term's token.
+	ambiguous := unknownOutcome(err)
+	for pause := 100 * time.Millisecond; unknownOutcome(err) && ctx.Err() == nil && t.live(); pause *= 2 {
+		h.log.Warn("claim failed, asking again", "job", j.Name, "tick", tick, "token", t.token, "err", err)
+		timer := h.clock.newTimer(pause)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			continue
+		case <-timer.C:
+		}
+		c.Started = h.wallNow()
+		err = h.cfg.Ledger.Claim(ctx, c)
+		if errors.Is(err, ErrTickClaimed) {
+			ours, other, herr := t.claimedByUs(ctx, j, tick)
+			switch {
+			case ours:
+				h.log.Info("claim confirmed: the failed attempt had been recorded", "job", j.Name, "tick", tick, "token", t.token)
+				err = nil
+			case other:
+				ambiguous = false // the tick is another term's: ours was never recorded
+			case herr != nil:
+				err = fmt.Errorf("tick already claimed, by this term or not: reading the history: %w", herr)
+			}
+		}
+		ambiguous = ambiguous || unknownOutcome(err)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, election.ErrLeadershipLost):
+		h.log.Error("claim refused: term is stale; stopping", "job", j.Name, "tick", tick, "token", t.token, "err", err)
+		t.lose(err)
+	case errors.Is(err, ErrTickClaimed):
+		h.log.Warn("run not started: tick already claimed", "job", j.Name, "tick", tick, "token", t.token)
+	default:
+		h.log.Error("run not started: claim failed", "job", j.Name, "tick", tick, "token", t.token, "err", err)
+	}
+	if ambiguous || unknownOutcome(err) {
+		if h.cfg.Observer != nil {
+			h.cfg.Observer.Misfired(j.Name, 1)
+		}
+		// The claim may have been recorded: say in the history that this
+		// run did not start (Finish touches only an entry with our token).
+		now := h.wallNow()
+		t.record(j, Run{Job: j.Name, Tick: tick, Instance: h.cfg.Instance, Token: t.token, CatchUp: catchUp,
+			Started: now, Ended: now, Result: ResultCancelled, Error: "not started: claim outcome unknown: " + err.Error()})
+	}
+	return err
+}
+
+// claimedByUs reads the ledger's history for tick of j: ours says it is
+// claimed with this term's token, other that it is claimed with another.
+func (t *termRun) claimedByUs(ctx context.Context, j *jobState, tick time.Time) (ours, other bool, err error) {
+	runs, err := t.h.cfg.Ledger.History(ctx, j.Name, DefaultHistory)
+	if err != nil {
+		return false, false, err
+	}
+	for _, r := range runs {
+		if r.Tick.Equal(tick) {
+			return r.Token == t.token, r.Token != t.token, nil
+		}
+	}
+	return false, false, nil
+}
+
+// claimInOrder claims catch-up ticks of j oldest first, in turn tn, and
+// returns those claimed; it stops at the first failure other than
+// "already claimed", or when the term is over.
+func (t *termRun) claimInOrder(j *jobState, ticks []time.Time, tn turn) []time.Time {
+	defer tn.done()
+	tn.wait(t)
+	claimed := ticks[:0:0]
+	for _, tick := range ticks {
+		if election.CheckTerm(t.base) != nil {
+			break
+		}
+		err := t.claim(j, tick, true)
+		if errors.Is(err, ErrTickClaimed) {
+			continue
+		}
+		if err != nil {
+			break
+		}
+		claimed = append(claimed, tick)
+	}
+	return claimed
+}
