@@ -228,8 +228,10 @@ func newConsul(ctx context.Context, dir string) (*backend, error) {
 	ttl := 10 * time.Second
 	return &backend{
 		name: "consul", target: srv.HTTPAddr, nodes: 3, ttl: ttl, grace: 60 * time.Second,
-		// Consul reaps a session at 2*TTL; lock-delay 1 ms (the default).
-		crashBound: 2*ttl + time.Millisecond, handoverBound: 2 * time.Second,
+		// Consul reaps a session at 2*TTL, then keeps the key for the
+		// lock-delay: the TTL (the default), so that a deregistered node's
+		// session cannot free it while its leader still leads.
+		crashBound: 2*ttl + ttl, handoverBound: 2 * time.Second,
 		args: func(addr string) []string {
 			return []string{"--backend", "consul", "--consul-addr", addr}
 		},

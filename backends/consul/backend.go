@@ -80,10 +80,14 @@ type session struct {
 
 // Acquire implements election.Backend. It creates a session, waits with
 // blocking queries while another session holds the key, and locks the key
-// when it is free. It returns an error wrapping ctx's error if ctx ends
-// first (never a nil Lease with a nil error); the session it created is
-// destroyed then. Other errors (ErrKeyConflict) are returned at once.
-// Transient Consul errors are logged and retried.
+// when it is free. If Consul refuses the key because the last holder's
+// session was invalidated less than its lock-delay ago, it waits until
+// LockDelay after it saw the key freed (re-trying at least every
+// RenewInterval/2, in case the last holder's lock-delay was shorter). It
+// returns an error wrapping ctx's error if ctx ends first (never a nil
+// Lease with a nil error); the session it created is destroyed then.
+// Other errors (ErrKeyConflict) are returned at once. Transient Consul
+// errors are logged and retried.
 func (b *Backend) Acquire(ctx context.Context, id election.Identity) (_ election.Lease, err error) {
 	var s session
 	defer func() {
@@ -107,6 +111,9 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (_ election
 		return nil
 	}
 	var waitIndex uint64
+	// freeSince is when this candidate first saw the key unlocked since it
+	// last saw it locked: a lock-delay started no later than that.
+	var freeSince time.Time
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("consul: acquire: %w", err)
@@ -132,10 +139,14 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (_ election
 		if pair != nil && pair.Session != "" && pair.Session != s.id {
 			// Held by someone else: wait for a change.
 			waitIndex = nextIndex(waitIndex, meta.LastIndex)
+			freeSince = time.Time{}
 			retry.reset()
 			continue
 		}
 		waitIndex = 0
+		if freeSince.IsZero() {
+			freeSince = time.Now()
+		}
 		// The lease's first deadline counts from the session's last
 		// renewal: make it recent.
 		if err := b.keepSession(ctx, &s, id, b.cfg.RenewInterval/4); err != nil {
@@ -144,14 +155,26 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (_ election
 			}
 			continue
 		}
-		l, err := b.lock(ctx, &s, id)
+		l, why, err := b.lock(ctx, &s, id)
 		if l != nil {
 			return l, nil
 		}
-		// Refused (lock-delay after the last holder's session was
-		// invalidated, another candidate won the race, or our session is
-		// gone) or failed: check the session, look again after a pause.
-		s.check = true
+		if why == refusedLockDelay {
+			// The last holder's session was invalidated, not released,
+			// at most LockDelay (if it used ours) before freeSince.
+			if wait := time.Until(freeSince.Add(b.cfg.LockDelay)); wait > 0 {
+				b.log.Debug("consul lock refused during the last holder's lock-delay, waiting", "identity", id.ID, "wait", wait.Round(time.Millisecond).String())
+				if err := sleep(ctx, min(wait, b.cfg.RenewInterval/2)); err != nil {
+					return nil, fmt.Errorf("consul: acquire: %w", err)
+				}
+				retry.reset()
+				continue
+			}
+		} else {
+			// Another candidate won the race, or our session is gone.
+			s.check = true
+		}
+		// Refused or failed: look again after a pause.
 		if err := pause("consul lock, retrying", err); err != nil {
 			return nil, err
 		}
@@ -184,9 +207,12 @@ func (b *Backend) keepSession(ctx context.Context, s *session, id election.Ident
 	if name == "" {
 		name = "baton " + id.ID + " " + b.cfg.Key
 	}
-	// No health checks: only the TTL (or an explicit destroy) invalidates
-	// the session, so the server never ends a term before the holder's
-	// own deadline has passed.
+	// No health checks, so that a node marked failed (its agent died or
+	// is unreachable) does not invalidate the session. Consul still
+	// deletes it if the node is deregistered (force-leave, leave, catalog
+	// deregister) or someone destroys it, while the holder may be cut off
+	// and leading; the lock-delay, at least MinLockDelay, keeps the key
+	// from the next candidate until the holder's deadline has passed.
 	sid, _, err := b.cfg.Client.Session().CreateNoChecks(&api.SessionEntry{
 		Name:      name,
 		TTL:       b.cfg.TTL.String(),
@@ -200,13 +226,25 @@ func (b *Backend) keepSession(ctx context.Context, s *session, id election.Ident
 	return nil
 }
 
+// refusal says why Consul refused a lock attempt.
+type refusal int
+
+const (
+	notRefused refusal = iota
+	// refusedLockDelay: the last holder's session was invalidated (not
+	// released) less than its lock-delay ago.
+	refusedLockDelay
+	// refusedOther: another session holds the key, or ours is invalid.
+	refusedOther
+)
+
 // lock tries once to lock the key with s. It returns a lease if it did,
-// (nil, nil) if Consul refused, or an error if the outcome is unknown.
-func (b *Backend) lock(ctx context.Context, s *session, id election.Identity) (election.Lease, error) {
+// the reason if Consul refused, or an error if the outcome is unknown.
+func (b *Backend) lock(ctx context.Context, s *session, id election.Identity) (election.Lease, refusal, error) {
 	v := value{Identity: id, Session: s.id, Acquired: time.Now().UTC().Round(time.Millisecond)}
 	raw, err := json.Marshal(v)
 	if err != nil {
-		return nil, err
+		return nil, notRefused, err
 	}
 	rctx, cancel := context.WithTimeout(ctx, b.requestTimeout())
 	defer cancel()
@@ -218,14 +256,19 @@ func (b *Backend) lock(ctx context.Context, s *session, id election.Identity) (e
 		Session: s.id,
 	}}}, (&api.QueryOptions{}).WithContext(rctx))
 	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", b.cfg.Key, err)
+		return nil, notRefused, fmt.Errorf("lock %s: %w", b.cfg.Key, err)
 	}
 	if !ok {
-		b.log.Debug("consul lock refused", "identity", id.ID, "errors", txnErrors(resp))
-		return nil, nil
+		why := txnErrors(resp)
+		b.log.Debug("consul lock refused", "identity", id.ID, "errors", why)
+		// Consul's words: failed to lock key "..." due to lock delay.
+		if strings.Contains(why, "lock delay") {
+			return nil, refusedLockDelay, nil
+		}
+		return nil, refusedOther, nil
 	}
 	if len(resp.Results) != 1 || resp.Results[0].KV == nil || resp.Results[0].KV.Session != s.id {
-		return nil, fmt.Errorf("lock %s: unexpected transaction result %+v", b.cfg.Key, resp)
+		return nil, notRefused, fmt.Errorf("lock %s: unexpected transaction result %+v", b.cfg.Key, resp)
 	}
 	// The token is the raft index of our lock operation. Consul's raft
 	// index grows cluster-wide with every write, so it is greater than the
@@ -252,7 +295,7 @@ func (b *Backend) lock(ctx context.Context, s *session, id election.Identity) (e
 	b.mu.Unlock()
 	b.log.Debug("consul lock taken", "identity", id.ID, "session", s.id, "token", token)
 	s.id = "" // the lease owns the session now
-	return t.lease, nil
+	return t.lease, notRefused, nil
 }
 
 func (b *Backend) newLease(t *term, sent time.Time, id election.Identity) *election.ManagedLease {
@@ -380,7 +423,12 @@ func (b *backoff) reset() { b.cur = 0 }
 
 func (b *backoff) wait(ctx context.Context) error {
 	b.cur = min(max(2*b.cur, b.min), b.max)
-	t := time.NewTimer(b.cur)
+	return sleep(ctx, b.cur)
+}
+
+// sleep waits for d or until ctx is done (then it returns ctx's error).
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

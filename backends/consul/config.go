@@ -21,10 +21,6 @@ const (
 	MinTTL = 10 * time.Second
 	// MaxTTL is the largest session TTL a Consul server accepts.
 	MaxTTL = 24 * time.Hour
-	// DefaultLockDelay is the session lock-delay when Config.LockDelay is
-	// zero: 1 ms, the smallest value the HTTP API can carry. Zero cannot be
-	// sent (the API client omits it and the server then applies 15 s).
-	DefaultLockDelay = time.Millisecond
 	// MaxLockDelay is the largest lock-delay the server applies.
 	MaxLockDelay = 60 * time.Second
 	// DefaultWaitTime is the blocking-query wait when Config.WaitTime is
@@ -41,14 +37,14 @@ type Config struct {
 	// and key:write on Key and on Key+"-ledger/" (one key_prefix rule on Key
 	// covers both); Check verifies it.
 	Client *api.Client
-	// Key is the lock key, e.g. "service/baton/reports/leader". Required,
-	// without a leading or trailing slash.
+	// Key is the lock key, e.g. LockKey("service/baton/reports"), which
+	// is "service/baton/reports/.lock". Required, without a leading or
+	// trailing slash.
 	//
-	// To exclude `consul lock PREFIX cmd` (mutex mode, -n=1) on the same
-	// prefix, set Key to PREFIX+"/.lock": that is the key `consul lock`
-	// locks, and both put the same flags (api.LockFlagValue) on it, so each
-	// waits for the other. A `consul lock -n N` semaphore (N > 1) uses the
-	// key differently; Acquire then fails with ErrKeyConflict.
+	// LockKey(PREFIX) is the key `consul lock PREFIX cmd` (mutex mode,
+	// -n=1) locks, and both put the same flags (api.LockFlagValue) on it,
+	// so each waits for the other. A `consul lock -n N` semaphore (N > 1)
+	// uses the key differently; Acquire then fails with ErrKeyConflict.
 	//
 	// The Ledger keeps its records under Key+"-ledger/".
 	Key string
@@ -56,16 +52,27 @@ type Config struct {
 	// between MinTTL and MaxTTL. See election.Timing for the others.
 	election.Timing
 	// LockDelay is the session's lock-delay: after Consul invalidates a
-	// session (TTL expiry or `consul session destroy`), it refuses to lock
-	// the keys that session held for this long. Zero means
-	// DefaultLockDelay (1 ms); at most MaxLockDelay.
+	// session by any means other than the holder's own release, it
+	// refuses to lock the keys that session held for this long. Zero means
+	// the TTL (at most MaxLockDelay). It must be at least
+	// MinLockDelay(Timing); Validate rejects a shorter one.
 	//
-	// Sessions are created without health checks, so Consul invalidates
-	// them only on TTL expiry (2*TTL after the last renewal it received, by
-	// which time the holder ended its term on its own deadline) or when
-	// someone destroys them. Only against the latter, while the holder is
-	// partitioned from Consul, does a lock-delay >= TTL add safety; it
-	// also adds to every crash failover (2*TTL + LockDelay).
+	// Sessions are created without health checks, so a node failure alone
+	// does not invalidate them; but Consul deletes every session of a node
+	// that is deregistered, checks or not: `consul force-leave` of a
+	// failed node, a client agent's graceful leave, a catalog deregister,
+	// the reaping of a node failed for longer than reconnect_timeout. So
+	// does `consul session destroy`, and TTL expiry (2*TTL after the last
+	// renewal the server received). The leader may then be cut off from
+	// Consul (its agent is the node that died) and still lead until its
+	// local deadline: at most TTL - SafetyMargin after it sent its last
+	// successful renewal, which Consul processed, so the leader sent it,
+	// before the invalidation. A lock-delay of at least MinLockDelay keeps
+	// the key locked until that deadline has passed: the next leader
+	// starts only after the old one stopped. An explicit
+	// Release unlocks the key before it destroys the session, so a
+	// graceful handover does not wait for the lock-delay. A crash failover
+	// does: it takes up to 2*TTL + LockDelay (30 s at the defaults).
 	LockDelay time.Duration
 	// WaitTime is how long one blocking query on the key waits for a
 	// change before it is sent again (while waiting to lead, and while
@@ -85,10 +92,41 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// MinLockDelay is the shortest LockDelay Validate accepts with timing t
+// (zero fields mean their defaults): the leader's window TTL -
+// SafetyMargin, the longest it can go on leading after the last renewal it
+// sent, plus a tenth of it for the difference between the leader's and
+// the Consul server's clock rates and for the leader's scheduling delay,
+// rounded up to a whole millisecond (the unit Consul counts in). At the
+// defaults (TTL 10 s, SafetyMargin 2 s) it is 8.8 s; the default
+// LockDelay, the TTL, is longer.
+//
+// A shorter window lets a shorter LockDelay suffice, and a crash failover
+// (2*TTL + LockDelay) end sooner, at the price of a leader that gives up
+// sooner when Consul does not answer: with TTL 10 s, RenewInterval 1 s and
+// SafetyMargin 7 s, the window is 3 s and MinLockDelay 3.3 s.
+func MinLockDelay(t election.Timing) time.Duration {
+	t = t.WithDefaults(DefaultTTL)
+	w := t.TTL - t.SafetyMargin
+	if w <= 0 {
+		return time.Millisecond
+	}
+	d := w + w/10
+	if r := d % time.Millisecond; r != 0 {
+		d += time.Millisecond - r
+	}
+	return d
+}
+
+// LockKey returns the key that `consul lock prefix cmd` locks:
+// prefix + "/.lock". A Backend whose Key it is and `consul lock prefix`
+// exclude each other.
+func LockKey(prefix string) string { return prefix + "/.lock" }
+
 func (c Config) withDefaults() Config {
 	c.Timing = c.Timing.WithDefaults(DefaultTTL)
 	if c.LockDelay == 0 {
-		c.LockDelay = DefaultLockDelay
+		c.LockDelay = min(c.TTL, MaxLockDelay)
 	}
 	if c.WaitTime == 0 {
 		c.WaitTime = DefaultWaitTime
@@ -116,17 +154,31 @@ func (c Config) Validate() error {
 	case strings.HasPrefix(c.Key, "/") || strings.HasSuffix(c.Key, "/"):
 		errs = append(errs, fmt.Errorf("Key %q: must not begin or end with a slash", c.Key))
 	}
-	if err := c.Timing.Validate(MinTTL, 0); err != nil {
-		errs = append(errs, err)
+	timingErr := c.Timing.Validate(MinTTL, 0)
+	if timingErr != nil {
+		errs = append(errs, timingErr)
 	}
 	if c.TTL > MaxTTL {
 		errs = append(errs, fmt.Errorf("TTL %v: above the server maximum %v", c.TTL, MaxTTL))
 	}
 	if c.LockDelay < time.Millisecond {
 		errs = append(errs, fmt.Errorf("LockDelay %v: must be at least 1ms (Consul counts whole milliseconds)", c.LockDelay))
-	}
-	if c.LockDelay > MaxLockDelay {
-		errs = append(errs, fmt.Errorf("LockDelay %v: above the server maximum %v", c.LockDelay, MaxLockDelay))
+	} else {
+		if c.LockDelay > MaxLockDelay {
+			errs = append(errs, fmt.Errorf("LockDelay %v: above the server maximum %v", c.LockDelay, MaxLockDelay))
+		}
+		// Consul counts the lock-delay in whole milliseconds, dropping
+		// the rest.
+		minDelay := MinLockDelay(c.Timing)
+		if timingErr == nil && c.LockDelay.Truncate(time.Millisecond) < minDelay {
+			hint := "leave it zero (the TTL) or set at least that"
+			if minDelay > MaxLockDelay {
+				hint = fmt.Sprintf("that is above the server maximum %v: shorten the window with a smaller TTL or a larger SafetyMargin", MaxLockDelay)
+			}
+			errs = append(errs, fmt.Errorf("LockDelay %v: below MinLockDelay %v (TTL %v - SafetyMargin %v, plus a tenth): "+
+				"after a node deregistration Consul would give the key to another candidate while this leader still leads; %s",
+				c.LockDelay, minDelay, c.TTL, c.SafetyMargin, hint))
+		}
 	}
 	if c.WaitTime < 0 {
 		errs = append(errs, fmt.Errorf("WaitTime %v: must be positive", c.WaitTime))

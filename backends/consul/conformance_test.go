@@ -3,11 +3,13 @@ package consul_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,8 +19,9 @@ import (
 )
 
 // cutTrials is how many network-cut trials the conformance suite runs:
-// each takes about 2*TTL (20 s) on Consul, which reaps a session 2*TTL
-// after its last renewal. BATON_CONSUL_CUT_TRIALS overrides it.
+// each takes about 2*TTL + LockDelay (30 s at the defaults) on Consul,
+// which reaps a session 2*TTL after its last renewal and then keeps the
+// key for the lock-delay. BATON_CONSUL_CUT_TRIALS overrides it.
 func cutTrials() int {
 	if n, err := strconv.Atoi(os.Getenv("BATON_CONSUL_CUT_TRIALS")); err == nil && n > 0 {
 		return n
@@ -115,9 +118,9 @@ func TestHandover_Graceful(t *testing.T) {
 
 // TestFailover_Crash cuts the leader off without a release, as a crash
 // or a partition would, and checks that the follower leads within
-// 2*TTL + LockDelay + 1 s (Consul reaps a session 2*TTL after its last
-// renewal, then refuses the key for LockDelay), and never before the old
-// leader's term ended.
+// 2*TTL + LockDelay + 1 s at the defaults, 31 s (Consul reaps a session
+// 2*TTL after its last renewal, then refuses the key for LockDelay, the
+// TTL), and never before the old leader's term ended.
 func TestFailover_Crash(t *testing.T) {
 	a := sharedAgent(t)
 	key := newKey(t)
@@ -140,7 +143,7 @@ func TestFailover_Crash(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("b: %v", r.err)
 	}
-	bound := 2*consul.DefaultTTL + testLockDelay + time.Second
+	bound := 2*consul.DefaultTTL + defaultLockDelay + time.Second
 	t.Logf("crash failover: a's term ended %v after the cut (local deadline), b led %v after the cut (bound %v)",
 		aEnded.Sub(cut).Round(time.Millisecond), r.at.Sub(cut).Round(time.Millisecond), bound)
 	if !r.at.After(aEnded) {
@@ -160,13 +163,16 @@ func TestFailover_Crash(t *testing.T) {
 	release(t, r.lease)
 }
 
-// TestConsulLock_Interop checks mutual exclusion with `consul lock` on the
-// same prefix, both ways, with the consul binary.
+// TestConsulLock_Interop checks mutual exclusion with `consul lock
+// service/baton/NAME` (the consul binary) both ways, on the key `demo node
+// --backend consul --election NAME` locks: LockKey("service/baton/NAME").
 func TestConsulLock_Interop(t *testing.T) {
 	a := sharedAgent(t)
-	prefix := newKey(t) // ".../.lock"
-	prefix = prefix[:len(prefix)-len("/.lock")]
-	key := prefix + "/.lock"
+	prefix := fmt.Sprintf("service/baton/interop-%d", keySeq.Add(1))
+	key := consul.LockKey(prefix)
+	if want := prefix + "/.lock"; key != want {
+		t.Fatalf("LockKey(%q) = %q, want %q (the key consul lock locks)", prefix, key, want)
+	}
 	c := newCandidate(t, a, key)
 	dir := t.TempDir()
 	httpAddr := "-http-addr=http://" + a.HTTPAddr
@@ -192,6 +198,9 @@ func TestConsulLock_Interop(t *testing.T) {
 		t.Fatalf("Leader() while consul lock holds: %v", err)
 	}
 	t.Logf("Leader() while consul lock holds: %+v", info)
+	if !strings.HasPrefix(info.Identity.ID, "session:") {
+		t.Errorf("Leader() while consul lock holds: ID %q, want the holder's session (session:...)", info.Identity.ID)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ch := acquireAsync(ctx, c, "baton")
@@ -228,6 +237,9 @@ func TestConsulLock_Interop(t *testing.T) {
 		t.Errorf("consul lock ran its command while baton held the key:\n%s", out)
 	}
 	t.Logf("consul lock while baton holds: %v: %s", err, out)
+	if info, err := c.Leader(context.Background()); err != nil || info.Identity.ID != "baton" {
+		t.Errorf("Leader() while baton holds = %+v, %v; want baton", info, err)
+	}
 
 	// 3. Once we release, `consul lock` gets it.
 	release(t, r.lease)

@@ -4,15 +4,16 @@
 // # How it works
 //
 // A candidate creates a session (TTL only, no health checks; behavior
-// "release"; the configured LockDelay, never the server's silent 15 s
-// default), then locks Config.Key with it (`?acquire=` semantics, in a
-// transaction that returns the new ModifyIndex). While another session
-// holds the key it waits with blocking queries of Config.WaitTime, so
-// that cancelling a campaign is prompt; when a holder releases, the
-// waiter's blocking query returns at once and it locks the key within
-// milliseconds. After a crash Consul reaps the holder's session 2*TTL
-// after the last renewal it received and then refuses the key for
-// LockDelay, so a follower leads within 2*TTL + LockDelay.
+// "release"; lock-delay Config.LockDelay, by default the TTL, never the
+// server's silent 15 s default), then locks Config.Key with it
+// (`?acquire=` semantics, in a transaction that returns the new
+// ModifyIndex). While another session holds the key it waits with
+// blocking queries of Config.WaitTime, so that cancelling a campaign is
+// prompt; when a holder releases, the waiter's blocking query returns at
+// once and it locks the key within milliseconds. After a crash Consul
+// reaps the holder's session 2*TTL after the last renewal it received and
+// then refuses the key for the lock-delay, so a follower leads within
+// 2*TTL + LockDelay: 30 s at the defaults.
 //
 // The leader renews its session every RenewInterval (Session().Renew),
 // watches the key with blocking queries, and ends its term on its own at
@@ -21,7 +22,36 @@
 // deadline, so one 500 from Consul does not end a term; Consul answering
 // that the session is gone, or the key being deleted or held by another
 // session, ends it at once. Release unlocks the key (no lock-delay) and
-// destroys the session.
+// then destroys the session, which then holds nothing: a graceful
+// handover takes milliseconds.
+//
+// # Deregistered nodes and the lock-delay
+//
+// A session belongs to the node of the agent that created it: in
+// production, the client agent on the leader's host. Without health
+// checks a session outlives that node's failure, but not its
+// deregistration: Consul deletes every session of a node that is
+// force-left (`consul force-leave`, the usual clean-up of a failed node),
+// leaves gracefully, is deregistered from the catalog or is reaped after
+// reconnect_timeout, and of course a destroyed one. The leader may be cut
+// off from Consul right then (its agent is the node that died) and keep
+// leading until its local deadline, up to TTL - SafetyMargin after the last
+// renewal it sent. Consul's answer is the lock-delay: after invalidating
+// a session by any means but a release it refuses the session's keys for
+// that long. Config.Validate therefore rejects a LockDelay shorter than
+// MinLockDelay (the window TTL - SafetyMargin plus a tenth: 8.8 s at the
+// defaults); the default is the TTL. So no deregistration hands the lock
+// to another candidate while the old leader may still believe it leads;
+// a crash failover pays for it with the lock-delay. A shorter window
+// (a larger SafetyMargin, a shorter RenewInterval) allows a shorter
+// lock-delay and a faster failover, and a leader that gives up sooner
+// when Consul does not answer.
+//
+// What the lock-delay does not cover: deleting the key (`consul kv
+// delete`) or releasing it with the holder's session ID frees it at once,
+// as it is meant to; and Consul keeps lock-delays in its servers' memory
+// only, so a server cluster that restarts from a snapshot taken after the
+// invalidation forgets it.
 //
 // # Fencing token
 //
@@ -35,11 +65,15 @@
 // # Interoperating with `consul lock`
 //
 // `consul lock PREFIX cmd` locks PREFIX+"/.lock" with flags
-// api.LockFlagValue. Set Config.Key to PREFIX+"/.lock" and the two exclude
-// each other: baton puts the same flags on the key and waits while
-// `consul lock` holds it, and `consul lock` waits (or times out with
-// -timeout) while baton leads. Semaphores (`consul lock -n N`, N > 1) use
-// the key differently; Acquire refuses such a key with ErrKeyConflict.
+// api.LockFlagValue. Set Config.Key to LockKey(PREFIX), which is that key,
+// and the two exclude each other: baton puts the same flags on the key
+// and waits while `consul lock` holds it, and `consul lock` waits (or
+// times out with -timeout) while baton leads. `demo node --backend consul
+// --election NAME` locks LockKey("service/baton/NAME"), the key of
+// `consul lock service/baton/NAME`. While `consul lock` holds the key its
+// value is empty, and Backend.Leader names the holder by its session.
+// Semaphores (`consul lock -n N`, N > 1) use the key differently; Acquire
+// refuses such a key with ErrKeyConflict.
 //
 // # Seeing the leader
 //
@@ -53,7 +87,7 @@
 // Config.SessionName says otherwise). Sessions are also listed per node
 // under Nodes -> the agent's node -> Lock Sessions. On the command line:
 //
-//	consul kv get -detailed service/baton/reports/leader
+//	consul kv get -detailed service/baton/reports/.lock
 //
 // prints the value with its Session (empty when nobody leads; the value
 // then names the last leader), LockIndex and ModifyIndex; and

@@ -11,7 +11,8 @@ var (
 	ErrKeyConflict = errors.New("consul: lock key used for something other than a lock")
 	// ErrSessionGone is the reason a term ends when Consul no longer knows
 	// its session: it expired (the server reaps a session 2*TTL after the
-	// last renewal it received) or was destroyed.
+	// last renewal it received), was destroyed, or its node was
+	// deregistered (force-leave, leave, catalog deregister).
 	ErrSessionGone = errors.New("consul: session gone")
 	// ErrLockLost is the reason a term ends when the lock key is deleted or
 	// no longer held by the term's session.

@@ -10,8 +10,12 @@ import (
 )
 
 // Once per tick across a crash, under each misfire policy, and a deposed
-// leader's refused claim, on a real agent. Consul reaps a session only
-// 2*TTL after its last renewal, so the gap is long: about 13 s at TTL 10 s.
+// leader's refused claim, on a real agent, at the default timing. Consul
+// reaps a session only 2*TTL after its last renewal and then keeps the key
+// for the lock-delay (the TTL), so the gap is long: 27-30 s at TTL 10 s.
+// The deposed leader's session is destroyed, which starts the lock-delay
+// too: the next leader starts only after the deposed one's deadline, and
+// the deposed one's claim is refused all the same.
 func TestFailoverConformance(t *testing.T) {
 	a := sharedAgent(t)
 	admin, err := a.Client(a.HTTPAddr)
@@ -32,7 +36,7 @@ func TestFailoverConformance(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				b, err := consul.New(consul.Config{Client: c, Key: key, Timing: timing, LockDelay: testLockDelay, Logger: testLogger()})
+				b, err := consul.New(consul.Config{Client: c, Key: key, Timing: timing, Logger: testLogger()})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -78,9 +78,10 @@ func newKey(t testing.TB) string {
 	return fmt.Sprintf("baton-test/%s-%d/.lock", name, keySeq.Add(1))
 }
 
-// testLockDelay is short so that failovers are quick, but not the 1 ms
-// default, so that the lock-delay retry path is exercised.
-const testLockDelay = 10 * time.Millisecond
+// defaultLockDelay is Config.LockDelay's default at the default TTL: the
+// TTL. The tests use the defaults; a LockDelay short enough to make
+// failovers quick would be unsafe, and Validate rejects it.
+const defaultLockDelay = consul.DefaultTTL
 
 // candidate is a Backend with its own path to the agent through a fault
 // proxy.
@@ -100,7 +101,7 @@ func newCandidate(t testing.TB, a *consultest.Agent, key string) candidate {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := consul.New(consul.Config{Client: c, Key: key, LockDelay: testLockDelay, Logger: testLogger()})
+	b, err := consul.New(consul.Config{Client: c, Key: key, Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func tokenBackend(t *testing.T, a *consultest.Agent, key, token string) *consul.
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := consul.New(consul.Config{Client: c, Key: key, LockDelay: testLockDelay, Logger: testLogger()})
+	b, err := consul.New(consul.Config{Client: c, Key: key, Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func TestLease_Transient500KeepsTerm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := consul.New(consul.Config{Client: client, Key: newKey(t), LockDelay: testLockDelay, Logger: testLogger()})
+	b, err := consul.New(consul.Config{Client: client, Key: newKey(t), Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -193,8 +193,9 @@ func etcdPrefix(name string) string {
 	return "/baton/elections/" + name
 }
 
-// consulKey is the lock key of an election on Consul.
-func consulKey(name string) string { return "service/baton/" + name + "/leader" }
+// consulKey is the lock key of an election on Consul: the key `consul lock
+// service/baton/NAME` locks, so that the two exclude each other.
+func consulKey(name string) string { return consul.LockKey("service/baton/" + name) }
 
 // opened is a backend ready to campaign on.
 type opened struct {

@@ -2,7 +2,10 @@
 // loopback ports, quiet (log level warn, output to a file), stopped by
 // Close. Start is usable from any program (e2e, demos); StartT wraps it
 // for tests, skipping loudly (or failing under BATON_TEST_REQUIRE=1) when
-// no consul binary is found.
+// no consul binary is found. With Options.Join it runs a client agent
+// joined to such a server instead, as production hosts run one: its own
+// node, data directory and ports, so that it can be killed and its node
+// failed, force-left or deregistered while the server keeps running.
 //
 // The binary is found in this order: $CONSUL_BIN, <repo>/.bin/consul
 // (built by tools/consul/build.sh), consul on $PATH.
@@ -86,11 +89,17 @@ func repoRoot() string {
 	return ""
 }
 
-// Agent is a running `consul agent -dev`. Its methods are safe for
-// concurrent use. Close stops it.
+// Agent is a running `consul agent -dev`, or a client agent joined to
+// one (Options.Join). Its methods are safe for concurrent use. Close stops
+// it.
 type Agent struct {
 	// HTTPAddr is the agent's HTTP API address (host:port).
 	HTTPAddr string
+	// SerfLANAddr is the agent's gossip (serf LAN) address (host:port):
+	// what a client agent joins (Options.Join).
+	SerfLANAddr string
+	// NodeName is the agent's node name: the node its sessions belong to.
+	NodeName string
 	// Dir is the agent's temporary directory, removed by Close.
 	Dir string
 	// LogPath is the file receiving the agent's output (in Dir).
@@ -128,6 +137,16 @@ type Options struct {
 	// TLS, when not nil, adds an HTTPS listener (Agent.HTTPSAddr) with
 	// this certificate; the plain HTTP listener stays.
 	TLS *TLS
+	// Join, when not empty, starts a client agent instead of a dev server:
+	// server = false, its own data directory (under Agent.Dir), joined to
+	// the server whose serf LAN address (Agent.SerfLANAddr) Join is. Start
+	// returns once the server has registered the client's node. Not with
+	// ACLManagementToken or TLS.
+	Join string
+	// NodeName is the agent's node name. Empty means the package's
+	// NodeName for a dev agent, and "baton-client-" plus the agent's HTTP
+	// port for a client agent. Node names must be unique in a cluster.
+	NodeName string
 }
 
 // TLS is the agent's HTTPS listener configuration (PEM files).
@@ -154,6 +173,9 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 		if bin, err = Binary(); err != nil {
 			return nil, err
 		}
+	}
+	if opts.Join != "" && (opts.ACLManagementToken != "" || opts.TLS != nil) {
+		return nil, errors.New("consultest: Options.Join: a client agent cannot have ACLManagementToken or TLS")
 	}
 	var lastErr error
 	for range 3 { // a free port can be taken between probe and use
@@ -190,19 +212,32 @@ func start(ctx context.Context, bin string, opts Options) (*Agent, error) {
 		level = "warn"
 	}
 	http, serfLAN, serfWAN, server := ports[0], ports[1], ports[2], ports[3]
-	args := []string{"agent", "-dev",
-		"-node=" + NodeName,
+	node := opts.NodeName
+	if node == "" {
+		node = NodeName
+		if opts.Join != "" {
+			node = "baton-client-" + strconv.Itoa(http)
+		}
+	}
+	args := []string{"agent", "-dev"}
+	if opts.Join != "" {
+		// A client agent: persistent state in its own directory, joined
+		// to the server (retrying until the server answers).
+		args = []string{"agent", "-data-dir=" + filepath.Join(dir, "data"), "-retry-join=" + opts.Join}
+	}
+	args = append(args,
+		"-node="+node,
 		"-bind=127.0.0.1", "-client=127.0.0.1",
-		"-http-port=" + strconv.Itoa(http),
-		"-serf-lan-port=" + strconv.Itoa(serfLAN),
-		"-serf-wan-port=" + strconv.Itoa(serfWAN),
-		"-server-port=" + strconv.Itoa(server),
+		"-http-port="+strconv.Itoa(http),
+		"-serf-lan-port="+strconv.Itoa(serfLAN),
+		"-serf-wan-port="+strconv.Itoa(serfWAN),
+		"-server-port="+strconv.Itoa(server),
 		"-dns-port=-1", "-grpc-port=-1", "-grpc-tls-port=-1",
-		"-log-level=" + level,
+		"-log-level="+level,
 		"-hcl=disable_update_check = true",
 		"-hcl=connect { enabled = false }",
 		"-hcl=peering { enabled = false }",
-	}
+	)
 	httpsAddr := ""
 	if t := opts.TLS; t != nil {
 		httpsAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[4]))
@@ -226,11 +261,13 @@ func start(ctx context.Context, bin string, opts Options) (*Agent, error) {
 		return nil, fmt.Errorf("consultest: start %s: %w", bin, err)
 	}
 	a := &Agent{
-		HTTPAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(http)),
-		Dir:      dir,
-		LogPath:  logPath,
-		Binary:   bin,
-		cmd:      cmd,
+		HTTPAddr:    net.JoinHostPort("127.0.0.1", strconv.Itoa(http)),
+		SerfLANAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(serfLAN)),
+		NodeName:    node,
+		Dir:         dir,
+		LogPath:     logPath,
+		Binary:      bin,
+		cmd:         cmd,
 
 		HTTPSAddr:       httpsAddr,
 		ManagementToken: opts.ACLManagementToken,
@@ -289,7 +326,7 @@ func (a *Agent) waitReady(ctx context.Context) error {
 			last = fmt.Errorf("no raft leader yet (%v)", err)
 			continue
 		}
-		node, err := get("/v1/catalog/node/" + NodeName)
+		node, err := get("/v1/catalog/node/" + a.NodeName)
 		if err != nil || node == "null" || !strings.Contains(node, `"Node"`) {
 			last = fmt.Errorf("node not registered yet (%v)", err)
 			continue
@@ -332,8 +369,20 @@ func (a *Agent) LogTail(n int) string {
 	return string(b)
 }
 
+// Kill stops the agent with SIGKILL, as a crash would: a client agent
+// does not leave the cluster, so the servers mark its node failed after
+// their gossip probes go unanswered. It waits for the process to exit and
+// keeps the directory (LogTail still works); Close removes it.
+func (a *Agent) Kill() {
+	if a.cmd.Process != nil {
+		_ = a.cmd.Process.Kill()
+	}
+	<-a.exited
+}
+
 // Close stops the agent (SIGTERM, then SIGKILL after 5 s), waits for it to
-// exit and removes its directory.
+// exit and removes its directory. A client agent leaves the cluster
+// gracefully on SIGTERM. Close after Kill only removes the directory.
 func (a *Agent) Close() error {
 	if a.cmd.Process != nil {
 		_ = a.cmd.Process.Signal(syscall.SIGTERM)
