@@ -13,6 +13,9 @@ import "time"
 // the term leading now (Lead empties it at the start, the drain at the
 // end).
 
+// maxQueue bounds a job's queue of waiting ticks (OverlapQueue).
+const maxQueue = 100
+
 // queued is a tick waiting for the job's earlier run (OverlapQueue).
 type queued struct {
 	tick    time.Time

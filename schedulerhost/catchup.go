@@ -8,8 +8,12 @@ import (
 	"github.com/robfig/cron/v3"
 )
 
-// catchUpWorkers bounds the ledger reads a new term makes at once.
-const catchUpWorkers = 16
+const (
+	// catchUpWorkers bounds the ledger reads a new term makes at once.
+	catchUpWorkers = 16
+	// maxMissedScan bounds how many missed ticks missedTicks walks.
+	maxMissedScan = 100000
+)
 
 // catchUp applies each job's misfire policy to the ticks missed between
 // its last claimed tick and termStart. The catch-up ticks are claimed

@@ -32,6 +32,10 @@ import (
 // later (re-opening it would need the ledger to tell, atomically with a
 // new claim, that its run never started).
 
+// ledgerTimeout bounds one ledger call, a claim with its retries
+// included.
+const ledgerTimeout = 5 * time.Second
+
 // turn orders the claims of an OverlapAllow job: a claim waits for prev,
 // closed once the claim of the run admitted before it is decided, and
 // closes mine once its own is.

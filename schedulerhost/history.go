@@ -1,0 +1,93 @@
+package schedulerhost
+
+import (
+	"context"
+	"time"
+)
+
+// recentRuns is how many runs of each job a Host keeps in memory.
+const recentRuns = 10
+
+// pastRun is a Run kept in memory for status pages: compact and nearly
+// free of pointers, because a Host may keep thousands of jobs' runs and
+// the garbage collector scans them all.
+type pastRun struct {
+	tick, started, ended int64 // unix nanoseconds
+	token                uint64
+	result               uint8
+	catchUp              bool
+	err                  string
+}
+
+var resultCodes = []Result{ResultRunning, ResultOK, ResultFailed, ResultTimeout, ResultCancelled}
+
+func resultCode(r Result) uint8 {
+	for i, c := range resultCodes {
+		if c == r {
+			return uint8(i)
+		}
+	}
+	return 0
+}
+
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+func (j *jobState) keep(r Run) {
+	p := pastRun{tick: nanos(r.Tick), started: nanos(r.Started), ended: nanos(r.Ended), token: r.Token,
+		result: resultCode(r.Result), catchUp: r.CatchUp, err: r.Error}
+	if len(j.recent) < recentRuns {
+		j.recent = append(j.recent, p)
+	} else {
+		j.recent[j.oldest] = p
+		j.oldest = (j.oldest + 1) % recentRuns
+	}
+}
+
+// recentNewestFirst returns up to n recent runs, newest first. j.mu is
+// held.
+func (j *jobState) recentNewestFirst(n int, instance string) []Run {
+	out := make([]Run, 0, min(n, len(j.recent)))
+	for i := range len(j.recent) {
+		if len(out) == n {
+			break
+		}
+		p := j.recent[(j.oldest+len(j.recent)-1-i)%len(j.recent)]
+		out = append(out, Run{Job: j.Name, Tick: fromNanos(p.tick), Instance: instance, Token: p.token, CatchUp: p.catchUp,
+			Started: fromNanos(p.started), Ended: fromNanos(p.ended), Result: resultCodes[p.result], Error: p.err})
+	}
+	return out
+}
+
+func (t *termRun) finishNotStarted(j *jobState, tick time.Time, catchUp bool) {
+	now := t.h.wallNow()
+	t.record(j, Run{Job: j.Name, Tick: tick, Instance: t.h.cfg.Instance, Token: t.token, CatchUp: catchUp,
+		Started: now, Ended: now, Result: ResultCancelled, Error: "claimed but not started: term ended"})
+}
+
+// record keeps r in j's local history and stores it in the ledger.
+func (t *termRun) record(j *jobState, r Run) {
+	h := t.h
+	j.mu.Lock()
+	j.keep(r)
+	j.mu.Unlock()
+	if h.cfg.Ledger == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.base), ledgerTimeout)
+	defer cancel()
+	if err := h.cfg.Ledger.Finish(ctx, r); err != nil {
+		h.log.Warn("recording run failed", "job", r.Job, "tick", r.Tick, "err", err)
+	}
+}
