@@ -18,7 +18,7 @@ type starting struct {
 // clock skipped over go to skipOver instead.
 func (t *termRun) loop(ctx context.Context, sc *schedClock) {
 	h := t.h
-	tl := &timeline{byTime: map[int64]*bucket{}}
+	tl := newTimeline()
 	for _, j := range h.jobs {
 		t.setNext(tl, j, j.sched.Next(sc.at.In(h.cfg.Location)))
 	}
@@ -45,14 +45,15 @@ func (t *termRun) loop(ctx context.Context, sc *schedClock) {
 					due = append(due, d)
 				}
 			}
-			tl.spare = append(tl.spare, b.due)
+			tl.reuse(b)
 		}
 		if len(due)+len(skipped) == 0 {
-			if len(tl.heap) == 0 {
+			first, ok := tl.first()
+			if !ok {
 				<-ctx.Done()
 				return
 			}
-			timer.Reset(min(tl.heap[0].at.Sub(now), maxSleep))
+			timer.Reset(min(first.Sub(now), maxSleep))
 			select {
 			case <-ctx.Done():
 				return
