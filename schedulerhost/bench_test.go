@@ -28,7 +28,9 @@ func BenchmarkFireAll_SameInstant(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	t := benchTerm(h, election.ContextWithToken(context.Background(), 1))
+	t, _ := h.newTerm(election.ContextWithToken(context.Background(), 1))
+	t.open()
+	defer t.close()
 	due := make([]dueTick, jobs)
 	tick := time.Now().Truncate(time.Second)
 	var before, after runtime.MemStats
@@ -50,15 +52,4 @@ func BenchmarkFireAll_SameInstant(b *testing.B) {
 	b.StopTimer()
 	runtime.ReadMemStats(&after)
 	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N*jobs), "allocs/run")
-}
-
-// benchTerm sets up a term of h under ctx as Lead does, without its loop.
-func benchTerm(h *Host, ctx context.Context) *termRun {
-	base, cancelBase := context.WithCancelCause(election.LeaseContext(ctx))
-	_, cancelLoop := context.WithCancelCause(ctx)
-	t := &termRun{h: h, token: 1, base: base, cancelBase: cancelBase, cancelLoop: cancelLoop, idle: make(chan struct{})}
-	for _, j := range h.jobs {
-		j.term = t
-	}
-	return t
 }

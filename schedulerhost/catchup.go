@@ -98,7 +98,7 @@ func (t *termRun) catchUpJob(ctx context.Context, j *jobState, termStart time.Ti
 		return
 	}
 	claimed := t.claimInOrder(j, run, tn)
-	go t.run(j, claimed, true, true, nil)
+	go t.runTicks(j, claimed, true, true, turn{})
 }
 
 // skipOver handles the ticks of j from first through until that a forward
@@ -118,10 +118,10 @@ func (t *termRun) skipOver(j *jobState, first, until time.Time) (next time.Time)
 	}
 	go func() {
 		if t.h.cfg.Ledger == nil {
-			t.run(j, run, true, false, nil)
+			t.runTicks(j, run, true, false, turn{})
 			return
 		}
-		t.run(j, t.claimInOrder(j, run, tn), true, true, nil)
+		t.runTicks(j, t.claimInOrder(j, run, tn), true, true, turn{})
 	}()
 	return next
 }

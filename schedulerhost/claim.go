@@ -81,6 +81,30 @@ func (tn turn) done() {
 	}
 }
 
+// claimStep claims the run's tick in the ledger (claim), unless it is
+// claimed already, and passes the claim turn on. A tick not claimed is not
+// started. The claim took I/O, so the term is checked again right before
+// the start; if it is over, the tick is recorded as claimed but not
+// started.
+func claimStep(next runFunc) runFunc {
+	return func(r *tickRun) {
+		if !r.claimed {
+			err := r.t.claim(r.job, r.tick.Time, r.tick.CatchUp)
+			r.passTurn()
+			if err != nil {
+				r.over = errors.Is(err, election.ErrLeadershipLost)
+				return
+			}
+			r.claimed = true
+			if err := r.t.check(); err != nil {
+				r.termOver(err)
+				return
+			}
+		}
+		next(r)
+	}
+}
+
 // unknownOutcome reports whether a claim's error leaves it unknown
 // whether the claim was recorded.
 func unknownOutcome(err error) bool {
@@ -171,7 +195,7 @@ func (t *termRun) claimInOrder(j *jobState, ticks []time.Time, tn turn) []time.T
 	tn.wait(t)
 	claimed := ticks[:0:0]
 	for _, tick := range ticks {
-		if election.CheckTerm(t.base) != nil {
+		if t.check() != nil {
 			break
 		}
 		err := t.claim(j, tick, true)

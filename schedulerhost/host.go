@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
-
-	"github.com/batonhq/baton/election"
 )
 
 // Host runs a set of cron jobs for one term of leadership at a time. Its
@@ -35,7 +33,8 @@ type Host struct {
 
 type jobState struct {
 	Job
-	sched cron.Schedule
+	sched    cron.Schedule
+	pipeline runFunc // the steps every run of the job goes through (pipeline.go)
 
 	mu       sync.Mutex    // guards the fields below
 	active   int           // runs of this job going in this process, any term (admit.go)
@@ -57,12 +56,17 @@ func New(cfg Config) (*Host, error) {
 	}
 	cfg = cfg.withDefaults()
 	h := &Host{cfg: cfg, log: cfg.Logger, clock: newRealClock()}
+	plain, timed := h.pipeline(false), h.pipeline(true)
 	for _, j := range cfg.Jobs {
 		s, err := ParseSchedule(j.Schedule)
 		if err != nil { // Validate parsed it already
 			return nil, err
 		}
-		h.jobs = append(h.jobs, &jobState{Job: j, sched: s})
+		js := &jobState{Job: j, sched: s, pipeline: plain}
+		if j.Timeout > 0 {
+			js.pipeline = timed
+		}
+		h.jobs = append(h.jobs, js)
 	}
 	return h, nil
 }
@@ -122,40 +126,13 @@ func (h *Host) Lead(ctx context.Context) error {
 	h.mu.Unlock()
 
 	sc := newSchedClock(h.clock)
-	termStart := sc.at
-	token, _ := election.TokenFromContext(ctx)
-	base, cancelBase := context.WithCancelCause(election.LeaseContext(ctx))
-	loopCtx, cancelLoop := context.WithCancelCause(ctx)
-	t := &termRun{h: h, token: token, base: base, cancelBase: cancelBase, cancelLoop: cancelLoop, idle: make(chan struct{})}
+	t, loopCtx := h.newTerm(ctx)
+	t.open()
+	defer t.close()
 
-	h.mu.Lock()
-	h.term = t
-	h.mu.Unlock()
-	for _, j := range h.jobs {
-		j.mu.Lock() // active is not reset: runs abandoned by an earlier term still count
-		j.queue, j.next, j.term, j.lastTurn = nil, time.Time{}, t, nil
-		j.mu.Unlock()
-	}
-	defer func() {
-		cancelLoop(nil)
-		cancelBase(errors.New("schedulerhost: term over"))
-		for _, j := range h.jobs {
-			j.mu.Lock()
-			j.next, j.term = time.Time{}, nil
-			j.mu.Unlock()
-		}
-		h.mu.Lock()
-		if t.calls.Load() > 0 {
-			h.ended = append(h.ended, t)
-		}
-		h.term = nil
-		h.leading = false
-		h.mu.Unlock()
-	}()
-
-	h.log.Info("leading: running schedules", "token", token, "jobs", len(h.jobs))
+	h.log.Info("leading: running schedules", "token", t.token, "jobs", len(h.jobs))
 	if h.cfg.Ledger != nil {
-		t.catchUp(loopCtx, termStart)
+		t.catchUp(loopCtx, sc.at)
 	}
 	t.loop(loopCtx, sc)
 	return t.drain(context.Cause(loopCtx))

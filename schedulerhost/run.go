@@ -2,13 +2,7 @@ package schedulerhost
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"log/slog"
-	"runtime/debug"
 	"time"
-
-	"github.com/batonhq/baton/election"
 )
 
 // Tick identifies one scheduled run: the job and the nominal time the
@@ -38,43 +32,84 @@ func TickFromContext(ctx context.Context) (Tick, bool) {
 	return Tick{}, false
 }
 
-// runCtx is a run's context: the term's base context plus the tick, in
-// one allocation.
-type runCtx struct {
-	context.Context
-	tick Tick
+// tickRun is one tick of one job going through the pipeline
+// (pipeline.go). It is also the run's context: the term's base context
+// plus the tick, so that a run costs one allocation. The job function gets
+// it, or a child of it (timeoutStep). The run ends with the base context
+// (loss, shutdown timeout): only a Timeout gives it a context of its own.
+type tickRun struct {
+	context.Context // the term's base context
+	tick            Tick
+
+	t       *termRun
+	job     *jobState
+	claimed bool // the ledger holds the tick's claim (a claimed catch-up batch, or claimStep)
+	tn      turn // the run's claim turn, passed on by gateStep or claimStep
+
+	// Filled in by the steps.
+	ctx         context.Context // what the job function gets: the run itself, or timeoutStep's child
+	over        bool            // gateStep or claimStep found the term over
+	started     time.Time       // observeStep
+	startedMono time.Duration   // observeStep
+	ended       time.Time       // countStep
+	took        time.Duration   // countStep
+	err         error           // callJob, recoverStep; countStep adds the cause
+	result      Result          // countStep
+	ran         bool            // countStep: the job function was called and returned
 }
 
-func (c *runCtx) Value(key any) any {
+func (t *termRun) newRun(j *jobState, tick time.Time, catchUp, claimed bool, tn turn) *tickRun {
+	r := &tickRun{Context: t.base, tick: Tick{Job: j.Name, Time: tick, CatchUp: catchUp}, t: t, job: j, claimed: claimed, tn: tn}
+	r.ctx = r
+	return r
+}
+
+func (r *tickRun) Value(key any) any {
 	if key == (tickKey{}) {
-		return &c.tick
+		return &r.tick
 	}
-	return c.Context.Value(key)
+	return r.Context.Value(key)
 }
 
-// runTick runs one tick of j, claimed in turn tn (then whatever the queue
-// holds).
+// passTurn lets the job's next claim go (claim.go); later calls do nothing.
+func (r *tickRun) passTurn() {
+	r.tn.done()
+	r.tn = turn{}
+}
+
+// runTick runs one scheduled tick of j, claimed in turn tn, then whatever
+// j's queue holds for it. fireAll starts it on a goroutine of its own.
 func (t *termRun) runTick(j *jobState, tick time.Time, tn turn) {
-	var done []Run
-	t.runOne(j, tick, false, false, tn, &done)
-	t.run(j, nil, false, false, done)
+	one := [1]time.Time{tick}
+	t.runTicks(j, one[:], false, false, tn)
 }
 
-// run runs ticks of j one after another (more than one for a run-all
-// catch-up), then whatever the queue holds, then returns. done holds runs
-// finished and not yet recorded: the last run is recorded (a ledger write)
-// after the job stops counting as active, so that write does not make the
-// next tick look like an overlap.
-func (t *termRun) run(j *jobState, ticks []time.Time, catchUp, claimed bool, done []Run) {
+// runTicks runs ticks of j one after another on this goroutine, each
+// through j's pipeline (more than one for a run-all catch-up; claimed says
+// the ledger holds their claims already), then the ticks j's queue holds
+// for this run (admit.go), then stops counting as active and returns. Only
+// the first tick has a claim turn (tn).
+//
+// A run's history entry is written when the next run of the sequence is
+// about to start or, for the last run, after the job has stopped counting
+// it as active (nextQueued): runs stop counting as active before their
+// ledger write, so that a slow write does not make the job's next tick look
+// like an overlap. If the term ends during a claimed batch, the ticks left
+// are recorded as claimed but not started.
+func (t *termRun) runTicks(j *jobState, ticks []time.Time, catchUp, claimed bool, tn turn) {
+	var held *tickRun // finished, its entry not written yet
 	var one [1]time.Time
 	for {
 		for i, tick := range ticks {
-			for _, r := range done {
-				t.record(j, r)
+			t.write(held)
+			held = nil
+			r := t.newRun(j, tick, catchUp, claimed, tn)
+			tn = turn{}
+			j.pipeline(r)
+			if r.ran {
+				held = r
 			}
-			done = done[:0]
-			if !t.runOne(j, tick, catchUp, claimed, turn{}, &done) && claimed {
-				// The term ended: record the claimed ticks left as not run.
+			if claimed && (r.over || !t.live()) {
 				for _, rest := range ticks[i+1:] {
 					t.finishNotStarted(j, rest, catchUp)
 				}
@@ -90,107 +125,27 @@ func (t *termRun) run(j *jobState, ticks []time.Time, catchUp, claimed bool, don
 			continue
 		}
 		if to != nil { // a later term's queue waited for this run
-			go to.run(j, []time.Time{q.tick}, q.catchUp, false, nil)
+			go to.runTicks(j, []time.Time{q.tick}, q.catchUp, false, turn{})
 		}
-		for _, r := range done {
-			t.record(j, r)
-		}
+		t.write(held)
 		t.end()
 		return
 	}
 }
 
-// runOne claims (unless claimed) in turn tn and runs one tick; a run it
-// started is appended to done for the caller to record. It reports whether
-// the term is still live afterwards.
-func (t *termRun) runOne(j *jobState, tick time.Time, catchUp, claimed bool, tn turn, done *[]Run) bool {
-	h := t.h
-	tn.wait(t)
-	if !claimed && t.stopping.Load() {
-		tn.done()
-		return true // not started: the term is stopping
+// write records r, a finished run, if there is one (history.go).
+func (t *termRun) write(r *tickRun) {
+	if r != nil {
+		t.record(r.job, r.entry())
 	}
-	if err := election.CheckTerm(t.base); err != nil {
-		tn.done()
-		if claimed {
-			t.finishNotStarted(j, tick, catchUp)
-		}
-		h.log.Warn("run not started: term over", "job", j.Name, "tick", tick, "token", t.token, "err", err)
-		return false
-	}
-	if !claimed && h.cfg.Ledger != nil {
-		err := t.claim(j, tick, catchUp)
-		tn.done()
-		if err != nil {
-			return !errors.Is(err, election.ErrLeadershipLost)
-		}
-		// The claim took I/O: check the term again right before the start.
-		if err := election.CheckTerm(t.base); err != nil {
-			t.finishNotStarted(j, tick, catchUp)
-			h.log.Warn("run not started: term over", "job", j.Name, "tick", tick, "token", t.token, "err", err)
-			return false
-		}
-	}
-
-	// The run ends with the term's base context (loss, shutdown timeout);
-	// only a Timeout needs a context of its own, registered with the base.
-	var ctx context.Context = &runCtx{Context: t.base, tick: Tick{Job: j.Name, Time: tick, CatchUp: catchUp}}
-	if j.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, j.Timeout, ErrJobTimeout)
-		defer cancel()
-	}
-	started, startedMono := h.clock.now()
-	lateness := started.Sub(tick)
-	if h.cfg.Observer != nil {
-		h.cfg.Observer.RunStarted(j.Name, tick, lateness)
-	}
-	logInfo := h.log.Enabled(context.Background(), slog.LevelInfo) // skip boxing the attributes when off
-	if logInfo {
-		h.log.Info("run started", "job", j.Name, "tick", tick, "token", t.token, "catch_up", catchUp, "late", lateness.Round(time.Microsecond))
-	}
-	h.running.Add(1)
-	t.calls.Add(1)
-	err := call(ctx, j.Run)
-	t.calls.Add(-1)
-	h.running.Add(-1)
-	ended, endedMono := h.clock.now()
-	took := endedMono - startedMono
-
-	res := ResultOK
-	if err != nil {
-		cause := context.Cause(ctx)
-		switch {
-		case ctx.Err() != nil && errors.Is(cause, ErrJobTimeout):
-			res = ResultTimeout
-		case ctx.Err() != nil:
-			res = ResultCancelled
-		default:
-			res = ResultFailed
-		}
-		if ctx.Err() != nil && !errors.Is(err, cause) {
-			err = fmt.Errorf("%w (cause: %v)", err, cause)
-		}
-	}
-	if h.cfg.Observer != nil {
-		h.cfg.Observer.RunFinished(j.Name, res, took)
-	}
-	r := Run{Job: j.Name, Tick: tick, Instance: h.cfg.Instance, Token: t.token, CatchUp: catchUp, Started: started, Ended: ended, Result: res}
-	if err != nil {
-		r.Error = err.Error()
-		h.log.Error("run ended", "job", j.Name, "tick", tick, "token", t.token, "result", res, "took", took.Round(time.Microsecond), "err", err)
-	} else if logInfo {
-		h.log.Info("run ended", "job", j.Name, "tick", tick, "token", t.token, "result", res, "took", took.Round(time.Microsecond))
-	}
-	*done = append(*done, r)
-	return t.live()
 }
 
-func call(ctx context.Context, f func(context.Context) error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
-		}
-	}()
-	return f(ctx)
+// entry is the history entry of r, a finished run.
+func (r *tickRun) entry() Run {
+	e := Run{Job: r.job.Name, Tick: r.tick.Time, Instance: r.t.h.cfg.Instance, Token: r.t.token, CatchUp: r.tick.CatchUp,
+		Started: r.started, Ended: r.ended, Result: r.result}
+	if r.err != nil {
+		e.Error = r.err.Error()
+	}
+	return e
 }

@@ -2,8 +2,12 @@ package schedulerhost
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/batonhq/baton/election"
 )
 
 // termRun is the state of one call of Lead.
@@ -21,6 +25,54 @@ type termRun struct {
 	calls    atomic.Int64 // job functions called and not returned
 
 	startBuf []starting // reused by fireAll, on the loop's goroutine
+}
+
+// newTerm returns the state of a term led under ctx, Lead's term context.
+// Runs go under the term's base context, which ends with the lease (loss,
+// local deadline, release), not when ctx ends, so that runs drain after a
+// graceful stop. The loop goes under loopCtx, which ends with ctx. Either
+// also ends on lose.
+func (h *Host) newTerm(ctx context.Context) (t *termRun, loopCtx context.Context) {
+	token, _ := election.TokenFromContext(ctx)
+	base, cancelBase := context.WithCancelCause(election.LeaseContext(ctx))
+	loopCtx, cancelLoop := context.WithCancelCause(ctx)
+	t = &termRun{h: h, token: token, base: base, cancelBase: cancelBase, cancelLoop: cancelLoop, idle: make(chan struct{})}
+	return t, loopCtx
+}
+
+// open makes t the term of its Host and of every job. A job's active count
+// is not reset: runs abandoned by an earlier term still count (admit.go).
+func (t *termRun) open() {
+	h := t.h
+	h.mu.Lock()
+	h.term = t
+	h.mu.Unlock()
+	for _, j := range h.jobs {
+		j.mu.Lock()
+		j.queue, j.next, j.term, j.lastTurn = nil, time.Time{}, t, nil
+		j.mu.Unlock()
+	}
+}
+
+// close ends t's contexts and detaches it from its Host, which keeps it
+// among the ended terms while calls of it are still going (Abandoned).
+// Lead calls it last.
+func (t *termRun) close() {
+	h := t.h
+	t.cancelLoop(nil)
+	t.cancelBase(errors.New("schedulerhost: term over"))
+	for _, j := range h.jobs {
+		j.mu.Lock()
+		j.next, j.term = time.Time{}, nil
+		j.mu.Unlock()
+	}
+	h.mu.Lock()
+	if t.calls.Load() > 0 {
+		h.ended = append(h.ended, t)
+	}
+	h.term = nil
+	h.leading = false
+	h.mu.Unlock()
 }
 
 // live reports whether the term's base context is still open (no lock:
@@ -51,6 +103,10 @@ func (t *termRun) end() {
 		t.idleOnce.Do(func() { close(t.idle) })
 	}
 }
+
+// check returns nil if the term still holds: call it right before
+// starting anything only the leader may start.
+func (t *termRun) check() error { return election.CheckTerm(t.base) }
 
 // lose ends the term from inside: a ledger said it is stale.
 func (t *termRun) lose(err error) {

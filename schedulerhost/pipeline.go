@@ -1,0 +1,190 @@
+package schedulerhost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+)
+
+// The run pipeline: what happens to one tick of a job, once admitted
+// (admit.go), as a chain of steps, the way robfig/cron composes its
+// JobWrappers. Outermost first:
+//
+//	gateStep     waits for the claim turn; stops a run of a stopping or lost term
+//	claimStep    claims the tick in the ledger (with a Ledger only)
+//	timeoutStep  gives the run a context that ends after the job's Timeout (with a Timeout only)
+//	observeStep  tells the Observer and the log that the run starts and how it ended
+//	countStep    counts the call as running; works out its Result
+//	recoverStep  turns a panic into an error
+//	callJob      calls the job function
+//
+// A step that does not call next ends the run there: the job function is
+// not called. A Host assembles the chain once (New), in two variants, with
+// and without timeoutStep; the per-run state travels in the tickRun, which
+// is also the run's context, so the chain adds no allocation per run. A
+// new per-run policy is one more step here and its test.
+//
+// Recording the run is not a step: runTicks (run.go) writes a finished
+// run's history entry once the job has stopped counting the run as active,
+// which only the sequence of runs around it knows.
+
+// runFunc takes a run through the rest of the pipeline. It returns when
+// the run is over (or was stopped before it started).
+type runFunc func(r *tickRun)
+
+// step is one per-run policy: it wraps the rest of the pipeline.
+type step func(next runFunc) runFunc
+
+// chain returns the pipeline that runs steps in order, outermost first,
+// then last.
+func chain(last runFunc, steps ...step) runFunc {
+	for i := len(steps) - 1; i >= 0; i-- {
+		last = steps[i](last)
+	}
+	return last
+}
+
+// pipeline assembles the steps a run goes through on this Host: claimStep
+// with a Ledger, timeoutStep if withTimeout.
+func (h *Host) pipeline(withTimeout bool) runFunc {
+	steps := []step{gateStep}
+	if h.cfg.Ledger != nil {
+		steps = append(steps, claimStep)
+	}
+	if withTimeout {
+		steps = append(steps, timeoutStep)
+	}
+	steps = append(steps, observeStep, countStep, recoverStep)
+	return chain(callJob, steps...)
+}
+
+// gateStep waits for the run's claim turn (claim.go), then lets the run go
+// on unless the term is stopping (a run claimed already goes on) or over.
+// A run of a term that is over is not started; if claimed, it is recorded
+// as claimed but not started.
+func gateStep(next runFunc) runFunc {
+	return func(r *tickRun) {
+		t := r.t
+		r.tn.wait(t)
+		if !r.claimed && t.stopping.Load() {
+			r.passTurn()
+			return
+		}
+		if err := t.check(); err != nil {
+			r.passTurn()
+			r.termOver(err)
+			return
+		}
+		next(r)
+		r.passTurn() // claimStep passed it already, if the run had one
+	}
+}
+
+// termOver stops r before its start: the term is over (err says how).
+func (r *tickRun) termOver(err error) {
+	if r.claimed {
+		r.t.finishNotStarted(r.job, r.tick.Time, r.tick.CatchUp)
+	}
+	r.t.h.log.Warn("run not started: term over", "job", r.job.Name, "tick", r.tick.Time, "token", r.t.token, "err", err)
+	r.over = true
+}
+
+// timeoutStep bounds the run by the job's Timeout: the job function's
+// context ends with ErrJobTimeout after it.
+func timeoutStep(next runFunc) runFunc {
+	return func(r *tickRun) {
+		ctx, cancel := context.WithTimeoutCause(r.ctx, r.job.Timeout, ErrJobTimeout)
+		defer cancel()
+		r.ctx = ctx
+		next(r)
+	}
+}
+
+// observeStep stamps the run's start and tells the Observer (if any) and
+// the log that the run starts, with its lateness; once the rest returns,
+// how it ended. A failed run is logged at Error level; the rest at Info,
+// and their attributes are not built when Info is off.
+func observeStep(next runFunc) runFunc {
+	return func(r *tickRun) {
+		h, j, tick := r.t.h, r.job, r.tick.Time
+		r.started, r.startedMono = h.clock.now()
+		lateness := r.started.Sub(tick)
+		if h.cfg.Observer != nil {
+			h.cfg.Observer.RunStarted(j.Name, tick, lateness)
+		}
+		logInfo := h.log.Enabled(context.Background(), slog.LevelInfo)
+		if logInfo {
+			h.log.Info("run started", "job", j.Name, "tick", tick, "token", r.t.token, "catch_up", r.tick.CatchUp, "late", lateness.Round(time.Microsecond))
+		}
+		next(r)
+		if !r.ran {
+			return
+		}
+		if h.cfg.Observer != nil {
+			h.cfg.Observer.RunFinished(j.Name, r.result, r.took)
+		}
+		if r.err != nil {
+			h.log.Error("run ended", "job", j.Name, "tick", tick, "token", r.t.token, "result", r.result, "took", r.took.Round(time.Microsecond), "err", r.err)
+		} else if logInfo {
+			h.log.Info("run ended", "job", j.Name, "tick", tick, "token", r.t.token, "result", r.result, "took", r.took.Round(time.Microsecond))
+		}
+	}
+}
+
+// countStep counts the call in Host.Running and in the term's calls (an
+// abandoned run counts there until it returns); once it returns, stamps
+// the end and works out the Result.
+func countStep(next runFunc) runFunc {
+	return func(r *tickRun) {
+		h, t := r.t.h, r.t
+		h.running.Add(1)
+		t.calls.Add(1)
+		next(r)
+		t.calls.Add(-1)
+		h.running.Add(-1)
+		var endedMono time.Duration
+		r.ended, endedMono = h.clock.now()
+		r.took = endedMono - r.startedMono
+		r.result, r.err = outcome(r.ctx, r.err)
+		r.ran = true
+	}
+}
+
+// outcome says how a run whose function returned err with context ctx
+// ended, and adds the context's cause to err if err does not wrap it.
+func outcome(ctx context.Context, err error) (Result, error) {
+	if err == nil {
+		return ResultOK, nil
+	}
+	if ctx.Err() == nil {
+		return ResultFailed, err
+	}
+	cause := context.Cause(ctx)
+	res := ResultCancelled
+	if errors.Is(cause, ErrJobTimeout) {
+		res = ResultTimeout
+	}
+	if !errors.Is(err, cause) {
+		err = fmt.Errorf("%w (cause: %v)", err, cause)
+	}
+	return res, err
+}
+
+// recoverStep turns a panic of the rest of the pipeline into the run's
+// error, with the stack.
+func recoverStep(next runFunc) runFunc {
+	return func(r *tickRun) {
+		defer func() {
+			if p := recover(); p != nil {
+				r.err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+			}
+		}()
+		next(r)
+	}
+}
+
+// callJob calls the job function: the end of the pipeline.
+func callJob(r *tickRun) { r.err = r.job.Run(r.ctx) }
