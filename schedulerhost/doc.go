@@ -57,3 +57,23 @@
 // them, and if the Host leads again they still count for their job's
 // overlap policy until they return.
 package schedulerhost
+
+// Source files, in the order a tick goes through them (for maintainers;
+// not part of the package documentation):
+//
+//	host.go      Host, New, Lead: one term from start to drain; Running, Abandoned
+//	term.go      termRun, the state of one term: its contexts, runs in flight, check, lose
+//	catchup.go   ticks missed while nobody led, or skipped by a clock step: claimed before the loop starts
+//	clock.go     wall and monotonic clocks; schedule time, which never goes back
+//	timeline.go  the heap of next ticks (container/heap), one bucket per instant
+//	loop.go      the schedule loop: one timer, fires each instant's due ticks as one batch (fireAll)
+//	admit.go     the overlap policy (skip, allow, queue) and who runs a queued tick
+//	run.go       tickRun, one run and its context; runTicks, the runs of one goroutine in order
+//	pipeline.go  the steps every run goes through: gate, claim, timeout, observe, count, recover
+//	claim.go     claims in the ledger, in tick order per job (turns), with retries; claimStep
+//	history.go   the ring of recent runs and the ledger write (record)
+//	drain.go     the end of a term: stop starting runs, wait for those in flight, cancel
+//	status.go    Status and History, for status pages
+//
+// config.go, ledger.go and errors.go hold the Config, the Ledger contract
+// and the errors.

@@ -8,8 +8,20 @@ import (
 	"github.com/batonhq/baton/election"
 )
 
-// drain stops new starts and waits for the runs in flight as Lead's doc
-// says.
+// The drain: the end of a term, once Lead's term context has ended and
+// the loop has returned.
+//
+// drain marks the term stopping: from then on no tick is admitted, a run
+// whose tick is not claimed yet does not start (gateStep), and the queues
+// are emptied; runs already started, and the rest of a claimed catch-up
+// batch, go on. Then it waits for the runs in flight, for as long as
+// Lead's doc says: on a loss it cancels them at once; on a graceful stop
+// it cancels them only when ShutdownTimeout has passed. Runs still going
+// after that are abandoned: they count in Host.Abandoned and for their
+// job's overlap policy until they return.
+
+// drain stops new starts and waits for the runs in flight, as Lead's doc
+// says. cause is why the term ended.
 func (t *termRun) drain(cause error) error {
 	h := t.h
 	start := time.Now()

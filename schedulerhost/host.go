@@ -131,6 +131,8 @@ func (h *Host) Lead(ctx context.Context) error {
 	defer t.close()
 
 	h.log.Info("leading: running schedules", "token", t.token, "jobs", len(h.jobs))
+	// Missed ticks are claimed before the loop starts, so that no regular
+	// tick of a job is claimed ahead of them (catchup.go).
 	if h.cfg.Ledger != nil {
 		t.catchUp(loopCtx, sc.at)
 	}

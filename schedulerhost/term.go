@@ -10,7 +10,16 @@ import (
 	"github.com/batonhq/baton/election"
 )
 
-// termRun is the state of one call of Lead.
+// termRun is the state of one term: one call of Lead.
+//
+// It has two contexts. The loop's ends when Lead's term context ends (a
+// graceful stop or a loss) and stops the schedule loop. The base context,
+// parent of every run's context, ends only with the lease (a loss), on
+// lose, or when the drain cancels the runs still going; so runs go on
+// through a graceful drain. inflight counts the runs admitted and not
+// finished, queued ticks included, and the drain waits for it to reach
+// zero; calls counts the job functions called and not returned, and a term
+// whose calls outlive Lead stays in Host.ended (Host.Abandoned).
 type termRun struct {
 	h          *Host
 	token      uint64
