@@ -82,6 +82,30 @@ func short(d []time.Duration) any {
 	}{len(d), d[:5], d[len(d)-5:]}
 }
 
+// stepRig is a node "a" whose Host reads a SteppingClock and runs one
+// job "j" every second, its runs logged in l, with an Observer counting
+// misfires.
+type stepRig struct {
+	n     *node
+	clk   *schedulerhost.SteppingClock
+	l     tickLog
+	obs   misfires
+	t0    time.Time // the wall clock at the start
+	mono0 time.Time // the process clock at the start
+}
+
+// startStepped starts a stepRig for job (its Name, Schedule and Run are
+// set here), whose runs take took each.
+func startStepped(t *testing.T, job schedulerhost.Job, took time.Duration) *stepRig {
+	t.Helper()
+	r := &stepRig{clk: schedulerhost.NewSteppingClock(), mono0: time.Now()}
+	r.t0 = r.clk.Wall()
+	job.Name, job.Schedule, job.Run = "j", "@every 1s", r.l.job(took)
+	r.n = startNode(t, newMemory(), "a", schedulerhost.Config{Observer: &r.obs, Jobs: []schedulerhost.Job{job}},
+		func(h *schedulerhost.Host) { h.UseClock(r.clk) })
+	return r
+}
+
 // A forward step of the wall clock while leading: the ticks it skipped
 // over are missed ticks under the job's Misfire policy (grace and cap as
 // in a catch-up at term start), not replayed. With OverlapAllow the old
@@ -99,16 +123,9 @@ func TestHost_WallClockStepForward_IsAMisfire(t *testing.T) {
 	} {
 		t.Run(string(tc.policy), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				m := newMemory()
-				clk := schedulerhost.NewSteppingClock()
-				var l tickLog
-				var obs misfires
-				t0 := clk.Wall()
-				n := startNode(t, m, "a", schedulerhost.Config{Observer: &obs, Jobs: []schedulerhost.Job{{
-					Name: "j", Schedule: "@every 1s", Overlap: schedulerhost.OverlapAllow,
-					Misfire: tc.policy, MisfireGrace: tc.grace, MaxCatchUp: tc.maxCatch,
-					Run: l.job(100 * time.Millisecond),
-				}}}, func(h *schedulerhost.Host) { h.UseClock(clk) })
+				rig := startStepped(t, schedulerhost.Job{Overlap: schedulerhost.OverlapAllow,
+					Misfire: tc.policy, MisfireGrace: tc.grace, MaxCatchUp: tc.maxCatch}, 100*time.Millisecond)
+				n, clk, l, obs, t0 := rig.n, rig.clk, &rig.l, &rig.obs, rig.t0
 				time.Sleep(3500 * time.Millisecond) // ticks +1 s, +2 s, +3 s ran
 				clk.Step(time.Hour)                 // the wall clock now reads +1h3.5s
 				time.Sleep(2 * time.Second)         // to +5.5 s on the monotonic clock
@@ -145,15 +162,8 @@ func TestHost_WallClockStepForward_IsAMisfire(t *testing.T) {
 // schedule, nothing counts as missed.
 func TestHost_WallClockStepBack_NoStallNoRepeat(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newMemory()
-		clk := schedulerhost.NewSteppingClock()
-		var l tickLog
-		var obs misfires
-		t0 := clk.Wall()
-		mono0 := time.Now()
-		n := startNode(t, m, "a", schedulerhost.Config{Observer: &obs, Jobs: []schedulerhost.Job{{
-			Name: "j", Schedule: "@every 1s", Run: l.job(0),
-		}}}, func(h *schedulerhost.Host) { h.UseClock(clk) })
+		rig := startStepped(t, schedulerhost.Job{}, 0)
+		n, clk, l, obs, t0, mono0 := rig.n, rig.clk, &rig.l, &rig.obs, rig.t0, rig.mono0
 		time.Sleep(3500 * time.Millisecond) // ticks +1 s, +2 s, +3 s ran
 		clk.Step(-time.Hour)                // the wall clock now reads -59m56.5s
 		time.Sleep(3 * time.Second)         // to +6.5 s on the monotonic clock
@@ -185,14 +195,8 @@ func TestHost_WallClockStepBack_NoStallNoRepeat(t *testing.T) {
 // new wall clock.
 func TestHost_WallClockStepForward_Years(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newMemory()
-		clk := schedulerhost.NewSteppingClock()
-		var l tickLog
-		var obs misfires
-		t0 := clk.Wall()
-		n := startNode(t, m, "a", schedulerhost.Config{Observer: &obs, Jobs: []schedulerhost.Job{{
-			Name: "j", Schedule: "@every 1s", Overlap: schedulerhost.OverlapAllow, Run: l.job(0),
-		}}}, func(h *schedulerhost.Host) { h.UseClock(clk) })
+		rig := startStepped(t, schedulerhost.Job{Overlap: schedulerhost.OverlapAllow}, 0)
+		n, clk, l, obs, t0 := rig.n, rig.clk, &rig.l, &rig.obs, rig.t0
 		time.Sleep(1500 * time.Millisecond)
 		const years = 10 * 365 * 24 * time.Hour
 		clk.Step(years)
