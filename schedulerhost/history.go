@@ -5,6 +5,10 @@ import (
 	"time"
 )
 
+// History: every run that starts, and every claimed tick that does not,
+// is recorded twice: in the job's ring of recent runs in memory (Status,
+// and History without a ledger) and, with a Ledger, by Ledger.Finish.
+
 // recentRuns is how many runs of each job a Host keeps in memory.
 const recentRuns = 10
 
@@ -70,6 +74,8 @@ func (j *jobState) recentNewestFirst(n int, instance string) []Run {
 	return out
 }
 
+// finishNotStarted records tick of j, claimed, as not started: the term
+// ended before its run could start.
 func (t *termRun) finishNotStarted(j *jobState, tick time.Time, catchUp bool) {
 	now := t.h.wallNow()
 	t.record(j, Run{Job: j.Name, Tick: tick, Instance: t.h.cfg.Instance, Token: t.token, CatchUp: catchUp,
@@ -90,4 +96,22 @@ func (t *termRun) record(j *jobState, r Run) {
 	if err := h.cfg.Ledger.Finish(ctx, r); err != nil {
 		h.log.Warn("recording run failed", "job", r.Job, "tick", r.Tick, "err", err)
 	}
+}
+
+// write records r, a finished run, if there is one; runTicks calls it
+// once the run no longer counts as active (run.go).
+func (t *termRun) write(r *tickRun) {
+	if r != nil {
+		t.record(r.job, r.entry())
+	}
+}
+
+// entry is the history entry of r, a finished run.
+func (r *tickRun) entry() Run {
+	e := Run{Job: r.job.Name, Tick: r.tick.Time, Instance: r.t.h.cfg.Instance, Token: r.t.token, CatchUp: r.tick.CatchUp,
+		Started: r.started, Ended: r.ended, Result: r.result}
+	if r.err != nil {
+		e.Error = r.err.Error()
+	}
+	return e
 }

@@ -31,6 +31,8 @@ type Host struct {
 	ended   []*termRun // ended terms that had runs still going
 }
 
+// jobState is one job of a Host: its parsed schedule and pipeline, and
+// what the Host keeps of it across terms.
 type jobState struct {
 	Job
 	sched    cron.Schedule

@@ -109,7 +109,7 @@ func (t *termRun) runTicks(j *jobState, ticks []time.Time, catchUp, claimed bool
 			if r.ran {
 				held = r
 			}
-			if claimed && (r.over || !t.live()) {
+			if claimed && (r.over || !t.live()) { // the term ended: the claimed ticks left did not run
 				for _, rest := range ticks[i+1:] {
 					t.finishNotStarted(j, rest, catchUp)
 				}
@@ -131,21 +131,4 @@ func (t *termRun) runTicks(j *jobState, ticks []time.Time, catchUp, claimed bool
 		t.end()
 		return
 	}
-}
-
-// write records r, a finished run, if there is one (history.go).
-func (t *termRun) write(r *tickRun) {
-	if r != nil {
-		t.record(r.job, r.entry())
-	}
-}
-
-// entry is the history entry of r, a finished run.
-func (r *tickRun) entry() Run {
-	e := Run{Job: r.job.Name, Tick: r.tick.Time, Instance: r.t.h.cfg.Instance, Token: r.t.token, CatchUp: r.tick.CatchUp,
-		Started: r.started, Ended: r.ended, Result: r.result}
-	if r.err != nil {
-		e.Error = r.err.Error()
-	}
-	return e
 }
