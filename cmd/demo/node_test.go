@@ -20,6 +20,7 @@ import (
 	"github.com/batonhq/baton/backends/consul/consultest"
 	"github.com/batonhq/baton/backends/etcd/etcdtest"
 	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/node"
 )
 
 // TestNode_Backends runs two `demo node` processes on one election of each
@@ -64,14 +65,14 @@ func requireDB(t *testing.T, driver, dsn string) {
 	}
 }
 
-func nodeStatus(t *testing.T, url string) statusDoc {
+func nodeStatus(t *testing.T, url string) node.Status {
 	t.Helper()
 	resp, err := http.Get(url + "/status")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var st statusDoc
+	var st node.Status
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 		t.Fatal(err)
 	}

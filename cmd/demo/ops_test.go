@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/batonhq/baton/backends/etcd/etcdtest"
 	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/node"
 )
 
 // The operations tests run real `demo node` processes on an embedded etcd:
@@ -81,11 +83,20 @@ func (n *opsNode) runsEnded(from int, job string) int {
 // adminPost sends POST path with an optional bearer token.
 func adminPost(t *testing.T, url, path, token string) (int, string) {
 	t.Helper()
-	auth := ""
-	if token != "" {
-		auth = "Bearer " + token
+	req, err := http.NewRequest(http.MethodPost, url+path, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return post(t, url+path, auth)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 // scrape reads n's /metrics into series ("name{labels}") -> value.
@@ -220,7 +231,7 @@ func TestNode_StepDown(t *testing.T) {
 	name := fmt.Sprintf("stepdown_%d", time.Now().UnixNano())
 	a := startOpsNode(t, srv.Endpoint(), name, cfg, "a", "--admin-token-file", tokenFile)
 	acq, _ := a.acquired(0, 30*time.Second)
-	t.Setenv(adminTokenEnv, tok) // b and c read it from the environment
+	t.Setenv(node.AdminTokenEnv, tok) // b and c read it from the environment
 	b := startOpsNode(t, srv.Endpoint(), name, cfg, "b")
 	c := startOpsNode(t, srv.Endpoint(), name, cfg, "c", "--standby")
 	if st := nodeStatus(t, c.url); st.Role != "standby" || !st.Standby || st.Eligible {

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -20,13 +20,15 @@ import (
 // memNode is a node on the in-memory backend, served by httptest, with
 // its elector running.
 type memNode struct {
-	n   *nodeState
-	srv *httptest.Server
+	n    *Node
+	el   *election.Elector
+	host *schedulerhost.Host
+	srv  *httptest.Server
 }
 
 func startMemNode(t *testing.T, mem *electiontest.Memory, id string, token []byte) *memNode {
 	t.Helper()
-	reg := newRegistry()
+	reg := NewRegistry()
 	m, err := metrics.New(reg, "e")
 	if err != nil {
 		t.Fatal(err)
@@ -47,25 +49,24 @@ func startMemNode(t *testing.T, mem *electiontest.Memory, id string, token []byt
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &nodeState{identity: el.Identity(), election: "e", backend: "memory", elector: el, host: host,
-		registry: reg, adminToken: token, stepDownCooldown: time.Hour, log: discard}
-	if err := n.registerGauges(reg); err != nil {
+	n, err := New(Config{Elector: el, Host: host, Election: "e", Backend: "memory",
+		Registry: reg, AdminToken: token, StepDownCooldown: time.Hour, Logger: discard})
+	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(newServer(n))
+	srv := httptest.NewServer(n.Handler())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	n.loopAlive.Store(true)
 	go func() {
 		defer close(done)
-		_ = el.Run(ctx, host.Lead)
+		_ = n.Run(ctx, nil)
 	}()
 	t.Cleanup(func() {
 		cancel()
 		<-done
 		srv.Close()
 	})
-	return &memNode{n: n, srv: srv}
+	return &memNode{n: n, el: el, host: host, srv: srv}
 }
 
 func post(t *testing.T, url, token string) (int, string) {
@@ -95,7 +96,7 @@ func TestServer_AdminAuth(t *testing.T) {
 	on := startMemNode(t, mem, "on", []byte("s3cret"))
 	for _, p := range []string{"/step-down", "/standby", "/eligible"} {
 		code, body := post(t, off.srv.URL+p, "Bearer s3cret")
-		if code != http.StatusForbidden || !strings.Contains(body, "--admin-token-file") || !strings.Contains(body, adminTokenEnv) {
+		if code != http.StatusForbidden || !strings.Contains(body, "--admin-token-file") || !strings.Contains(body, AdminTokenEnv) {
 			t.Errorf("POST %s, no token configured: %d %q, want 403 saying how to enable", p, code, body)
 		}
 		for _, auth := range []string{"", "Bearer", "Bearer wrong", "Bearer s3cret2", "Basic s3cret", "s3cret"} {
@@ -118,18 +119,18 @@ func TestServer_AdminAuth(t *testing.T) {
 			t.Errorf("GET %s: %d, want 200 without a token", p, code)
 		}
 	}
-	if code, body := post(t, on.srv.URL+"/standby", "Bearer s3cret"); code != http.StatusOK || on.n.elector.Eligible() {
-		t.Errorf("POST /standby: %d %s; eligible %v", code, body, on.n.elector.Eligible())
+	if code, body := post(t, on.srv.URL+"/standby", "Bearer s3cret"); code != http.StatusOK || on.el.Eligible() {
+		t.Errorf("POST /standby: %d %s; eligible %v", code, body, on.el.Eligible())
 	}
-	if code, body := post(t, on.srv.URL+"/eligible", "Bearer  s3cret "); code != http.StatusOK || !on.n.elector.Eligible() {
-		t.Errorf("POST /eligible: %d %s; eligible %v", code, body, on.n.elector.Eligible())
+	if code, body := post(t, on.srv.URL+"/eligible", "Bearer  s3cret "); code != http.StatusOK || !on.el.Eligible() {
+		t.Errorf("POST /eligible: %d %s; eligible %v", code, body, on.el.Eligible())
 	}
 }
 
-func memStatus(t *testing.T, srv *httptest.Server) statusDoc {
+func memStatus(t *testing.T, srv *httptest.Server) Status {
 	t.Helper()
 	code, body := get(t, srv, "/status?history=5")
-	var st statusDoc
+	var st Status
 	if err := json.Unmarshal([]byte(body), &st); err != nil || code != http.StatusOK {
 		t.Fatalf("/status: %d %v\n%s", code, err, body)
 	}
@@ -142,15 +143,15 @@ func memStatus(t *testing.T, srv *httptest.Server) statusDoc {
 func TestServer_StepDownStandby(t *testing.T) {
 	mem := electiontest.NewMemory(election.Timing{})
 	a := startMemNode(t, mem, "a", []byte("tok"))
-	waitUntil(t, "a leading", a.n.elector.IsLeader)
+	waitUntil(t, "a leading", a.el.IsLeader)
 	b := startMemNode(t, mem, "b", []byte("tok"))
-	b.n.elector.SetEligible(false)
+	b.el.SetEligible(false)
 
 	code, body := post(t, a.srv.URL+"/step-down?cooldown=1h", "Bearer tok")
 	if code != http.StatusAccepted || !strings.Contains(body, `"leading": true`) {
 		t.Fatalf("POST /step-down to the leader: %d %s, want 202", code, body)
 	}
-	waitUntil(t, "a released", func() bool { return !a.n.elector.IsLeader() && !a.n.host.Leading() })
+	waitUntil(t, "a released", func() bool { return !a.el.IsLeader() && !a.host.Leading() })
 	st := memStatus(t, a.srv)
 	if st.Leading || st.Role != "cooling down" || time.Until(st.CooldownUntil) < 50*time.Minute || !st.Eligible {
 		t.Errorf("a after step-down: role %q leading %v cooldown_until %v eligible %v", st.Role, st.Leading, st.CooldownUntil, st.Eligible)
@@ -158,13 +159,13 @@ func TestServer_StepDownStandby(t *testing.T) {
 	if st := memStatus(t, b.srv); st.Role != "standby" || !st.Standby || st.Leading {
 		t.Errorf("b on standby: role %q standby %v leading %v", st.Role, st.Standby, st.Leading)
 	}
-	if b.n.elector.IsLeader() {
+	if b.el.IsLeader() {
 		t.Fatal("b leads while on standby")
 	}
 	if code, body := post(t, b.srv.URL+"/eligible", "Bearer tok"); code != http.StatusOK {
 		t.Fatalf("POST /eligible: %d %s", code, body)
 	}
-	waitUntil(t, "b leading once eligible", b.n.elector.IsLeader)
+	waitUntil(t, "b leading once eligible", b.el.IsLeader)
 	st = memStatus(t, b.srv)
 	if st.Role != "leader" || st.Leader == nil || st.Leader.Identity.ID != "b" || len(st.Jobs) != 1 || st.Jobs[0].Name != "j" {
 		t.Errorf("b leading: %+v", st)

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -63,8 +63,11 @@ func TestServer_HealthAfterLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &nodeState{identity: el.Identity(), election: "e", backend: "memory", elector: el, host: host}
-	srv := httptest.NewServer(newServer(n))
+	n, err := New(Config{Elector: el, Host: host, Election: "e", Backend: "memory", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(n.Handler())
 	defer srv.Close()
 
 	if code, _ := get(t, srv, "/healthz"); code != http.StatusServiceUnavailable {
@@ -72,11 +75,7 @@ func TestServer_HealthAfterLoss(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	n.loopAlive.Store(true)
-	go func() {
-		defer n.loopAlive.Store(false)
-		done <- el.Run(ctx, host.Lead)
-	}()
+	go func() { done <- n.Run(ctx, nil) }()
 	defer func() {
 		cancel()
 		<-done
@@ -90,7 +89,7 @@ func TestServer_HealthAfterLoss(t *testing.T) {
 		t.Errorf("/readyz while leading: %d", code)
 	}
 	code, body := get(t, srv, "/status")
-	var st statusDoc
+	var st Status
 	if err := json.Unmarshal([]byte(body), &st); err != nil || code != http.StatusOK {
 		t.Fatalf("/status: %d %v\n%s", code, err, body)
 	}
@@ -105,7 +104,7 @@ func TestServer_HealthAfterLoss(t *testing.T) {
 		t.Errorf("/healthz with a run going after the loss: %d %s, want 503", code, body)
 	}
 	close(release)
-	waitUntil(t, "healthy again", func() bool { ok, _ := n.health(); return ok })
+	waitUntil(t, "healthy again", func() bool { return n.Healthy().OK })
 	n.stopping.Store(true)
 	if code, _ := get(t, srv, "/readyz"); code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz while stopping: %d, want 503", code)
