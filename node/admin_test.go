@@ -13,6 +13,7 @@ import (
 
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/metrics"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -69,23 +70,7 @@ func startMemNode(t *testing.T, mem *electiontest.Memory, id string, token []byt
 	return &memNode{n: n, el: el, host: host, srv: srv}
 }
 
-func post(t *testing.T, url, token string) (int, string) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
+var post = testenv.Post
 
 // TestServer_AdminAuth: admin endpoints are 403 with a hint when no token
 // is configured, 401 without or with a wrong bearer token, and work with

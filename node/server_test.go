@@ -12,6 +12,7 @@ import (
 
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -26,16 +27,7 @@ func get(t *testing.T, srv *httptest.Server, path string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not %s within 10 s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+var waitUntil = testenv.WaitUntil
 
 // TestServer_HealthAfterLoss: /healthz is 200 while leading, 503 while a
 // run that ignores its context still goes after the lease was lost, and 200

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/batonhq/baton/internal/testenv"
 )
 
 // The tests here run the demo binary as real processes. It is built once
@@ -656,15 +658,4 @@ func errorsAs(err error, target **exec.ExitError) bool {
 	return ok
 }
 
-// waitUntil polls cond every 10 ms and fails t when it is not true within
-// 10 s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not %s within 10 s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+var waitUntil = testenv.WaitUntil

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -83,20 +82,11 @@ func (n *opsNode) runsEnded(from int, job string) int {
 // adminPost sends POST path with an optional bearer token.
 func adminPost(t *testing.T, url, path, token string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	auth := ""
 	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+		auth = "Bearer " + token
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return testenv.Post(t, url+path, auth)
 }
 
 // scrape reads n's /metrics into series ("name{labels}") -> value.
