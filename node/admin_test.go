@@ -193,3 +193,63 @@ func TestServer_Page(t *testing.T) {
 		t.Errorf("GET /nope: %d, want 404", code)
 	}
 }
+
+// TestServer_RoleWhileSteppingDown: after POST /step-down, a leader whose
+// run still goes reports "leader, stepping down" and the term it drains;
+// once the run returned and the lease is released it is cooling down.
+func TestServer_RoleWhileSteppingDown(t *testing.T) {
+	mem := electiontest.NewMemory(election.Timing{})
+	discard := slog.New(slog.DiscardHandler)
+	release := make(chan struct{})
+	started := make(chan struct{}, 10)
+	host, err := schedulerhost.New(schedulerhost.Config{
+		Jobs: []schedulerhost.Job{{Name: "slow", Schedule: "@every 1s", Run: func(context.Context) error {
+			started <- struct{}{}
+			<-release
+			return nil
+		}}},
+		ShutdownTimeout: time.Minute,
+		Ledger:          mem.Ledger(),
+		Instance:        "a",
+		Logger:          discard,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	el, err := election.New(election.Config{Backend: mem.Candidate(), Identity: election.Identity{ID: "a"}, Election: "e", Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := New(Config{Elector: el, Host: host, Election: "e", AdminToken: []byte("tok"), StepDownCooldown: time.Hour, Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(n.Handler())
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx, nil) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+
+	<-started
+	before := memStatus(t, srv)
+	if before.Role != "leader" || before.Term == nil {
+		t.Fatalf("before the step-down: role %q term %+v, want leader", before.Role, before.Term)
+	}
+	if code, body := post(t, srv.URL+"/step-down", "Bearer tok"); code != http.StatusAccepted {
+		t.Fatalf("POST /step-down: %d %s, want 202", code, body)
+	}
+	st := memStatus(t, srv)
+	if !st.Leading || st.Role != "leader, stepping down" || st.Term == nil || st.Term.Token != before.Term.Token || st.Running != 1 {
+		t.Errorf("while draining: role %q leading %v term %+v running %d; want the same term stepping down with 1 run",
+			st.Role, st.Leading, st.Term, st.Running)
+	}
+	close(release)
+	waitUntil(t, "released", func() bool { return !el.IsLeader() && !host.Leading() })
+	if st := memStatus(t, srv); st.Role != "cooling down" || st.Leading || st.CooldownUntil.IsZero() {
+		t.Errorf("after the drain: role %q leading %v cooldown_until %v; want cooling down", st.Role, st.Leading, st.CooldownUntil)
+	}
+}

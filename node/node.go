@@ -128,9 +128,12 @@ func (n *Node) Run(ctx context.Context, ln net.Listener) error {
 	return g.Wait()
 }
 
-// Handler returns the node's HTTP API, for a server of the caller's own:
-// GET / (the status page), /status, /metrics, /healthz, /readyz, and POST
-// /step-down, /standby, /eligible.
+// Handler returns the node's HTTP API, for a server of the caller's own
+// (Run serves it when given a listener): GET / (the status page),
+// /status, /metrics, and /healthz and /readyz (200 "ok", or 503 and the
+// verdict's first reason), and the admin endpoints POST /step-down,
+// /standby and /eligible. Handlers may run on any goroutine, before, during
+// and after Run.
 func (n *Node) Handler() http.Handler { return n.handler }
 
 // Verdict is the answer of Healthy or Ready. Reasons lists every check
