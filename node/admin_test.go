@@ -202,37 +202,18 @@ func TestServer_RoleWhileSteppingDown(t *testing.T) {
 	discard := slog.New(slog.DiscardHandler)
 	release := make(chan struct{})
 	started := make(chan struct{}, 10)
-	host, err := schedulerhost.New(schedulerhost.Config{
-		Jobs: []schedulerhost.Job{{Name: "slow", Schedule: "@every 1s", Run: func(context.Context) error {
-			started <- struct{}{}
-			<-release
-			return nil
-		}}},
-		ShutdownTimeout: time.Minute,
-		Ledger:          mem.Ledger(),
-		Instance:        "a",
-		Logger:          discard,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	el, err := election.New(election.Config{Backend: mem.Candidate(), Identity: election.Identity{ID: "a"}, Election: "e", Logger: discard})
-	if err != nil {
-		t.Fatal(err)
-	}
+	el, host := memParts(t, mem, "a", schedulerhost.Job{Name: "slow", Schedule: "@every 1s", Run: func(context.Context) error {
+		started <- struct{}{}
+		<-release
+		return nil
+	}}, time.Minute)
 	n, err := New(Config{Elector: el, Host: host, Election: "e", AdminToken: []byte("tok"), StepDownCooldown: time.Hour, Logger: discard})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(n.Handler())
 	defer srv.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx, nil) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	startNode(t, n)
 
 	<-started
 	before := memStatus(t, srv)

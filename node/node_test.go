@@ -14,15 +14,18 @@ import (
 	"github.com/batonhq/baton/schedulerhost"
 )
 
-// memParts returns an Elector and a Host on the in-memory backend.
-func memParts(t *testing.T, mem *electiontest.Memory, id string, run func(context.Context) error) (*election.Elector, *schedulerhost.Host) {
+// memParts returns an Elector and a Host running job, with shutdown as
+// the Host's ShutdownTimeout (zero: the default), on the in-memory backend,
+// as candidate id of election "e".
+func memParts(t *testing.T, mem *electiontest.Memory, id string, job schedulerhost.Job, shutdown time.Duration) (*election.Elector, *schedulerhost.Host) {
 	t.Helper()
 	discard := slog.New(slog.DiscardHandler)
 	host, err := schedulerhost.New(schedulerhost.Config{
-		Jobs:     []schedulerhost.Job{{Name: "j", Schedule: "@every 1s", Run: run}},
-		Ledger:   mem.Ledger(),
-		Instance: id,
-		Logger:   discard,
+		Jobs:            []schedulerhost.Job{job},
+		ShutdownTimeout: shutdown,
+		Ledger:          mem.Ledger(),
+		Instance:        id,
+		Logger:          discard,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -34,8 +37,20 @@ func memParts(t *testing.T, mem *electiontest.Memory, id string, run func(contex
 	return el, host
 }
 
+// startNode runs n until the test ends.
+func startNode(t *testing.T, n *Node) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx, nil) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
 func TestNew_Validates(t *testing.T) {
-	el, host := memParts(t, electiontest.NewMemory(election.Timing{}), "a", func(context.Context) error { return nil })
+	el, host := memParts(t, electiontest.NewMemory(election.Timing{}), "a",
+		schedulerhost.Job{Name: "j", Schedule: "@every 1s", Run: func(context.Context) error { return nil }}, 0)
 	for _, tc := range []struct {
 		name string
 		cfg  Config
@@ -74,11 +89,11 @@ func TestNode_Run_LeavesNothingRunning(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
 		ran := make(chan struct{}, 100)
-		el, host := memParts(t, mem, "a", func(ctx context.Context) error {
+		el, host := memParts(t, mem, "a", schedulerhost.Job{Name: "j", Schedule: "@every 1s", Run: func(ctx context.Context) error {
 			ran <- struct{}{}
 			time.Sleep(300 * time.Millisecond) // a graceful stop lets it finish
 			return nil
-		})
+		}}, 0)
 		n, err := New(Config{Elector: el, Host: host, Election: "e", Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)

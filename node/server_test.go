@@ -36,25 +36,12 @@ func TestServer_HealthAfterLoss(t *testing.T) {
 	mem := electiontest.NewMemory(election.Timing{})
 	release := make(chan struct{})
 	started := make(chan struct{}, 10)
-	host, err := schedulerhost.New(schedulerhost.Config{
-		Jobs: []schedulerhost.Job{{Name: "stubborn", Schedule: "@every 1s", Run: func(ctx context.Context) error {
-			started <- struct{}{}
-			<-release // ignores ctx: keeps running after the loss
-			return nil
-		}}},
-		ShutdownTimeout: time.Minute, // Lead waits for the stubborn run: no new campaign meanwhile
-		Ledger:          mem.Ledger(),
-		Instance:        "n1",
-		Logger:          slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	el, err := election.New(election.Config{Backend: mem.Candidate(), Identity: election.Identity{ID: "n1"},
-		Election: "e", Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Lead waits a minute for the stubborn run: no new campaign meanwhile.
+	el, host := memParts(t, mem, "n1", schedulerhost.Job{Name: "stubborn", Schedule: "@every 1s", Run: func(ctx context.Context) error {
+		started <- struct{}{}
+		<-release // ignores ctx: keeps running after the loss
+		return nil
+	}}, time.Minute)
 	n, err := New(Config{Elector: el, Host: host, Election: "e", Backend: "memory", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -65,13 +52,7 @@ func TestServer_HealthAfterLoss(t *testing.T) {
 	if code, _ := get(t, srv, "/healthz"); code != http.StatusServiceUnavailable {
 		t.Errorf("/healthz before the loop runs: %d, want 503", code)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx, nil) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	startNode(t, n)
 
 	<-started
 	if code, body := get(t, srv, "/healthz"); code != http.StatusOK {
