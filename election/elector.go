@@ -34,6 +34,9 @@ type Elector struct {
 type TermInfo struct {
 	Token uint64
 	Since time.Time
+	// SteppingDown is true once StepDown was called during this term: it
+	// drains and then releases.
+	SteppingDown bool
 }
 
 // New copies cfg, applies defaults, validates it and returns an Elector.
@@ -234,12 +237,18 @@ func (e *Elector) IsLeader() bool {
 // Term returns the live term this elector holds, if any.
 func (e *Elector) Term() (TermInfo, bool) {
 	e.mu.Lock()
-	t := e.cur
+	t, sd := e.cur, e.stepDown
 	e.mu.Unlock()
 	if t == nil || CheckTerm(t.leaseCtx) != nil {
 		return TermInfo{}, false
 	}
-	return TermInfo{Token: t.token, Since: t.since}, true
+	steppingDown := false
+	select {
+	case <-sd:
+		steppingDown = true
+	default:
+	}
+	return TermInfo{Token: t.token, Since: t.since, SteppingDown: steppingDown}, true
 }
 
 // Leader reports who leads: this elector if it holds a live term, otherwise
@@ -276,6 +285,17 @@ func (e *Elector) StepDown(cooldown time.Duration) bool {
 		close(e.stepDown)
 	}
 	return true
+}
+
+// CooldownUntil returns when the cooldown of the last StepDown ends, or the
+// zero time when no cooldown is in effect. It does not block.
+func (e *Elector) CooldownUntil() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !time.Now().Before(e.cooldown) {
+		return time.Time{}
+	}
+	return e.cooldown
 }
 
 // SetEligible lets this elector campaign (true, the default) or not

@@ -132,6 +132,57 @@ func TestElector_StepDown_CoolsDownThenLeadsAgain(t *testing.T) {
 	})
 }
 
+// TestElector_StepDown_ReportsTermAndCooldown: Term tells that the term
+// held is stepping down while it drains, and CooldownUntil gives the end of
+// the cooldown until it is over, then zero.
+func TestElector_StepDown_ReportsTermAndCooldown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
+		a := newElector(t, m.Candidate(), "a")
+		if u := a.CooldownUntil(); !u.IsZero() {
+			t.Errorf("CooldownUntil before any step-down = %v, want zero", u)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		drain := make(chan struct{})
+		done := make(chan error)
+		go func() {
+			done <- a.Run(ctx, func(tctx context.Context) error { <-tctx.Done(); <-drain; return nil })
+		}()
+		synctest.Wait()
+		ti, ok := a.Term()
+		if !ok || ti.SteppingDown {
+			t.Fatalf("Term before the step-down = %+v, %v; want held, not stepping down", ti, ok)
+		}
+		at := time.Now()
+		if !a.StepDown(time.Minute) {
+			t.Fatal("StepDown reported no term")
+		}
+		synctest.Wait()
+		got, ok := a.Term()
+		if !ok || !got.SteppingDown || got.Token != ti.Token {
+			t.Errorf("Term while draining = %+v, %v; want token %d stepping down", got, ok, ti.Token)
+		}
+		if u := a.CooldownUntil(); !u.Equal(at.Add(time.Minute)) {
+			t.Errorf("CooldownUntil = %v, want %v", u, at.Add(time.Minute))
+		}
+		close(drain)
+		synctest.Wait()
+		if _, ok := a.Term(); ok {
+			t.Error("a term is held after the drain")
+		}
+		time.Sleep(time.Minute)
+		if u := a.CooldownUntil(); !u.IsZero() {
+			t.Errorf("CooldownUntil after the cooldown = %v, want zero", u)
+		}
+		synctest.Wait()
+		if ti2, ok := a.Term(); !ok || ti2.SteppingDown || ti2.Token <= ti.Token {
+			t.Errorf("Term after the cooldown = %+v, %v; want a new term, not stepping down", ti2, ok)
+		}
+		cancel()
+		<-done
+	})
+}
+
 func TestElector_StepDown_ShorterCooldownTakesEffect(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})

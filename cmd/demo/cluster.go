@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -17,37 +16,42 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/batonhq/baton/backends/etcd"
 	"github.com/batonhq/baton/backends/etcd/etcdtest"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/schedulerhost"
+	"github.com/batonhq/baton/internal/lines"
+	"github.com/batonhq/baton/node"
 )
 
 // child is one `demo node` process of the cluster.
 type child struct {
 	name string
 	cmd  *exec.Cmd
-	out  *prefixWriter
+	out  *lines.Writer // the node's output, printed line by line after "NAME | "
 	done chan struct{} // closed when the process has exited and its output is written
 	err  error         // Wait's result, set before done is closed
 }
 
-func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// runCluster runs the cluster until ctx ends, then stops its nodes
+// gracefully. When now ends (a second signal), it kills the nodes at once
+// and returns its cause.
+func runCluster(ctx, now context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("cluster", flag.ContinueOnError)
 	nodes := fs.Int("nodes", 3, "number of node processes")
 	config := fs.String("config", "", "jobs file for every node (default: the built-in jobs.example.yaml)")
 	basePort := fs.Int("http-base-port", 0, "HTTP port of node-1 (node-N gets base+N-1); 0 picks free ports")
 	electionName := fs.String("election", "demo", "election name")
-	var lf logFlags
-	lf.register(fs)
+	var lf node.LogFlags
+	lf.Register(fs)
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
 	if *nodes < 1 {
 		return fmt.Errorf("--nodes %d: want at least 1", *nodes)
 	}
-	if _, err := lf.logger(io.Discard); err != nil {
+	if _, err := lf.Logger(io.Discard); err != nil {
 		return err
 	}
 	// Check the jobs file before starting anything: the nodes would all
@@ -85,7 +89,7 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	defer srv.Stop()
 	ep := srv.Endpoint()
-	prefix := etcdPrefix(*electionName)
+	prefix := node.EtcdPrefix(*electionName)
 
 	etcdctl := "etcdctl"
 	if st, err := os.Stat(filepath.Join(".bin", "etcdctl")); err == nil && !st.IsDir() {
@@ -107,10 +111,15 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	say("                   kill -TERM <pid>   graceful: its runs finish, then a follower leads at once")
 	say("Ctrl-C stops every node gracefully, then etcd; a second Ctrl-C exits at once")
 
-	var children []*child
-	var wg sync.WaitGroup
+	var (
+		childrenMu sync.Mutex // children grows here while a second signal may kill them
+		children   []*child
+		wg         sync.WaitGroup
+	)
 	defer wg.Wait()
 	killAll := func(sig syscall.Signal) {
+		childrenMu.Lock()
+		defer childrenMu.Unlock()
 		for _, c := range children {
 			select {
 			case <-c.done:
@@ -127,20 +136,18 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			}
 		}
 	}
-	removeHook := onExitNow(func() {
-		killAll(syscall.SIGKILL)
-		os.RemoveAll(dir)
-	})
-	defer removeHook()
+	// A second signal kills every node at once, wherever this function is.
+	stopKill := context.AfterFunc(now, func() { killAll(syscall.SIGKILL) })
+	defer stopKill()
 
 	for i := range *nodes {
 		name := fmt.Sprintf("node-%d", i+1)
 		nargs := []string{"node", "--backend", "etcd", "--endpoints", ep, "--election", *electionName, "--id", name,
-			"--http", addrs[i], "--log-format", lf.format, "--log-level", lf.level, "--stop-on-stdin-eof"}
+			"--http", addrs[i], "--log-format", lf.Format, "--log-level", lf.Level, "--stop-on-stdin-eof"}
 		if configPath != "" {
 			nargs = append(nargs, "--config", configPath)
 		}
-		c := &child{name: name, out: &prefixWriter{out: out, prefix: name + " | "}, done: make(chan struct{})}
+		c := &child{name: name, out: &lines.Writer{Emit: func(l []byte) { out.line(name + " | " + string(l)) }}, done: make(chan struct{})}
 		c.cmd = exec.Command(exe, nargs...)
 		c.cmd.Stdout = c.out
 		c.cmd.Stderr = c.out
@@ -155,11 +162,16 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			killAll(syscall.SIGTERM)
 			return fmt.Errorf("demo cluster: start %s: %w", name, err)
 		}
+		childrenMu.Lock()
 		children = append(children, c)
+		childrenMu.Unlock()
+		if now.Err() != nil {
+			killAll(syscall.SIGKILL) // started after the second signal's kill
+		}
 		say("%s pid %d, status http://%s/status", name, c.cmd.Process.Pid, addrs[i])
 		wg.Go(func() {
 			c.err = c.cmd.Wait()
-			c.out.flush()
+			c.out.Flush()
 			status := "exit status 0"
 			if c.err != nil {
 				status = c.err.Error()
@@ -183,7 +195,7 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	<-ctx.Done()
 	say("stopping: SIGTERM to each node; runs drain, then each releases")
 	killAll(syscall.SIGTERM)
-	bound := shutdownBound(f.Election.ShutdownTimeout, killGrace(f), f.Election.ReleaseTimeout)
+	bound := shutdownBound(node.ShutdownConfigOf(f))
 	timer := time.NewTimer(bound)
 	defer timer.Stop()
 	var failed []error
@@ -194,6 +206,8 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			say("nodes still running after %v: SIGKILL", bound)
 			killAll(syscall.SIGKILL)
 			<-c.done
+		case <-now.Done():
+			return context.Cause(now) // the nodes are being killed; the deferred calls wait for them
 		}
 	}
 	for _, c := range children {
@@ -222,16 +236,11 @@ func ttlOf(d time.Duration) time.Duration {
 	return d
 }
 
-// shutdownBound is how long the cluster waits for its nodes to drain and
-// release before it kills them.
-func shutdownBound(shutdown, grace, release time.Duration) time.Duration {
-	if shutdown == 0 {
-		shutdown = schedulerhost.DefaultShutdownTimeout
-	}
-	if release == 0 {
-		release = election.DefaultReleaseTimeout
-	}
-	return shutdown + grace + killGraceMargin + release + 10*time.Second
+// shutdownBound is how long the cluster waits for its nodes to stop
+// gracefully before it kills them: a node's shutdown budget, and time for
+// the process to start and end around it.
+func shutdownBound(c node.ShutdownConfig) time.Duration {
+	return node.ShutdownBudget(c) + 5*time.Second
 }
 
 // httpAddrs returns n loopback addresses: base, base+1, ... or free ports.
@@ -264,7 +273,7 @@ func httpAddrs(n, base int) ([]string, error) {
 // create revision under prefix) changes, polling every 100 ms until ctx
 // ends.
 func watchLeader(ctx context.Context, endpoint, prefix string, say func(string, ...any)) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 2 * time.Second, Logger: nopZap()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		say("cannot watch the leader: %v", err)
 		return
@@ -311,37 +320,4 @@ func (o *syncOut) line(s string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	io.WriteString(o.w, s+"\n")
-}
-
-// prefixWriter writes each line written to it to out, after prefix.
-type prefixWriter struct {
-	out    *syncOut
-	prefix string
-
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (w *prefixWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf = append(w.buf, p...)
-	for {
-		i := bytes.IndexByte(w.buf, '\n')
-		if i < 0 {
-			break
-		}
-		w.out.line(w.prefix + string(w.buf[:i]))
-		w.buf = w.buf[i+1:]
-	}
-	return len(p), nil
-}
-
-func (w *prefixWriter) flush() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.buf) > 0 {
-		w.out.line(w.prefix + string(w.buf))
-		w.buf = nil
-	}
 }

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/batonhq/baton/internal/testenv"
 )
 
 // The tests here run the demo binary as real processes. It is built once
@@ -655,3 +657,5 @@ func errorsAs(err error, target **exec.ExitError) bool {
 	}
 	return ok
 }
+
+var waitUntil = testenv.WaitUntil

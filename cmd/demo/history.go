@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/node"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -22,10 +23,10 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("history", flag.ContinueOnError)
-	var bf backendFlags
-	bf.register(fs)
-	var lf logFlags
-	lf.register(fs)
+	var bf node.BackendFlags
+	bf.Register(fs)
+	var lf node.LogFlags
+	lf.Register(fs)
 	var jobs stringList
 	fs.Var(&jobs, "job", "job to show (repeatable; default: every job of --config)")
 	config := fs.String("config", "", "jobs file naming the jobs (default: the built-in jobs.example.yaml)")
@@ -33,7 +34,7 @@ func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
-	log, err := lf.logger(stderr)
+	log, err := lf.Logger(stderr)
 	if err != nil {
 		return err
 	}
@@ -46,20 +47,20 @@ func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			jobs = append(jobs, j.Name)
 		}
 	}
-	o, err := bf.open(ctx, election.Timing{}, 0, log)
+	o, err := bf.Open(ctx, election.Timing{}, 0, log)
 	if err != nil {
 		return err
 	}
-	defer o.close()
-	if o.ledger == nil {
-		return fmt.Errorf("demo history: the %s backend keeps no ledger", bf.kind)
+	defer o.Close()
+	if o.Ledger == nil {
+		return fmt.Errorf("demo history: the %s backend keeps no ledger", bf.Kind)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tTICK\tCATCH-UP\tINSTANCE\tTOKEN\tRESULT\tTOOK\tERROR")
 	var errs []error
 	for _, job := range jobs {
 		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		runs, err := o.ledger.History(qctx, job, *n)
+		runs, err := o.Ledger.History(qctx, job, *n)
 		cancel()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("demo history: job %q: %w", job, err))

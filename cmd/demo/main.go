@@ -15,35 +15,23 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
-	"sync"
 	"syscall"
-
-	"go.uber.org/zap"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	second := make(chan os.Signal, 2)
-	signal.Notify(second, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-second // the first one, also seen by ctx
-		s := <-second
-		fmt.Fprintf(os.Stderr, "demo: second signal (%v): exiting now\n", s)
-		runExitHooks()
-		os.Exit(2)
-	}()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case err == nil || errors.Is(err, flag.ErrHelp):
+		return
+	case errors.Is(err, errExitNow):
+		os.Exit(2) // run has said why
 	}
+	fmt.Fprintln(os.Stderr, err)
+	os.Exit(1)
 }
 
 const usage = `usage:
@@ -63,20 +51,28 @@ const usage = `usage:
 Without --config the built-in jobs.example.yaml is used. "demo CMD -h" lists every flag.
 `
 
+// errExitNow is the cause of the context that a second SIGINT or SIGTERM
+// ends; main exits with status 2 on it.
+var errExitNow = errors.New("demo: second signal: exiting now")
+
 // run is the whole program: it blocks until the subcommand is done or ctx
-// ends and the subcommand has shut down.
+// ends and the subcommand has shut down. A second SIGINT or SIGTERM after
+// the one that ended ctx makes it return errExitNow at once: a node does
+// not wait for its drain, a cluster kills its nodes first.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return errors.New("demo: a subcommand is required")
 	}
+	now, stopWatch := watchSecondSignal(stderr)
+	defer stopWatch()
 	switch args[0] {
 	case "cluster":
-		return runCluster(ctx, args[1:], stdout, stderr)
+		return runCluster(ctx, now, args[1:], stdout, stderr)
 	case "node":
-		return runNode(ctx, args[1:], stdout, stderr)
+		return orExitNow(now, func() error { return runNode(ctx, args[1:], stdout, stderr) })
 	case "history":
-		return runHistory(ctx, args[1:], stdout, stderr)
+		return orExitNow(now, func() error { return runHistory(ctx, args[1:], stdout, stderr) })
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -85,61 +81,50 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return fmt.Errorf("demo: unknown subcommand %q", args[0])
 }
 
-var (
-	exitMu    sync.Mutex
-	exitHooks []func()
-)
-
-// onExitNow registers f to run when a second signal makes the process exit
-// at once. It returns a function that unregisters f.
-func onExitNow(f func()) (remove func()) {
-	exitMu.Lock()
-	defer exitMu.Unlock()
-	exitHooks = append(exitHooks, f)
-	i := len(exitHooks) - 1
-	return func() {
-		exitMu.Lock()
-		defer exitMu.Unlock()
-		exitHooks[i] = nil
-	}
-}
-
-func runExitHooks() {
-	exitMu.Lock()
-	defer exitMu.Unlock()
-	for _, f := range exitHooks {
-		if f != nil {
-			f()
+// watchSecondSignal returns a context that ends, with cause errExitNow, at
+// the second SIGINT or SIGTERM from now on (the first one is main's, which
+// ends run's ctx). A goroutine owned by the returned stop function waits
+// for the signals; stop ends it and waits for it.
+func watchSecondSignal(stderr io.Writer) (now context.Context, stop func()) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	now, cancel := context.WithCancelCause(context.Background())
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for seen := 0; ; {
+			select {
+			case <-quit:
+				return
+			case s := <-sigs:
+				if seen++; seen == 2 {
+					fmt.Fprintf(stderr, "demo: second signal (%v): exiting now\n", s)
+					cancel(errExitNow)
+					return
+				}
+			}
 		}
+	}()
+	return now, func() {
+		signal.Stop(sigs)
+		close(quit)
+		<-done
+		cancel(nil)
 	}
 }
 
-// logFlags are the logging flags of every subcommand.
-type logFlags struct {
-	format string
-	level  string
-}
-
-func (l *logFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&l.format, "log-format", "text", "log format: text or json")
-	fs.StringVar(&l.level, "log-level", "info", "log level: debug, info, warn or error")
-}
-
-// logger returns a logger writing to w. The keys of baton's records are
-// fixed: election, identity, token, job, tick, took, err.
-func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(l.level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", l.level)
+// orExitNow calls f on a goroutine of its own and returns f's error, or
+// the cause of now as soon as now ends, without waiting for f: the process
+// is about to exit, and nothing of f needs to be cleaned up first.
+func orExitNow(now context.Context, f func() error) error {
+	errc := make(chan error, 1)
+	go func() { errc <- f() }()
+	select {
+	case err := <-errc:
+		return err
+	case <-now.Done():
+		return context.Cause(now)
 	}
-	opts := &slog.HandlerOptions{Level: level}
-	switch strings.ToLower(l.format) {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	}
-	return nil, fmt.Errorf("--log-format %q: want text or json", l.format)
 }
 
 // parseFlags parses args into fs, which writes its usage to stderr.
@@ -153,6 +138,3 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 	}
 	return nil
 }
-
-// nopZap silences the etcd client's own logger.
-func nopZap() *zap.Logger { return zap.NewNop() }

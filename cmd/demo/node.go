@@ -12,45 +12,39 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/metrics"
+	"github.com/batonhq/baton/node"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
 // errStdinClosed is the cause of a shutdown started by --stop-on-stdin-eof.
 var errStdinClosed = errors.New("stdin closed (the cluster is gone)")
 
-// killGraceMargin is added to the kill grace for the Host's own wait after
-// cancelling runs, so that a command killed at the end of its grace is
-// seen to return.
-const killGraceMargin = time.Second
-
 func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("node", flag.ContinueOnError)
-	var bf backendFlags
-	bf.register(fs)
-	var lf logFlags
-	lf.register(fs)
+	var bf node.BackendFlags
+	bf.Register(fs)
+	var lf node.LogFlags
+	lf.Register(fs)
 	id := fs.String("id", "", "identity, unique per process (default HOSTNAME-PID)")
 	config := fs.String("config", "", "jobs file (default: the built-in jobs.example.yaml)")
 	httpAddr := fs.String("http", "127.0.0.1:0", "address of the status page, /status, /metrics, /healthz, /readyz and the admin endpoints;\nloopback unless you say otherwise (\"\" for none)")
 	stdinEOF := fs.Bool("stop-on-stdin-eof", false, "stop gracefully when stdin reaches EOF (set by demo cluster)")
 	standby := fs.Bool("standby", false, "start not eligible: follow, never campaign until POST /eligible")
-	cooldown := fs.Duration("step-down-cooldown", defaultStepDownCooldown, "after POST /step-down, no campaign for this long (?cooldown= overrides)")
-	tokenFile := fs.String("admin-token-file", "", "file holding the bearer token of the admin endpoints (default: env "+adminTokenEnv+"; neither: admin endpoints disabled)")
+	cooldown := fs.Duration("step-down-cooldown", node.DefaultStepDownCooldown, "after POST /step-down, no campaign for this long (?cooldown= overrides)")
+	tokenFile := fs.String("admin-token-file", "", "file holding the bearer token of the admin endpoints (default: env "+node.AdminTokenEnv+"; neither: admin endpoints disabled)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
-	base, err := lf.logger(stderr)
+	base, err := lf.Logger(stderr)
 	if err != nil {
 		return err
 	}
 	if *cooldown < 0 {
 		return fmt.Errorf("--step-down-cooldown %v: must not be negative", *cooldown)
 	}
-	adminToken, adminFrom, err := loadAdminToken(*tokenFile)
+	adminToken, adminFrom, err := node.LoadAdminToken(*tokenFile)
 	if err != nil {
 		return err
 	}
@@ -63,48 +57,42 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		*id = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
 	// Backends and the Elector add election (and identity) themselves.
-	log := base.With("election", bf.election, "identity", *id)
+	log := base.With("election", bf.Election, "identity", *id)
 
 	timing := election.Timing{TTL: f.Election.TTL, RenewInterval: f.Election.RenewInterval, SafetyMargin: f.Election.SafetyMargin}
-	o, err := bf.open(ctx, timing, f.Election.PollInterval, base)
+	o, err := bf.Open(ctx, timing, f.Election.PollInterval, base)
 	if err != nil {
 		if f.Election.Line > 0 && strings.Contains(err.Error(), "invalid config") {
 			return fmt.Errorf("%s:%d: election: %w", f.Path, f.Election.Line, err)
 		}
 		return err
 	}
-	defer o.close()
-	if ch, ok := o.backend.(election.Checker); ok {
+	defer o.Close()
+	if ch, ok := o.Backend.(election.Checker); ok {
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		err := ch.Check(cctx)
 		cancel()
 		if err != nil {
-			return fmt.Errorf("demo node: %s: %w", o.where, err)
+			return fmt.Errorf("demo node: %s: %w", o.Where, err)
 		}
 	}
 
-	reg := newRegistry()
-	m, err := metrics.New(reg, bf.election)
+	reg := node.NewRegistry()
+	m, err := metrics.New(reg, bf.Election)
 	if err != nil {
 		return err
 	}
 
-	host, err := schedulerhost.New(schedulerhost.Config{
-		Jobs:            hostJobs(f, bf.election, *id, log),
-		ShutdownTimeout: f.Election.ShutdownTimeout,
-		KillGrace:       killGrace(f) + killGraceMargin,
-		Ledger:          o.ledger,
-		Instance:        *id,
-		Observer:        m,
-		Logger:          log,
-	})
+	hcfg := node.HostConfig(f, bf.Election, *id, log)
+	hcfg.Ledger, hcfg.Observer = o.Ledger, m
+	host, err := schedulerhost.New(hcfg)
 	if err != nil {
 		return f.Locate(err)
 	}
 	el, err := election.New(election.Config{
-		Backend:        o.backend,
+		Backend:        o.Backend,
 		Identity:       election.Identity{ID: *id},
-		Election:       bf.election,
+		Election:       bf.Election,
 		RetryPeriod:    f.Election.RetryPeriod,
 		ReleaseTimeout: f.Election.ReleaseTimeout,
 		Observer:       m,
@@ -117,9 +105,9 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		el.SetEligible(false)
 	}
 
-	n := &nodeState{identity: el.Identity(), election: bf.election, backend: bf.kind, where: o.where, elector: el, host: host,
-		registry: reg, adminToken: adminToken, stepDownCooldown: *cooldown, log: log}
-	if err := n.registerGauges(reg); err != nil {
+	n, err := node.New(node.Config{Elector: el, Host: host, Election: bf.Election, Backend: bf.Kind, Where: o.Where,
+		Registry: reg, AdminToken: adminToken, StepDownCooldown: *cooldown, Logger: log})
+	if err != nil {
 		return err
 	}
 	var ln net.Listener
@@ -134,7 +122,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			log.Warn("admin endpoints reachable beyond loopback over plain HTTP: the bearer token travels in clear", "http", httpURL)
 		}
 	}
-	log.Info("node started", "pid", os.Getpid(), "backend", bf.kind, "where", o.where,
+	log.Info("node started", "pid", os.Getpid(), "backend", bf.Kind, "where", o.Where,
 		"http", httpURL, "config", f.Path, "jobs", len(f.Jobs), "eligible", !*standby, "admin", adminFrom)
 
 	if *stdinEOF {
@@ -149,28 +137,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}()
 	}
 
-	g, gctx := errgroup.WithContext(ctx)
-	electorDone := make(chan struct{})
-	n.loopAlive.Store(true)
-	g.Go(func() error {
-		defer close(electorDone)
-		defer n.loopAlive.Store(false)
-		return el.Run(gctx, host.Lead)
-	})
-	g.Go(func() error {
-		<-gctx.Done()
-		n.stopping.Store(true)
-		if ctx.Err() != nil {
-			log.Info("shutting down: draining runs, then releasing", "reason", context.Cause(ctx), "running", host.Running())
-		}
-		return nil
-	})
-	if ln != nil {
-		s := newServer(n)
-		g.Go(func() error { return s.serve(ln, electorDone) })
-	}
-	err = g.Wait()
-	if err != nil {
+	if err := n.Run(ctx, ln); err != nil {
 		log.Error("node stopped", "err", err)
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/batonhq/baton/backends/consul/consultest"
 	"github.com/batonhq/baton/backends/etcd/etcdtest"
 	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/node"
 )
 
 // TestNode_Backends runs two `demo node` processes on one election of each
@@ -64,14 +65,14 @@ func requireDB(t *testing.T, driver, dsn string) {
 	}
 }
 
-func nodeStatus(t *testing.T, url string) statusDoc {
+func nodeStatus(t *testing.T, url string) node.Status {
 	t.Helper()
 	resp, err := http.Get(url + "/status")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var st statusDoc
+	var st node.Status
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 		t.Fatal(err)
 	}
@@ -140,11 +141,9 @@ jobs:
 	}
 }
 
-// TestNode_SecondSignalExitsAtOnce: SIGTERM starts a drain that would wait
-// for a long job; a second SIGTERM exits at once with status 2.
-func TestNode_SecondSignalExitsAtOnce(t *testing.T) {
-	srv := etcdtest.Start(t)
-	cfg := writeFile(t, "jobs.yaml", `election:
+// longJobs starts a one-minute run every second, and lets a drain wait a
+// minute for it.
+const longJobs = `election:
   ttl: 2s
   shutdown_timeout: 1m
 jobs:
@@ -152,7 +151,13 @@ jobs:
     schedule: "* * * * * *"
     builtin: sleep
     duration: 1m
-`)
+`
+
+// TestNode_SecondSignalExitsAtOnce: SIGTERM starts a drain that would wait
+// for a long job; a second SIGTERM exits at once with status 2.
+func TestNode_SecondSignalExitsAtOnce(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cfg := writeFile(t, "jobs.yaml", longJobs)
 	n := startProc(t, "n1 | ", "node", "--endpoints", srv.Endpoint(), "--election", "second", "--id", "n1", "--config", cfg, "--log-format", "json")
 	n.waitFor(0, 30*time.Second, "a long run", func(ev event) bool { return ev.msg == "run started" && ev.job == "long" })
 	if err := n.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -183,15 +188,7 @@ jobs:
 // TestCluster_SecondSignal: a second Ctrl-C makes the cluster exit at once
 // with status 2 and kill its nodes.
 func TestCluster_SecondSignal(t *testing.T) {
-	cfg := writeFile(t, "jobs.yaml", `election:
-  ttl: 2s
-  shutdown_timeout: 1m
-jobs:
-  - name: long
-    schedule: "* * * * * *"
-    builtin: sleep
-    duration: 1m
-`)
+	cfg := writeFile(t, "jobs.yaml", longJobs)
 	c := startCluster(t, "--nodes", "2", "--config", cfg, "--log-format", "json")
 	c.waitFor(0, 30*time.Second, "a long run", func(ev event) bool { return ev.msg == "run started" && ev.job == "long" })
 	pids := []int{c.pidOf("node-1"), c.pidOf("node-2")}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/batonhq/baton/backends/etcd/etcdtest"
 	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/node"
 )
 
 // The operations tests run real `demo node` processes on an embedded etcd:
@@ -85,7 +86,7 @@ func adminPost(t *testing.T, url, path, token string) (int, string) {
 	if token != "" {
 		auth = "Bearer " + token
 	}
-	return post(t, url+path, auth)
+	return testenv.Post(t, url+path, auth)
 }
 
 // scrape reads n's /metrics into series ("name{labels}") -> value.
@@ -220,7 +221,7 @@ func TestNode_StepDown(t *testing.T) {
 	name := fmt.Sprintf("stepdown_%d", time.Now().UnixNano())
 	a := startOpsNode(t, srv.Endpoint(), name, cfg, "a", "--admin-token-file", tokenFile)
 	acq, _ := a.acquired(0, 30*time.Second)
-	t.Setenv(adminTokenEnv, tok) // b and c read it from the environment
+	t.Setenv(node.AdminTokenEnv, tok) // b and c read it from the environment
 	b := startOpsNode(t, srv.Endpoint(), name, cfg, "b")
 	c := startOpsNode(t, srv.Endpoint(), name, cfg, "c", "--standby")
 	if st := nodeStatus(t, c.url); st.Role != "standby" || !st.Standby || st.Eligible {

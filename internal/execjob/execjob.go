@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/internal/lines"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -99,8 +100,8 @@ func (c *Command) Run(ctx context.Context) error {
 		EnvCatchUp+"="+catchUp(tick),
 	)
 
-	stdout := &lineLogger{log: log, stream: "stdout"}
-	stderr := &lineLogger{log: log, stream: "stderr"}
+	stdout := lineLogger(log, "stdout")
+	stderr := lineLogger(log, "stderr")
 	cmd := exec.Command("/bin/sh", "-c", c.Script)
 	cmd.Env = env
 	cmd.Stdout = stdout
@@ -138,8 +139,8 @@ func (c *Command) Run(ctx context.Context) error {
 	if kerr := syscall.Kill(-pgid, syscall.SIGKILL); kerr == nil {
 		log.Warn("killed processes left in the job's process group", "pgid", pgid)
 	}
-	stdout.flush()
-	stderr.flush()
+	stdout.Flush()
+	stderr.Flush()
 	if errors.Is(err, exec.ErrWaitDelay) {
 		err = nil // exited with 0; background processes held its output
 	}
@@ -156,54 +157,11 @@ func catchUp(t schedulerhost.Tick) string {
 	return "0"
 }
 
-// lineLogger logs what is written to it, one record per line.
-type lineLogger struct {
-	log    *slog.Logger
-	stream string
-
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (l *lineLogger) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = append(l.buf, p...)
-	for {
-		i := bytes.IndexByte(l.buf, '\n')
-		if i < 0 {
-			if len(l.buf) >= maxLine {
-				l.emit(l.buf[:maxLine])
-				l.buf = l.buf[maxLine:]
-				continue
-			}
-			break
-		}
-		if i > maxLine {
-			i = maxLine
-			l.emit(l.buf[:i])
-			l.buf = l.buf[i:]
-			continue
-		}
-		l.emit(l.buf[:i])
-		l.buf = l.buf[i+1:]
-	}
-	if len(l.buf) == 0 {
-		l.buf = nil
-	}
-	return len(p), nil
-}
-
-func (l *lineLogger) flush() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.buf) > 0 {
-		l.emit(l.buf)
-		l.buf = nil
-	}
-}
-
-func (l *lineLogger) emit(line []byte) {
-	line = bytes.TrimSuffix(line, []byte("\r"))
-	l.log.Info("output", "stream", l.stream, "line", string(line))
+// lineLogger returns a writer that logs what is written to it, one record
+// per line (at most maxLine bytes, a trailing CR dropped).
+func lineLogger(log *slog.Logger, stream string) *lines.Writer {
+	return &lines.Writer{Max: maxLine, Emit: func(line []byte) {
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		log.Info("output", "stream", stream, "line", string(line))
+	}}
 }

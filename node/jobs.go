@@ -1,8 +1,7 @@
-package main
+package node
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,32 +13,29 @@ import (
 	"github.com/batonhq/baton/schedulerhost"
 )
 
-// exampleJobs is jobs.example.yaml, used when no --config is given.
-//
-//go:embed jobs.example.yaml
-var exampleJobs []byte
-
-const exampleName = "jobs.example.yaml (built in)"
-
-// loadJobs reads path, or the built-in example when path is empty.
-func loadJobs(path string) (*jobsfile.File, error) {
-	if path == "" {
-		return jobsfile.Parse(exampleName, exampleJobs)
-	}
-	return jobsfile.Load(path)
+// ShutdownConfigOf returns the settings of f that bound a graceful stop.
+func ShutdownConfigOf(f *jobsfile.File) ShutdownConfig {
+	return ShutdownConfig{ShutdownTimeout: f.Election.ShutdownTimeout, KillGrace: f.Election.KillGrace, ReleaseTimeout: f.Election.ReleaseTimeout}
 }
 
-// killGrace returns the grace between SIGTERM and SIGKILL of command jobs.
-func killGrace(f *jobsfile.File) time.Duration {
-	if f.Election.KillGrace > 0 {
-		return f.Election.KillGrace
+// HostConfig is the schedulerhost configuration of f's jobs, run by
+// instance in election electionName, logging to log: the jobs, the
+// shutdown timeout, and the Host's kill grace (the commands' grace plus
+// KillGraceMargin). The caller adds the Ledger and the Observer.
+func HostConfig(f *jobsfile.File, electionName, instance string, log *slog.Logger) schedulerhost.Config {
+	b := ShutdownConfigOf(f).withDefaults()
+	return schedulerhost.Config{
+		Jobs:            hostJobs(f, electionName, instance, b.KillGrace, log),
+		ShutdownTimeout: f.Election.ShutdownTimeout,
+		KillGrace:       b.KillGrace + KillGraceMargin,
+		Instance:        instance,
+		Logger:          log,
 	}
-	return execjob.DefaultKillGrace
 }
 
 // hostJobs turns the file's jobs into schedulerhost jobs run by this
-// instance.
-func hostJobs(f *jobsfile.File, electionName, instance string, log *slog.Logger) []schedulerhost.Job {
+// instance; command jobs get grace between SIGTERM and SIGKILL.
+func hostJobs(f *jobsfile.File, electionName, instance string, grace time.Duration, log *slog.Logger) []schedulerhost.Job {
 	var out []schedulerhost.Job
 	for _, j := range f.Jobs {
 		hj := schedulerhost.Job{
@@ -54,7 +50,7 @@ func hostJobs(f *jobsfile.File, electionName, instance string, log *slog.Logger)
 		switch {
 		case j.Command != "":
 			c := &execjob.Command{Job: j.Name, Script: j.Command, Election: electionName, Instance: instance,
-				KillGrace: killGrace(f), Logger: log}
+				KillGrace: grace, Logger: log}
 			hj.Run = c.Run
 		case j.Builtin == jobsfile.BuiltinSleep:
 			hj.Run = sleepJob(j.Duration)

@@ -1,10 +1,9 @@
-package main
+package node
 
 import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -17,19 +16,18 @@ import (
 // (--admin-token-file or BATON_ADMIN_TOKEN); without one they are off.
 
 const (
-	adminTokenEnv           = "BATON_ADMIN_TOKEN"
-	defaultStepDownCooldown = 30 * time.Second
+	// AdminTokenEnv names the environment variable LoadAdminToken reads
+	// when no file is given.
+	AdminTokenEnv = "BATON_ADMIN_TOKEN"
+	// DefaultStepDownCooldown is the default of --step-down-cooldown.
+	DefaultStepDownCooldown = 30 * time.Second
 )
 
-// errAdminDisabled is the body of a 403 from an admin endpoint of a node
-// started without a token.
-var errAdminDisabled = errors.New("admin endpoints are disabled: start the node with --admin-token-file FILE " +
-	"(or " + adminTokenEnv + " in its environment) holding a secret token, then send \"Authorization: Bearer <token>\"")
-
-// loadAdminToken reads the admin token from file, or when file is "" from
-// the environment. A nil token (and no error) means the admin endpoints are
-// disabled. from says where the token came from, for the log.
-func loadAdminToken(file string) (token []byte, from string, err error) {
+// LoadAdminToken reads the admin token from file, or when file is "" from
+// the environment variable AdminTokenEnv. A nil token (and no error) means
+// the admin endpoints are disabled. from says where the token came from,
+// for the log.
+func LoadAdminToken(file string) (token []byte, from string, err error) {
 	if file != "" {
 		b, err := os.ReadFile(file)
 		if err != nil {
@@ -41,8 +39,8 @@ func loadAdminToken(file string) (token []byte, from string, err error) {
 		}
 		return []byte(t), "file " + file, nil
 	}
-	if t := strings.TrimSpace(os.Getenv(adminTokenEnv)); t != "" {
-		return []byte(t), "env " + adminTokenEnv, nil
+	if t := strings.TrimSpace(os.Getenv(AdminTokenEnv)); t != "" {
+		return []byte(t), "env " + AdminTokenEnv, nil
 	}
 	return nil, "disabled", nil
 }
@@ -70,13 +68,13 @@ func tokenMatches(got string, want []byte) bool {
 func (s *server) admin(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		n := s.node
-		if len(n.adminToken) == 0 {
+		if len(n.cfg.AdminToken) == 0 {
 			http.Error(w, errAdminDisabled.Error(), http.StatusForbidden)
 			return
 		}
 		tok, ok := bearer(r)
-		if !ok || !tokenMatches(tok, n.adminToken) {
-			n.logger().Warn("admin request refused", "path", r.URL.Path, "remote", r.RemoteAddr, "bearer_given", ok)
+		if !ok || !tokenMatches(tok, n.cfg.AdminToken) {
+			n.cfg.Logger.Warn("admin request refused", "path", r.URL.Path, "remote", r.RemoteAddr, "bearer_given", ok)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="baton"`)
 			http.Error(w, "unauthorized: send \"Authorization: Bearer <admin token>\"", http.StatusUnauthorized)
 			return
@@ -94,7 +92,7 @@ type adminReply struct {
 }
 
 func (s *server) reply(w http.ResponseWriter, code int, msg string, leading bool) {
-	rep := adminReply{Message: msg, Leading: leading, Eligible: s.node.elector.Eligible(), CooldownUntil: s.node.cooldownUntil()}
+	rep := adminReply{Message: msg, Leading: leading, Eligible: s.node.cfg.Elector.Eligible(), CooldownUntil: s.node.cfg.Elector.CooldownUntil()}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
@@ -109,7 +107,7 @@ func (s *server) reply(w http.ResponseWriter, code int, msg string, leading bool
 // tells when the handover is done.
 func (s *server) handleStepDown(w http.ResponseWriter, r *http.Request) {
 	n := s.node
-	cooldown := n.stepDownCooldown
+	cooldown := n.cfg.StepDownCooldown
 	if v := r.URL.Query().Get("cooldown"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
@@ -119,7 +117,7 @@ func (s *server) handleStepDown(w http.ResponseWriter, r *http.Request) {
 		cooldown = d
 	}
 	leading, token, until := n.stepDown(cooldown)
-	log := n.logger()
+	log := n.cfg.Logger
 	if leading {
 		log = log.With("token", token)
 	}
@@ -129,7 +127,7 @@ func (s *server) handleStepDown(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.reply(w, http.StatusAccepted, fmt.Sprintf("stepping down: draining %d runs, then releasing; no campaign before %s",
-		n.host.Running(), until.Format(time.RFC3339Nano)), true)
+		n.cfg.Host.Running(), until.Format(time.RFC3339Nano)), true)
 }
 
 // handleStandby: POST /standby. The node stops campaigning; a term it
@@ -145,14 +143,14 @@ func (s *server) handleEligible(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) setEligible(w http.ResponseWriter, r *http.Request, ok bool) {
-	n := s.node
-	was := n.elector.Eligible()
-	n.elector.SetEligible(ok)
-	leading := n.elector.IsLeader()
-	n.logger().Info("eligibility set", "eligible", ok, "was", was, "leading", leading, "remote", r.RemoteAddr)
+	n, el := s.node, s.node.cfg.Elector
+	was := el.Eligible()
+	el.SetEligible(ok)
+	leading := el.IsLeader()
+	n.cfg.Logger.Info("eligibility set", "eligible", ok, "was", was, "leading", leading, "remote", r.RemoteAddr)
 	var msg string
 	switch {
-	case ok && time.Until(n.cooldownUntil()) > 0:
+	case ok && time.Until(el.CooldownUntil()) > 0:
 		msg = "eligible: campaigns once the step-down cooldown is over"
 	case ok:
 		msg = "eligible: campaigns for leadership"

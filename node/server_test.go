@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -26,16 +27,7 @@ func get(t *testing.T, srv *httptest.Server, path string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not %s within 10 s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+var waitUntil = testenv.WaitUntil
 
 // TestServer_HealthAfterLoss: /healthz is 200 while leading, 503 while a
 // run that ignores its context still goes after the lease was lost, and 200
@@ -44,43 +36,23 @@ func TestServer_HealthAfterLoss(t *testing.T) {
 	mem := electiontest.NewMemory(election.Timing{})
 	release := make(chan struct{})
 	started := make(chan struct{}, 10)
-	host, err := schedulerhost.New(schedulerhost.Config{
-		Jobs: []schedulerhost.Job{{Name: "stubborn", Schedule: "@every 1s", Run: func(ctx context.Context) error {
-			started <- struct{}{}
-			<-release // ignores ctx: keeps running after the loss
-			return nil
-		}}},
-		ShutdownTimeout: time.Minute, // Lead waits for the stubborn run: no new campaign meanwhile
-		Ledger:          mem.Ledger(),
-		Instance:        "n1",
-		Logger:          slog.New(slog.DiscardHandler),
-	})
+	// Lead waits a minute for the stubborn run: no new campaign meanwhile.
+	el, host := memParts(t, mem, "n1", schedulerhost.Job{Name: "stubborn", Schedule: "@every 1s", Run: func(ctx context.Context) error {
+		started <- struct{}{}
+		<-release // ignores ctx: keeps running after the loss
+		return nil
+	}}, time.Minute)
+	n, err := New(Config{Elector: el, Host: host, Election: "e", Backend: "memory", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	el, err := election.New(election.Config{Backend: mem.Candidate(), Identity: election.Identity{ID: "n1"},
-		Election: "e", Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := &nodeState{identity: el.Identity(), election: "e", backend: "memory", elector: el, host: host}
-	srv := httptest.NewServer(newServer(n))
+	srv := httptest.NewServer(n.Handler())
 	defer srv.Close()
 
 	if code, _ := get(t, srv, "/healthz"); code != http.StatusServiceUnavailable {
 		t.Errorf("/healthz before the loop runs: %d, want 503", code)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	n.loopAlive.Store(true)
-	go func() {
-		defer n.loopAlive.Store(false)
-		done <- el.Run(ctx, host.Lead)
-	}()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	startNode(t, n)
 
 	<-started
 	if code, body := get(t, srv, "/healthz"); code != http.StatusOK {
@@ -90,7 +62,7 @@ func TestServer_HealthAfterLoss(t *testing.T) {
 		t.Errorf("/readyz while leading: %d", code)
 	}
 	code, body := get(t, srv, "/status")
-	var st statusDoc
+	var st Status
 	if err := json.Unmarshal([]byte(body), &st); err != nil || code != http.StatusOK {
 		t.Fatalf("/status: %d %v\n%s", code, err, body)
 	}
@@ -105,7 +77,7 @@ func TestServer_HealthAfterLoss(t *testing.T) {
 		t.Errorf("/healthz with a run going after the loss: %d %s, want 503", code, body)
 	}
 	close(release)
-	waitUntil(t, "healthy again", func() bool { ok, _ := n.health(); return ok })
+	waitUntil(t, "healthy again", func() bool { return n.Healthy().OK })
 	n.stopping.Store(true)
 	if code, _ := get(t, srv, "/readyz"); code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz while stopping: %d, want 503", code)

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/metrics"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -20,13 +21,15 @@ import (
 // memNode is a node on the in-memory backend, served by httptest, with
 // its elector running.
 type memNode struct {
-	n   *nodeState
-	srv *httptest.Server
+	n    *Node
+	el   *election.Elector
+	host *schedulerhost.Host
+	srv  *httptest.Server
 }
 
 func startMemNode(t *testing.T, mem *electiontest.Memory, id string, token []byte) *memNode {
 	t.Helper()
-	reg := newRegistry()
+	reg := NewRegistry()
 	m, err := metrics.New(reg, "e")
 	if err != nil {
 		t.Fatal(err)
@@ -47,44 +50,27 @@ func startMemNode(t *testing.T, mem *electiontest.Memory, id string, token []byt
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &nodeState{identity: el.Identity(), election: "e", backend: "memory", elector: el, host: host,
-		registry: reg, adminToken: token, stepDownCooldown: time.Hour, log: discard}
-	if err := n.registerGauges(reg); err != nil {
+	n, err := New(Config{Elector: el, Host: host, Election: "e", Backend: "memory",
+		Registry: reg, AdminToken: token, StepDownCooldown: time.Hour, Logger: discard})
+	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(newServer(n))
+	srv := httptest.NewServer(n.Handler())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	n.loopAlive.Store(true)
 	go func() {
 		defer close(done)
-		_ = el.Run(ctx, host.Lead)
+		_ = n.Run(ctx, nil)
 	}()
 	t.Cleanup(func() {
 		cancel()
 		<-done
 		srv.Close()
 	})
-	return &memNode{n: n, srv: srv}
+	return &memNode{n: n, el: el, host: host, srv: srv}
 }
 
-func post(t *testing.T, url, token string) (int, string) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
+var post = testenv.Post
 
 // TestServer_AdminAuth: admin endpoints are 403 with a hint when no token
 // is configured, 401 without or with a wrong bearer token, and work with
@@ -95,7 +81,7 @@ func TestServer_AdminAuth(t *testing.T) {
 	on := startMemNode(t, mem, "on", []byte("s3cret"))
 	for _, p := range []string{"/step-down", "/standby", "/eligible"} {
 		code, body := post(t, off.srv.URL+p, "Bearer s3cret")
-		if code != http.StatusForbidden || !strings.Contains(body, "--admin-token-file") || !strings.Contains(body, adminTokenEnv) {
+		if code != http.StatusForbidden || !strings.Contains(body, "--admin-token-file") || !strings.Contains(body, AdminTokenEnv) {
 			t.Errorf("POST %s, no token configured: %d %q, want 403 saying how to enable", p, code, body)
 		}
 		for _, auth := range []string{"", "Bearer", "Bearer wrong", "Bearer s3cret2", "Basic s3cret", "s3cret"} {
@@ -118,18 +104,18 @@ func TestServer_AdminAuth(t *testing.T) {
 			t.Errorf("GET %s: %d, want 200 without a token", p, code)
 		}
 	}
-	if code, body := post(t, on.srv.URL+"/standby", "Bearer s3cret"); code != http.StatusOK || on.n.elector.Eligible() {
-		t.Errorf("POST /standby: %d %s; eligible %v", code, body, on.n.elector.Eligible())
+	if code, body := post(t, on.srv.URL+"/standby", "Bearer s3cret"); code != http.StatusOK || on.el.Eligible() {
+		t.Errorf("POST /standby: %d %s; eligible %v", code, body, on.el.Eligible())
 	}
-	if code, body := post(t, on.srv.URL+"/eligible", "Bearer  s3cret "); code != http.StatusOK || !on.n.elector.Eligible() {
-		t.Errorf("POST /eligible: %d %s; eligible %v", code, body, on.n.elector.Eligible())
+	if code, body := post(t, on.srv.URL+"/eligible", "Bearer  s3cret "); code != http.StatusOK || !on.el.Eligible() {
+		t.Errorf("POST /eligible: %d %s; eligible %v", code, body, on.el.Eligible())
 	}
 }
 
-func memStatus(t *testing.T, srv *httptest.Server) statusDoc {
+func memStatus(t *testing.T, srv *httptest.Server) Status {
 	t.Helper()
 	code, body := get(t, srv, "/status?history=5")
-	var st statusDoc
+	var st Status
 	if err := json.Unmarshal([]byte(body), &st); err != nil || code != http.StatusOK {
 		t.Fatalf("/status: %d %v\n%s", code, err, body)
 	}
@@ -142,15 +128,15 @@ func memStatus(t *testing.T, srv *httptest.Server) statusDoc {
 func TestServer_StepDownStandby(t *testing.T) {
 	mem := electiontest.NewMemory(election.Timing{})
 	a := startMemNode(t, mem, "a", []byte("tok"))
-	waitUntil(t, "a leading", a.n.elector.IsLeader)
+	waitUntil(t, "a leading", a.el.IsLeader)
 	b := startMemNode(t, mem, "b", []byte("tok"))
-	b.n.elector.SetEligible(false)
+	b.el.SetEligible(false)
 
 	code, body := post(t, a.srv.URL+"/step-down?cooldown=1h", "Bearer tok")
 	if code != http.StatusAccepted || !strings.Contains(body, `"leading": true`) {
 		t.Fatalf("POST /step-down to the leader: %d %s, want 202", code, body)
 	}
-	waitUntil(t, "a released", func() bool { return !a.n.elector.IsLeader() && !a.n.host.Leading() })
+	waitUntil(t, "a released", func() bool { return !a.el.IsLeader() && !a.host.Leading() })
 	st := memStatus(t, a.srv)
 	if st.Leading || st.Role != "cooling down" || time.Until(st.CooldownUntil) < 50*time.Minute || !st.Eligible {
 		t.Errorf("a after step-down: role %q leading %v cooldown_until %v eligible %v", st.Role, st.Leading, st.CooldownUntil, st.Eligible)
@@ -158,13 +144,13 @@ func TestServer_StepDownStandby(t *testing.T) {
 	if st := memStatus(t, b.srv); st.Role != "standby" || !st.Standby || st.Leading {
 		t.Errorf("b on standby: role %q standby %v leading %v", st.Role, st.Standby, st.Leading)
 	}
-	if b.n.elector.IsLeader() {
+	if b.el.IsLeader() {
 		t.Fatal("b leads while on standby")
 	}
 	if code, body := post(t, b.srv.URL+"/eligible", "Bearer tok"); code != http.StatusOK {
 		t.Fatalf("POST /eligible: %d %s", code, body)
 	}
-	waitUntil(t, "b leading once eligible", b.n.elector.IsLeader)
+	waitUntil(t, "b leading once eligible", b.el.IsLeader)
 	st = memStatus(t, b.srv)
 	if st.Role != "leader" || st.Leader == nil || st.Leader.Identity.ID != "b" || len(st.Jobs) != 1 || st.Jobs[0].Name != "j" {
 		t.Errorf("b leading: %+v", st)
@@ -205,5 +191,46 @@ func TestServer_Page(t *testing.T) {
 	}
 	if code, _ := get(t, a.srv, "/nope"); code != http.StatusNotFound {
 		t.Errorf("GET /nope: %d, want 404", code)
+	}
+}
+
+// TestServer_RoleWhileSteppingDown: after POST /step-down, a leader whose
+// run still goes reports "leader, stepping down" and the term it drains;
+// once the run returned and the lease is released it is cooling down.
+func TestServer_RoleWhileSteppingDown(t *testing.T) {
+	mem := electiontest.NewMemory(election.Timing{})
+	discard := slog.New(slog.DiscardHandler)
+	release := make(chan struct{})
+	started := make(chan struct{}, 10)
+	el, host := memParts(t, mem, "a", schedulerhost.Job{Name: "slow", Schedule: "@every 1s", Run: func(context.Context) error {
+		started <- struct{}{}
+		<-release
+		return nil
+	}}, time.Minute)
+	n, err := New(Config{Elector: el, Host: host, Election: "e", AdminToken: []byte("tok"), StepDownCooldown: time.Hour, Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(n.Handler())
+	defer srv.Close()
+	startNode(t, n)
+
+	<-started
+	before := memStatus(t, srv)
+	if before.Role != "leader" || before.Term == nil {
+		t.Fatalf("before the step-down: role %q term %+v, want leader", before.Role, before.Term)
+	}
+	if code, body := post(t, srv.URL+"/step-down", "Bearer tok"); code != http.StatusAccepted {
+		t.Fatalf("POST /step-down: %d %s, want 202", code, body)
+	}
+	st := memStatus(t, srv)
+	if !st.Leading || st.Role != "leader, stepping down" || st.Term == nil || st.Term.Token != before.Term.Token || st.Running != 1 {
+		t.Errorf("while draining: role %q leading %v term %+v running %d; want the same term stepping down with 1 run",
+			st.Role, st.Leading, st.Term, st.Running)
+	}
+	close(release)
+	waitUntil(t, "released", func() bool { return !el.IsLeader() && !host.Leading() })
+	if st := memStatus(t, srv); st.Role != "cooling down" || st.Leading || st.CooldownUntil.IsZero() {
+		t.Errorf("after the drain: role %q leading %v cooldown_until %v; want cooling down", st.Role, st.Leading, st.CooldownUntil)
 	}
 }

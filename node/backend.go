@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/batonhq/baton/backends/consul"
 	"github.com/batonhq/baton/backends/etcd"
@@ -26,15 +27,19 @@ import (
 	"github.com/batonhq/baton/schedulerhost"
 )
 
-// backendFlags are the flags naming a backend and an election, shared by
-// `demo node` and `demo history`.
-type backendFlags struct {
-	kind       string
+// BackendFlags are the flags naming a backend and an election, shared by
+// every command that opens one (`demo node`, `demo history`). Register
+// them on a FlagSet, parse, then call Open.
+type BackendFlags struct {
+	// Kind is the backend: etcd, postgres, mysql or consul.
+	Kind string
+	// Election is the election's name.
+	Election string
+
 	endpoints  string
 	dsn        string
 	table      string
 	consulAddr string
-	election   string
 
 	// etcd TLS and authentication.
 	etcdCACert, etcdCert, etcdKey string
@@ -44,23 +49,24 @@ type backendFlags struct {
 	consulCACert, consulCert, consulKey string
 }
 
-// etcdPasswordEnv names the environment variable holding the etcd
+// EtcdPasswordEnv names the environment variable holding the etcd
 // password when --etcd-password-file is not given. Passwords are never
 // taken from the command line, where `ps` shows them.
-const etcdPasswordEnv = "BATON_ETCD_PASSWORD"
+const EtcdPasswordEnv = "BATON_ETCD_PASSWORD"
 
-func (b *backendFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&b.kind, "backend", "etcd", "backend: etcd, postgres, mysql or consul")
+// Register defines the flags on fs. It does not parse.
+func (b *BackendFlags) Register(fs *flag.FlagSet) {
+	fs.StringVar(&b.Kind, "backend", "etcd", "backend: etcd, postgres, mysql or consul")
 	fs.StringVar(&b.endpoints, "endpoints", "http://127.0.0.1:2379", "etcd: comma-separated client URLs")
 	fs.StringVar(&b.dsn, "dsn", "", "postgres: URL such as postgres://postgres@127.0.0.1:5432/test?sslmode=disable;\nmysql: DSN such as root@tcp(127.0.0.1:3306)/test")
 	fs.StringVar(&b.table, "table", "baton_lease", "postgres, mysql: lease table (created if missing)")
 	fs.StringVar(&b.consulAddr, "consul-addr", "127.0.0.1:8500", "consul: agent HTTP address")
-	fs.StringVar(&b.election, "election", "demo", "election name")
+	fs.StringVar(&b.Election, "election", "demo", "election name")
 
 	fs.StringVar(&b.etcdCACert, "etcd-cacert", "", "etcd: CA certificate (PEM) that signed the server's certificate, for https://\nendpoints (default: the system roots)")
 	fs.StringVar(&b.etcdCert, "etcd-cert", "", "etcd: client certificate (PEM), for servers with --client-cert-auth")
 	fs.StringVar(&b.etcdKey, "etcd-key", "", "etcd: key (PEM) of --etcd-cert")
-	fs.StringVar(&b.etcdUser, "etcd-user", "", "etcd: user name, for servers with auth enabled; the password comes from\n--etcd-password-file or $"+etcdPasswordEnv)
+	fs.StringVar(&b.etcdUser, "etcd-user", "", "etcd: user name, for servers with auth enabled; the password comes from\n--etcd-password-file or $"+EtcdPasswordEnv)
 	fs.StringVar(&b.etcdPasswordFile, "etcd-password-file", "", "etcd: file holding the password of --etcd-user (trailing newline ignored)")
 	fs.StringVar(&b.consulTokenFile, "consul-token-file", "", "consul: file holding the ACL token (default: $CONSUL_HTTP_TOKEN or\n$CONSUL_HTTP_TOKEN_FILE, as the consul CLI)")
 	fs.StringVar(&b.consulCACert, "consul-cacert", "", "consul: CA certificate (PEM) of the agent's HTTPS listener; with it the\nagent is reached over https://")
@@ -83,13 +89,13 @@ func readSecret(flagName, path string) (string, error) {
 }
 
 // etcdConfig is the etcd client configuration the flags describe.
-func (b *backendFlags) etcdConfig() (clientv3.Config, error) {
+func (b *BackendFlags) etcdConfig() (clientv3.Config, error) {
 	cfg := clientv3.Config{
 		Endpoints:            strings.Split(b.endpoints, ","),
 		DialTimeout:          5 * time.Second,
 		DialKeepAliveTime:    5 * time.Second,
 		DialKeepAliveTimeout: 2 * time.Second,
-		Logger:               nopZap(),
+		Logger:               zap.NewNop(), // the etcd client's own logger stays silent
 	}
 	if (b.etcdCert == "") != (b.etcdKey == "") {
 		return cfg, errors.New("--etcd-cert and --etcd-key: give both or neither")
@@ -119,9 +125,9 @@ func (b *backendFlags) etcdConfig() (clientv3.Config, error) {
 		}
 		cfg.Username, cfg.Password = b.etcdUser, pw
 	case b.etcdUser != "":
-		pw := os.Getenv(etcdPasswordEnv)
+		pw := os.Getenv(EtcdPasswordEnv)
 		if pw == "" {
-			return cfg, fmt.Errorf("--etcd-user %s: the password is missing: give --etcd-password-file or set %s", b.etcdUser, etcdPasswordEnv)
+			return cfg, fmt.Errorf("--etcd-user %s: the password is missing: give --etcd-password-file or set %s", b.etcdUser, EtcdPasswordEnv)
 		}
 		cfg.Username, cfg.Password = b.etcdUser, pw
 	case b.etcdPasswordFile != "":
@@ -134,7 +140,7 @@ func (b *backendFlags) etcdConfig() (clientv3.Config, error) {
 // it returns: a wrong password fails here, and so does a TLS problem, but
 // only as a timeout; connecting again without the user name lets the
 // backend's Check say what is wrong with the connection.
-func (b *backendFlags) openEtcd(ctx context.Context, cfg clientv3.Config) (*clientv3.Client, error) {
+func (b *BackendFlags) openEtcd(ctx context.Context, cfg clientv3.Config) (*clientv3.Client, error) {
 	eps := strings.Join(cfg.Endpoints, ",")
 	cli, err := clientv3.New(cfg)
 	switch {
@@ -149,7 +155,7 @@ func (b *backendFlags) openEtcd(ctx context.Context, cfg clientv3.Config) (*clie
 	anon.Username, anon.Password = "", ""
 	if probe, perr := clientv3.New(anon); perr == nil {
 		defer probe.Close()
-		if be, berr := etcd.New(etcd.Config{Client: probe, Prefix: etcdPrefix(b.election)}); berr == nil {
+		if be, berr := etcd.New(etcd.Config{Client: probe, Prefix: EtcdPrefix(b.Election)}); berr == nil {
 			cctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 			cerr := be.Check(cctx)
 			cancel()
@@ -164,7 +170,7 @@ func (b *backendFlags) openEtcd(ctx context.Context, cfg clientv3.Config) (*clie
 // consulConfig is the Consul client configuration the flags describe, on
 // top of the consul CLI's environment variables (CONSUL_HTTP_TOKEN,
 // CONSUL_HTTP_TOKEN_FILE, CONSUL_CACERT, ...).
-func (b *backendFlags) consulConfig() (*api.Config, error) {
+func (b *BackendFlags) consulConfig() (*api.Config, error) {
 	cc := api.DefaultConfig()
 	cc.Address = b.consulAddr
 	if b.consulTokenFile != "" {
@@ -185,38 +191,46 @@ func (b *backendFlags) consulConfig() (*api.Config, error) {
 	return cc, nil
 }
 
-// etcdPrefix is the key prefix of an election on etcd.
-func etcdPrefix(name string) string {
+// EtcdPrefix is the key prefix of an election on etcd: the name itself
+// when it starts with a slash, else /baton/elections/NAME.
+func EtcdPrefix(name string) string {
 	if strings.HasPrefix(name, "/") {
 		return strings.TrimSuffix(name, "/")
 	}
 	return "/baton/elections/" + name
 }
 
-// consulKey is the lock key of an election on Consul: the key `consul lock
+// ConsulKey is the lock key of an election on Consul: the key `consul lock
 // service/baton/NAME` locks, so that the two exclude each other.
-func consulKey(name string) string { return consul.LockKey("service/baton/" + name) }
+func ConsulKey(name string) string { return consul.LockKey("service/baton/" + name) }
 
-// opened is a backend ready to campaign on.
-type opened struct {
-	backend election.Backend
-	ledger  schedulerhost.Ledger // nil if the backend has none
-	where   string               // what an operator looks at: prefix, key, table+row
+// Opened is a backend ready to campaign on. Close it when done.
+type Opened struct {
+	Backend election.Backend
+	Ledger  schedulerhost.Ledger // nil if the backend has none
+	Where   string               // what an operator looks at: prefix, key, table+row
 	close   func()
 }
+
+// Close closes the backend's client or database handle. It does not
+// release a lease; the Elector does that.
+func (o *Opened) Close() { o.close() }
 
 // ledgerer is implemented by backends that keep a tick ledger.
 type ledgerer interface {
 	Ledger() schedulerhost.Ledger
 }
 
-// open connects to the backend (without campaigning) with timing t.
-func (b *backendFlags) open(ctx context.Context, t election.Timing, poll time.Duration, log *slog.Logger) (*opened, error) {
-	if b.election == "" {
+// Open connects to the backend the flags name, with timing t and (SQL
+// followers) poll interval poll, without campaigning. It blocks while it
+// connects; SQL backends also create their table if missing. Zero t and
+// poll mean the backend's defaults.
+func (b *BackendFlags) Open(ctx context.Context, t election.Timing, poll time.Duration, log *slog.Logger) (*Opened, error) {
+	if b.Election == "" {
 		return nil, errors.New("--election: required")
 	}
-	var o *opened
-	switch b.kind {
+	var o *Opened
+	switch b.Kind {
 	case "etcd":
 		ecfg, err := b.etcdConfig()
 		if err != nil {
@@ -226,19 +240,19 @@ func (b *backendFlags) open(ctx context.Context, t election.Timing, poll time.Du
 		if err != nil {
 			return nil, err
 		}
-		be, err := etcd.New(etcd.Config{Client: cli, Prefix: etcdPrefix(b.election), Timing: t, Logger: log})
+		be, err := etcd.New(etcd.Config{Client: cli, Prefix: EtcdPrefix(b.Election), Timing: t, Logger: log})
 		if err != nil {
 			cli.Close()
 			return nil, err
 		}
-		o = &opened{backend: be, where: "etcd prefix " + etcdPrefix(b.election), close: func() { cli.Close() }}
+		o = &Opened{Backend: be, Where: "etcd prefix " + EtcdPrefix(b.Election), close: func() { cli.Close() }}
 	case "postgres", "mysql":
 		if b.dsn == "" {
-			return nil, fmt.Errorf("--dsn: required with --backend %s", b.kind)
+			return nil, fmt.Errorf("--dsn: required with --backend %s", b.Kind)
 		}
 		var db *sql.DB
-		cfg := sqlrow.Config{Table: b.table, Election: b.election, Timing: t, PollInterval: poll, Logger: log}
-		if b.kind == "postgres" {
+		cfg := sqlrow.Config{Table: b.table, Election: b.Election, Timing: t, PollInterval: poll, Logger: log}
+		if b.Kind == "postgres" {
 			cc, err := pgx.ParseConfig(b.dsn)
 			if err != nil {
 				return nil, fmt.Errorf("--dsn: %w", err)
@@ -284,7 +298,7 @@ func (b *backendFlags) open(ctx context.Context, t election.Timing, poll time.Du
 			db.Close()
 			return nil, err
 		}
-		o = &opened{backend: be, where: fmt.Sprintf("%s table %s, election %q", b.kind, b.table, b.election), close: func() { db.Close() }}
+		o = &Opened{Backend: be, Where: fmt.Sprintf("%s table %s, election %q", b.Kind, b.table, b.Election), close: func() { db.Close() }}
 	case "consul":
 		cc, err := b.consulConfig()
 		if err != nil {
@@ -294,16 +308,16 @@ func (b *backendFlags) open(ctx context.Context, t election.Timing, poll time.Du
 		if err != nil {
 			return nil, fmt.Errorf("consul: %w", err)
 		}
-		be, err := consul.New(consul.Config{Client: cli, Key: consulKey(b.election), Timing: t, Logger: log})
+		be, err := consul.New(consul.Config{Client: cli, Key: ConsulKey(b.Election), Timing: t, Logger: log})
 		if err != nil {
 			return nil, err
 		}
-		o = &opened{backend: be, where: "consul key " + consulKey(b.election), close: func() {}}
+		o = &Opened{Backend: be, Where: "consul key " + ConsulKey(b.Election), close: func() {}}
 	default:
-		return nil, fmt.Errorf("--backend %q: want etcd, postgres, mysql or consul", b.kind)
+		return nil, fmt.Errorf("--backend %q: want etcd, postgres, mysql or consul", b.Kind)
 	}
-	if l, ok := o.backend.(ledgerer); ok {
-		o.ledger = l.Ledger()
+	if l, ok := o.Backend.(ledgerer); ok {
+		o.Ledger = l.Ledger()
 	}
 	return o, nil
 }

@@ -1,0 +1,30 @@
+// Package node runs a baton node: an election.Elector campaigning, a
+// schedulerhost.Host running the jobs while it leads, and the HTTP API that
+// reports on both. Any binary running a node uses it (cmd/demo's `demo
+// node` does), and so can a service that embeds baton and wants its
+// health verdict or its HTTP endpoints.
+//
+// A Node is built with New from an Elector and a Host the caller made;
+// Run blocks until the node has stopped. Its verdicts are library calls:
+//
+//   - Healthy: false while the election loop is not running, or while runs
+//     go on without leadership (they may overlap the new leader's). A
+//     supervisor restarts an unhealthy node; GET /healthz answers it.
+//   - Ready: false once a shutdown has begun; GET /readyz answers it.
+//
+// Both return a Verdict whose Reasons say what failed. Handler serves GET
+// / (a status page), /status, /metrics, /healthz and /readyz, and the admin
+// endpoints POST /step-down, /standby and /eligible, which need the bearer
+// token of Config.AdminToken.
+//
+// A graceful stop has five bounded steps: the drain (ShutdownTimeout), the
+// kill grace of cancelled commands, the Host's margin after it, the
+// release of the lease (ReleaseTimeout) and the HTTP shutdown.
+// ShutdownBudget sums them, and CheckGracePeriod tells whether they fit in
+// the grace period a supervisor gives (Kubernetes'
+// terminationGracePeriodSeconds).
+//
+// For command-line programs, BackendFlags and LogFlags define the flags
+// naming a backend and the logs, BackendFlags.Open connects to the
+// backend, and HostConfig turns a jobs file into a schedulerhost.Config.
+package node

@@ -1,0 +1,240 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/schedulerhost"
+)
+
+// Config configures a Node.
+type Config struct {
+	// Elector campaigns; Run calls Elector.Run(ctx, Host.Lead). Required.
+	Elector *election.Elector
+	// Host runs the jobs while the Elector leads. Required.
+	Host *schedulerhost.Host
+	// Election is the election's name, shown by /status and used as the
+	// election label of the node's gauges. Required.
+	Election string
+	// Backend is the backend's kind (etcd, postgres, mysql, consul, ...)
+	// and Where what an operator looks at on it (a prefix, key or table),
+	// both shown by /status. Optional.
+	Backend, Where string
+	// Registry is served on /metrics; New adds the node's gauges
+	// (baton_eligible, baton_step_down_cooldown_seconds) to it. Nil means
+	// a new empty registry.
+	Registry *prometheus.Registry
+	// AdminToken is the bearer token of the admin endpoints (POST
+	// /step-down, /standby, /eligible). Nil or empty disables them.
+	AdminToken []byte
+	// StepDownCooldown is the cooldown of a POST /step-down without
+	// ?cooldown=. Zero means none; it must not be negative.
+	StepDownCooldown time.Duration
+	// Logger receives the node's records (admin requests, shutdown).
+	// Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Node is one baton node: an Elector, the Host whose Lead it runs, the
+// health verdict and the HTTP API that reports on both. Create it with
+// New; call Run once.
+type Node struct {
+	cfg Config
+
+	loopAlive atomic.Bool // the elector's Run is going
+	stopping  atomic.Bool // a shutdown has begun
+
+	mu        sync.Mutex
+	seenToken uint64    // the leader's token when /status last looked
+	seenAt    time.Time // when /status first saw seenToken
+
+	handler http.Handler
+}
+
+// New copies cfg, checks it, registers the node's gauges and returns the
+// Node. It does not start anything.
+func New(cfg Config) (*Node, error) {
+	var errs []error
+	if cfg.Elector == nil {
+		errs = append(errs, errors.New("node: Elector is required"))
+	}
+	if cfg.Host == nil {
+		errs = append(errs, errors.New("node: Host is required"))
+	}
+	if cfg.Election == "" {
+		errs = append(errs, errors.New("node: Election is required"))
+	}
+	if cfg.StepDownCooldown < 0 {
+		errs = append(errs, fmt.Errorf("node: StepDownCooldown %v: must not be negative", cfg.StepDownCooldown))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.AdminToken = append([]byte(nil), cfg.AdminToken...)
+	n := &Node{cfg: cfg}
+	if err := n.registerGauges(cfg.Registry); err != nil {
+		return nil, err
+	}
+	n.handler = newServer(n)
+	return n, nil
+}
+
+// Run campaigns and runs the jobs while leading (Elector.Run with
+// Host.Lead) and, if ln is not nil, serves the HTTP API on it. It blocks
+// until ctx ends and the node has stopped: the runs drained, the lease
+// released, then the HTTP server shut down (within HTTPShutdownTimeout).
+// From the moment ctx ends, Ready reports "shutting down". It returns the
+// Elector's or the HTTP server's error, nil after a clean stop. Run must
+// be called at most once.
+func (n *Node) Run(ctx context.Context, ln net.Listener) error {
+	el, host, log := n.cfg.Elector, n.cfg.Host, n.cfg.Logger
+	g, gctx := errgroup.WithContext(ctx)
+	electorDone := make(chan struct{})
+	n.loopAlive.Store(true)
+	g.Go(func() error {
+		defer close(electorDone)
+		defer n.loopAlive.Store(false)
+		return el.Run(gctx, host.Lead)
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		n.stopping.Store(true)
+		if ctx.Err() != nil {
+			log.Info("shutting down: draining runs, then releasing", "reason", context.Cause(ctx), "running", host.Running())
+		}
+		return nil
+	})
+	if ln != nil {
+		g.Go(func() error { return serve(n.handler, ln, electorDone) })
+	}
+	return g.Wait()
+}
+
+// Handler returns the node's HTTP API, for a server of the caller's own
+// (Run serves it when given a listener): GET / (the status page),
+// /status, /metrics, and /healthz and /readyz (200 "ok", or 503 and the
+// verdict's first reason), and the admin endpoints POST /step-down,
+// /standby and /eligible. Handlers may run on any goroutine, before, during
+// and after Run.
+func (n *Node) Handler() http.Handler { return n.handler }
+
+// Verdict is the answer of Healthy or Ready. Reasons lists every check
+// that failed, the most basic first; it is empty when OK.
+type Verdict struct {
+	OK      bool
+	Reasons []string
+}
+
+// String returns "ok", or the reasons joined by "; ".
+func (v Verdict) String() string {
+	if v.OK {
+		return "ok"
+	}
+	return strings.Join(v.Reasons, "; ")
+}
+
+// first is what /healthz and /readyz answer: "ok" or the most basic
+// reason.
+func (v Verdict) first() string {
+	if v.OK || len(v.Reasons) == 0 {
+		return "ok"
+	}
+	return v.Reasons[0]
+}
+
+func verdict(reasons []string) Verdict { return Verdict{OK: len(reasons) == 0, Reasons: reasons} }
+
+// Healthy is the verdict of /healthz. A node is unhealthy while its
+// election loop is not running (before Run, after it returned), while
+// runs of an ended term are still going (they ignored their cancellation),
+// or while runs are going although it does not lead: they may overlap
+// with the new leader's. A supervisor should restart an unhealthy node.
+// It does not block; any goroutine may call it.
+func (n *Node) Healthy() Verdict {
+	var reasons []string
+	if !n.loopAlive.Load() {
+		reasons = append(reasons, "election loop not running")
+	}
+	if r := n.cfg.Host.Abandoned(); r > 0 {
+		reasons = append(reasons, fmt.Sprintf("%d runs of an ended term still going", r))
+	}
+	if r := n.cfg.Host.Running(); r > 0 && !n.cfg.Elector.IsLeader() {
+		reasons = append(reasons, fmt.Sprintf("%d runs still going without leadership", r))
+	}
+	return verdict(reasons)
+}
+
+// Ready is the verdict of /readyz: ready while the election loop runs and
+// no shutdown has begun. It does not block; any goroutine may call it.
+func (n *Node) Ready() Verdict {
+	var reasons []string
+	if n.stopping.Load() {
+		reasons = append(reasons, "shutting down")
+	}
+	if !n.loopAlive.Load() {
+		reasons = append(reasons, "election loop not running")
+	}
+	return verdict(reasons)
+}
+
+// stepDown asks the elector to step down with cooldown. It reports whether
+// a term was held and its token, and when the cooldown ends.
+func (n *Node) stepDown(cooldown time.Duration) (leading bool, token uint64, until time.Time) {
+	el := n.cfg.Elector
+	ti, held := el.Term()
+	until = time.Now().Add(cooldown)
+	leading = el.StepDown(cooldown)
+	if held && leading {
+		token = ti.Token
+	}
+	return leading, token, until
+}
+
+// leaderSeen returns when this node first reported the term with token
+// (for backends that do not tell since when a leader leads).
+func (n *Node) leaderSeen(token uint64) time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.seenToken != token || n.seenAt.IsZero() {
+		n.seenToken, n.seenAt = token, time.Now()
+	}
+	return n.seenAt
+}
+
+// role is this node's part in one word or two, for people.
+func (n *Node) role(leading, steppingDown bool) string {
+	el := n.cfg.Elector
+	switch {
+	case n.stopping.Load() && leading:
+		return "leader, stopping"
+	case steppingDown:
+		return "leader, stepping down"
+	case leading:
+		return "leader"
+	case n.stopping.Load():
+		return "stopping"
+	case !el.Eligible():
+		return "standby"
+	case !el.CooldownUntil().IsZero():
+		return "cooling down"
+	}
+	return "follower"
+}

@@ -1,0 +1,186 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/schedulerhost"
+)
+
+// server is the node's HTTP interface. Handlers are registered in routes.
+type server struct {
+	node *Node
+	mux  *http.ServeMux
+}
+
+func newServer(n *Node) *server {
+	s := &server{node: n, mux: http.NewServeMux()}
+	s.routes()
+	return s
+}
+
+func (s *server) routes() {
+	s.mux.HandleFunc("GET /healthz", s.handleHealthz)
+	s.mux.HandleFunc("GET /readyz", s.handleReadyz)
+	s.mux.HandleFunc("GET /status", s.handleStatus)
+	s.mux.HandleFunc("GET /{$}", s.handlePage)
+	reg := s.node.cfg.Registry
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	s.mux.HandleFunc("POST /step-down", s.admin(s.handleStepDown))
+	s.mux.HandleFunc("POST /standby", s.admin(s.handleStandby))
+	s.mux.HandleFunc("POST /eligible", s.admin(s.handleEligible))
+}
+
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// serve serves h on ln until stop is closed (then shuts down gracefully
+// within HTTPShutdownTimeout) or serving fails. It blocks.
+func serve(h http.Handler, ln net.Listener, stop <-chan struct{}) error {
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http: %w", err)
+	case <-stop:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), HTTPShutdownTimeout)
+	defer cancel()
+	err := hs.Shutdown(ctx)
+	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	if err != nil {
+		return fmt.Errorf("http: shutdown: %w", err)
+	}
+	return nil
+}
+
+func plain(w http.ResponseWriter, ok bool, reason string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if !ok {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	fmt.Fprintln(w, reason)
+}
+
+func (s *server) handleHealthz(w http.ResponseWriter, r *http.Request) {
+	v := s.node.Healthy()
+	plain(w, v.OK, v.first())
+}
+
+func (s *server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	v := s.node.Ready()
+	plain(w, v.OK, v.first())
+}
+
+// Status describes a node: the JSON of GET /status.
+type Status struct {
+	Identity      election.Identity    `json:"identity"`
+	Election      string               `json:"election"`
+	Backend       string               `json:"backend"`
+	Where         string               `json:"where"`
+	Role          string               `json:"role"` // leader; leader, stepping down; leader, stopping; follower; standby; cooling down; stopping
+	Leading       bool                 `json:"leading"`
+	Term          *StatusTerm          `json:"term,omitempty"` // this node's term, when leading
+	Leader        *election.LeaderInfo `json:"leader"`         // who leads, as far as this node can tell; null if nobody
+	LeaderErr     string               `json:"leader_error,omitempty"`
+	LeaderSeen    time.Time            `json:"leader_seen,omitzero"`    // when this node first saw the leader's term (when the backend does not give leader.since)
+	Eligible      bool                 `json:"eligible"`                // may campaign
+	Standby       bool                 `json:"standby"`                 // not eligible (--standby, POST /standby)
+	CooldownUntil time.Time            `json:"cooldown_until,omitzero"` // no campaign before, after POST /step-down
+	Admin         bool                 `json:"admin"`                   // admin endpoints enabled
+	Running       int                  `json:"running"`                 // runs in flight, across terms
+	Healthy       bool                 `json:"healthy"`
+	Ready         bool                 `json:"ready"`
+	Now           time.Time            `json:"now"` // this node's clock, for relative times
+	Jobs          []StatusJob          `json:"jobs"`
+}
+
+// StatusJob is one job of a Status. With ?history=N, History holds the
+// job's last N runs from the ledger: every instance's, newest first.
+type StatusJob struct {
+	schedulerhost.JobStatus
+	History    []schedulerhost.Run `json:"history,omitempty"`
+	HistoryErr string              `json:"history_error,omitempty"`
+}
+
+// maxStatusHistory caps ?history=N.
+const maxStatusHistory = 50
+
+// StatusTerm is the term a node holds.
+type StatusTerm struct {
+	Token uint64    `json:"token"`
+	Since time.Time `json:"since"`
+}
+
+// Status describes the node as GET /status does; history > 0 adds that
+// many runs per job (at most 50) from the ledger. It blocks while it asks
+// the backend who leads and, with history, the ledger, each for at most
+// 2 s; any goroutine may call it.
+func (n *Node) Status(ctx context.Context, history int) Status {
+	history = min(history, maxStatusHistory)
+	el, host := n.cfg.Elector, n.cfg.Host
+	d := Status{Identity: el.Identity(), Election: n.cfg.Election, Backend: n.cfg.Backend, Where: n.cfg.Where,
+		Running: host.Running(), Eligible: el.Eligible(), CooldownUntil: el.CooldownUntil(),
+		Admin: len(n.cfg.AdminToken) > 0, Now: time.Now()}
+	d.Standby = !d.Eligible
+	steppingDown := false
+	if ti, ok := el.Term(); ok {
+		d.Leading = true
+		d.Term = &StatusTerm{Token: ti.Token, Since: ti.Since}
+		steppingDown = ti.SteppingDown
+	}
+	d.Role = n.role(d.Leading, steppingDown)
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	for _, js := range host.Status() {
+		jd := StatusJob{JobStatus: js}
+		if history > 0 {
+			runs, err := host.History(lctx, js.Name, history)
+			jd.History = runs
+			if err != nil {
+				jd.HistoryErr = err.Error()
+			}
+		}
+		d.Jobs = append(d.Jobs, jd)
+	}
+	if li, err := el.Leader(lctx); err == nil {
+		d.Leader = &li
+		if li.Since.IsZero() {
+			d.LeaderSeen = n.leaderSeen(li.Token)
+		}
+	} else if !errors.Is(err, election.ErrNoLeader) {
+		d.LeaderErr = err.Error()
+	}
+	d.Healthy = n.Healthy().OK
+	d.Ready = n.Ready().OK
+	return d
+}
+
+// handleStatus: GET /status[?history=N].
+func (s *server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	history := 0
+	if v := r.URL.Query().Get("history"); v != "" {
+		h, err := strconv.Atoi(v)
+		if err != nil || h < 0 {
+			http.Error(w, fmt.Sprintf("history %q: want a count of runs", v), http.StatusBadRequest)
+			return
+		}
+		history = min(h, maxStatusHistory)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(s.node.Status(r.Context(), history))
+}
