@@ -13,7 +13,9 @@ import (
 
 	"github.com/batonhq/baton/backends/consul"
 	"github.com/batonhq/baton/backends/etcd"
-	"github.com/batonhq/baton/backends/sqlrow"
+	batonsql "github.com/batonhq/baton/backends/sql"
+	batonmysql "github.com/batonhq/baton/backends/sql/mysql"
+	"github.com/batonhq/baton/backends/sql/postgres"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -200,9 +202,9 @@ func batonConsul(e *env, ttl time.Duration) *system {
 		}}
 }
 
-func batonSQL(e *env, d sqlrow.Dialect, ttl time.Duration) *system {
-	s := &system{ttl: ttl, hasJob: true, poll: sqlrow.DefaultPollInterval, spread: sqlrow.DefaultPollInterval}
-	if d == sqlrow.Postgres {
+func batonSQL(e *env, d batonsql.Dialect, ttl time.Duration) *system {
+	s := &system{ttl: ttl, hasJob: true, poll: batonsql.DefaultPollInterval, spread: batonsql.DefaultPollInterval}
+	if d == batonsql.Postgres {
 		s.name, s.proto, s.target = fmt.Sprintf("baton PostgreSQL (TTL %v)", ttl), "pg", e.pgTarget()
 	} else {
 		s.name, s.proto, s.target = fmt.Sprintf("baton MariaDB (TTL %v)", ttl), "mysql", e.myCfg.Addr
@@ -210,18 +212,20 @@ func batonSQL(e *env, d sqlrow.Dialect, ttl time.Duration) *system {
 	s.start = func(c *cand, lane, addr, mode string) error {
 		var db *sql.DB
 		var err error
-		cfg := sqlrow.Config{Dialect: d, Table: e.sqlTable, Election: lane, Timing: election.Timing{TTL: ttl}, Logger: quiet}
-		if d == sqlrow.Postgres {
+		var drv batonsql.Driver
+		cfg := batonsql.Config{Table: e.sqlTable, Election: lane, Timing: election.Timing{TTL: ttl}, Logger: quiet}
+		if d == batonsql.Postgres {
 			db, err = e.openPG(addr)
-			cfg.Listen = e.pgListen(addr)
+			drv = postgres.Driver(e.pgListen(addr))
 		} else {
 			db, err = e.openMy(addr)
+			drv = batonmysql.Driver()
 		}
 		if err != nil {
 			return err
 		}
 		cfg.DB = db
-		b, err := sqlrow.New(cfg)
+		b, err := batonsql.New(cfg, drv)
 		if err != nil {
 			db.Close()
 			return err

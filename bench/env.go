@@ -24,7 +24,9 @@ import (
 
 	"github.com/batonhq/baton/backends/consul/consultest"
 	"github.com/batonhq/baton/backends/etcd/etcdtest"
-	"github.com/batonhq/baton/backends/sqlrow"
+	batonsql "github.com/batonhq/baton/backends/sql"
+	batonmysql "github.com/batonhq/baton/backends/sql/mysql"
+	"github.com/batonhq/baton/backends/sql/postgres"
 )
 
 // quiet is the logger every component under test gets: warnings and
@@ -143,16 +145,16 @@ func startEnv(ctx context.Context, needConsul, needSQL bool) (*env, error) {
 			return nil, fmt.Errorf("mariadb: %w", err)
 		}
 		for _, d := range []struct {
-			db *sql.DB
-			d  sqlrow.Dialect
-		}{{e.pg, sqlrow.Postgres}, {e.my, sqlrow.MySQL}} {
-			b, err := sqlrow.New(sqlrow.Config{DB: d.db, Dialect: d.d, Table: e.sqlTable, Election: "schema", Logger: quiet})
+			db  *sql.DB
+			drv batonsql.Driver
+		}{{e.pg, postgres.Driver(nil)}, {e.my, batonmysql.Driver()}} {
+			b, err := batonsql.New(batonsql.Config{DB: d.db, Table: e.sqlTable, Election: "schema", Logger: quiet}, d.drv)
 			if err == nil {
 				err = b.EnsureSchema(ctx)
 			}
 			if err != nil {
 				e.close()
-				return nil, fmt.Errorf("%v schema: %w", d.d, err)
+				return nil, fmt.Errorf("%v schema: %w", d.drv.Dialect, err)
 			}
 		}
 	}

@@ -23,7 +23,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/batonhq/baton/backends/sqlrow"
+	batonsql "github.com/batonhq/baton/backends/sql"
 )
 
 type options struct {
@@ -200,8 +200,8 @@ func handoverSystems(e *env) []*system {
 		rawEtcd(e, 5*time.Second),
 		batonConsul(e, 10*time.Second),
 		rawConsul(e, 10*time.Second),
-		batonSQL(e, sqlrow.Postgres, 5*time.Second),
-		batonSQL(e, sqlrow.MySQL, 5*time.Second),
+		batonSQL(e, batonsql.Postgres, 5*time.Second),
+		batonSQL(e, batonsql.MySQL, 5*time.Second),
 		newClientGo(true),
 	}
 }
@@ -215,7 +215,7 @@ func crashSystems(e *env) []*system {
 	}
 	s = append(s, batonConsul(e, 10*time.Second), rawConsul(e, 10*time.Second))
 	for _, ttl := range []time.Duration{2 * time.Second, 5 * time.Second} {
-		s = append(s, batonSQL(e, sqlrow.Postgres, ttl), batonSQL(e, sqlrow.MySQL, ttl))
+		s = append(s, batonSQL(e, batonsql.Postgres, ttl), batonSQL(e, batonsql.MySQL, ttl))
 	}
 	return append(s, newClientGo(true), newClientGo(false))
 }

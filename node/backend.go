@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
+	mysqldriver "github.com/go-sql-driver/mysql"
 	"github.com/hashicorp/consul/api"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -22,7 +22,9 @@ import (
 
 	"github.com/batonhq/baton/backends/consul"
 	"github.com/batonhq/baton/backends/etcd"
-	"github.com/batonhq/baton/backends/sqlrow"
+	batonsql "github.com/batonhq/baton/backends/sql"
+	"github.com/batonhq/baton/backends/sql/mysql"
+	"github.com/batonhq/baton/backends/sql/postgres"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -250,8 +252,11 @@ func (b *BackendFlags) Open(ctx context.Context, t election.Timing, poll time.Du
 		if b.dsn == "" {
 			return nil, fmt.Errorf("--dsn: required with --backend %s", b.Kind)
 		}
-		var db *sql.DB
-		cfg := sqlrow.Config{Table: b.table, Election: b.Election, Timing: t, PollInterval: poll, Logger: log}
+		var (
+			db  *sql.DB
+			drv batonsql.Driver
+		)
+		cfg := batonsql.Config{Table: b.table, Election: b.Election, Timing: t, PollInterval: poll, Logger: log}
 		if b.Kind == "postgres" {
 			cc, err := pgx.ParseConfig(b.dsn)
 			if err != nil {
@@ -261,10 +266,9 @@ func (b *BackendFlags) Open(ctx context.Context, t election.Timing, poll time.Du
 				cc.ConnectTimeout = 5 * time.Second
 			}
 			db = stdlib.OpenDB(*cc)
-			cfg.Dialect = sqlrow.Postgres
-			cfg.Listen = func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, cc.Copy()) }
+			drv = postgres.Driver(func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, cc.Copy()) })
 		} else {
-			mc, err := mysql.ParseDSN(b.dsn)
+			mc, err := mysqldriver.ParseDSN(b.dsn)
 			if err != nil {
 				return nil, fmt.Errorf("--dsn: %w", err)
 			}
@@ -278,15 +282,15 @@ func (b *BackendFlags) Open(ctx context.Context, t election.Timing, poll time.Du
 			if mc.WriteTimeout == 0 {
 				mc.WriteTimeout = 30 * time.Second
 			}
-			conn, err := mysql.NewConnector(mc)
+			conn, err := mysqldriver.NewConnector(mc)
 			if err != nil {
 				return nil, fmt.Errorf("--dsn: %w", err)
 			}
 			db = sql.OpenDB(conn)
-			cfg.Dialect = sqlrow.MySQL
+			drv = mysql.Driver()
 		}
 		cfg.DB = db
-		be, err := sqlrow.New(cfg)
+		be, err := batonsql.New(cfg, drv)
 		if err != nil {
 			db.Close()
 			return nil, err

@@ -1,9 +1,9 @@
-package sqlrow
+package sql
 
 import (
 	"context"
 	"crypto/sha256"
-	"database/sql"
+	dbsql "database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -24,6 +24,7 @@ import (
 // stops) its listener, a lease runs (and stops) its renew loop.
 type Backend struct {
 	cfg     Config
+	drv     Driver
 	q       queries
 	log     *slog.Logger
 	channel string // PostgreSQL notification channel of this election
@@ -37,18 +38,24 @@ var (
 	_ election.LeaderReader = (*Backend)(nil)
 )
 
-// New copies cfg, applies defaults, validates it and returns a Backend. It
-// does not touch the database: call Check (or EnsureSchema) to fail fast
-// on a missing schema.
-func New(cfg Config) (*Backend, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
+// New copies cfg, applies defaults, validates it with drv and returns a
+// Backend speaking drv's dialect. It does not touch the database: call
+// Check (or EnsureSchema) to fail fast on a missing schema. Applications
+// call postgres.New or mysql.New, which supply drv.
+func New(cfg Config, drv Driver) (*Backend, error) {
+	errs := cfg.problems()
+	if err := drv.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("sql: invalid config: %w", err)
 	}
 	cfg = cfg.withDefaults()
 	sum := sha256.Sum256([]byte(cfg.Table + "\x00" + cfg.Election))
 	return &Backend{
 		cfg:     cfg,
-		q:       buildQueries(cfg.Dialect, cfg.Table, cfg.Timing.TTL.Microseconds()),
+		drv:     drv,
+		q:       buildQueries(drv.Dialect, cfg.Table, cfg.Timing.TTL.Microseconds()),
 		log:     cfg.Logger.With("election", cfg.Election),
 		channel: "baton_" + hex.EncodeToString(sum[:12]),
 		leases:  map[uint64]*election.ManagedLease{},
@@ -64,7 +71,7 @@ func (b *Backend) Timing() election.Timing { return b.cfg.Timing }
 // While another candidate holds a live lease, Acquire only reads the row
 // (one SELECT per PollInterval, or sooner when the row's expiry by the
 // database clock is nearer, or at once on a NOTIFY from the holder's
-// Release on PostgreSQL with Config.Listen); it writes only when the row is
+// Release on PostgreSQL with postgres.Config.Listen); it writes only when the row is
 // free or expired. Errors the database answers that retrying cannot fix
 // (a missing table: ErrSchemaMissing; a permission or syntax error) are
 // returned; network and transient errors are logged and retried.
@@ -73,14 +80,14 @@ func (b *Backend) Timing() election.Timing { return b.cfg.Timing }
 // the identity is stored as JSON in the holder column.
 func (b *Backend) Acquire(ctx context.Context, id election.Identity) (election.Lease, error) {
 	if id.ID == "" {
-		return nil, fmt.Errorf("sqlrow: acquire: %w: Identity.ID is empty", ErrInvalidName)
+		return nil, fmt.Errorf("sql: acquire: %w: Identity.ID is empty", ErrInvalidName)
 	}
 	if id.Started.IsZero() {
 		id.Started = b.cfg.wallNow() // informational only
 	}
 	holder, err := json.Marshal(id)
 	if err != nil {
-		return nil, fmt.Errorf("sqlrow: acquire: %w: identity: %v", ErrInvalidName, err)
+		return nil, fmt.Errorf("sql: acquire: %w: identity: %v", ErrInvalidName, err)
 	}
 	log := b.log.With("identity", id.ID)
 
@@ -102,21 +109,21 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (election.L
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, fmt.Errorf("sqlrow: acquire: %w", ctx.Err())
+				return nil, fmt.Errorf("sql: acquire: %w", ctx.Err())
 			}
-			if permanent(err) {
+			if b.permanent(err) {
 				return nil, err
 			}
 			log.Warn("acquire failed, retrying", "err", err)
 		}
-		if lis == nil && b.cfg.Listen != nil {
+		if lis == nil && b.drv.Listen != nil {
 			lis = b.startListener(ctx)
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("sqlrow: acquire: %w", ctx.Err())
+			return nil, fmt.Errorf("sql: acquire: %w", ctx.Err())
 		case <-t.C:
 		case <-lis.notified():
 			t.Stop()
@@ -131,7 +138,7 @@ func (b *Backend) peek(ctx context.Context) (free bool, remaining time.Duration,
 	defer cancel()
 	var micros int64
 	err = b.cfg.DB.QueryRowContext(ctx, b.q.peek, b.cfg.Election).Scan(&free, &micros)
-	if errors.Is(err, sql.ErrNoRows) {
+	if errors.Is(err, dbsql.ErrNoRows) {
 		return true, 0, nil
 	}
 	if err != nil {
@@ -150,13 +157,13 @@ func (b *Backend) tryAcquire(ctx context.Context, holder []byte, log *slog.Logge
 		acquired int64
 		sent     time.Time
 	)
-	switch b.cfg.Dialect {
+	switch b.drv.Dialect {
 	case Postgres:
 		// sent is read before the statement goes out (and carries the
 		// monotonic clock): the row's expiry is set later than sent+TTL.
 		sent = time.Now()
 		err := b.cfg.DB.QueryRowContext(ctx, b.q.acquire, b.cfg.Election, string(holder)).Scan(&token, &acquired)
-		if errors.Is(err, sql.ErrNoRows) {
+		if errors.Is(err, dbsql.ErrNoRows) {
 			return nil, nil // live row: the conflict's WHERE was false
 		}
 		if err != nil {
@@ -169,7 +176,7 @@ func (b *Backend) tryAcquire(ctx context.Context, holder []byte, log *slog.Logge
 		}
 		next, err := res.LastInsertId()
 		if err != nil || next <= 0 {
-			return nil, fmt.Errorf("sqlrow: next token: LAST_INSERT_ID() = %d: %v", next, err)
+			return nil, fmt.Errorf("sql: next token: LAST_INSERT_ID() = %d: %v", next, err)
 		}
 		sent = time.Now()
 		res, err = b.cfg.DB.ExecContext(ctx, b.q.upsert, b.cfg.Election, string(holder), next, string(holder), next)
@@ -262,13 +269,13 @@ func (b *Backend) lossReason(ctx context.Context, token uint64) error {
 	st, err := b.state(ctx)
 	switch {
 	case errors.Is(err, election.ErrNoLeader) && st.token == 0:
-		return fmt.Errorf("sqlrow: lease row of election %q deleted from %s", b.cfg.Election, b.cfg.Table)
+		return fmt.Errorf("sql: lease row of election %q deleted from %s", b.cfg.Election, b.cfg.Table)
 	case err != nil && !errors.Is(err, election.ErrNoLeader):
-		return fmt.Errorf("sqlrow: no live lease row with token %d", token)
+		return fmt.Errorf("sql: no live lease row with token %d", token)
 	case st.token != int64(token):
-		return fmt.Errorf("sqlrow: lease row holds token %d, not %d: taken over or edited", st.token, token)
+		return fmt.Errorf("sql: lease row holds token %d, not %d: taken over or edited", st.token, token)
 	default:
-		return fmt.Errorf("sqlrow: lease with token %d expired by the database clock", token)
+		return fmt.Errorf("sql: lease with token %d expired by the database clock", token)
 	}
 }
 
@@ -279,7 +286,7 @@ func (b *Backend) release(ctx context.Context, token uint64) error {
 	delete(b.leases, token)
 	b.mu.Unlock()
 	args := []any{b.cfg.Election, int64(token)}
-	if b.cfg.Dialect == Postgres {
+	if b.drv.Dialect == Postgres {
 		args = append(args, b.channel)
 	}
 	if _, err := b.cfg.DB.ExecContext(ctx, b.q.release, args...); err != nil {
@@ -302,7 +309,7 @@ type rowState struct {
 func (b *Backend) state(ctx context.Context) (rowState, error) {
 	var st rowState
 	err := b.cfg.DB.QueryRowContext(ctx, b.q.state, b.cfg.Election).Scan(&st.holder, &st.token, &st.acquired, &st.live)
-	if errors.Is(err, sql.ErrNoRows) {
+	if errors.Is(err, dbsql.ErrNoRows) {
 		return rowState{}, election.ErrNoLeader
 	}
 	if err != nil {

@@ -1,8 +1,8 @@
-package sqlrow_test
+package sql_test
 
 import (
 	"context"
-	"database/sql"
+	dbsql "database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/batonhq/baton/backends/sqlrow"
+	"github.com/batonhq/baton/backends/sql"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/faultproxy"
 )
@@ -78,7 +78,7 @@ func skewed(d time.Duration) func() time.Time {
 func TestClockSkew_AppClockDoesNotMatter(t *testing.T) {
 	forEachServer(t, func(t *testing.T, s *server) {
 		tz := map[bool]string{true: "Asia/Kathmandu", false: "America/Los_Angeles"}
-		if s.dialect == sqlrow.MySQL {
+		if s.dialect == sql.MySQL {
 			tz = map[bool]string{true: "+05:45", false: "-08:00"}
 		}
 		for _, skew := range []time.Duration{-10 * time.Minute, 10 * time.Minute} {
@@ -89,10 +89,10 @@ func TestClockSkew_AppClockDoesNotMatter(t *testing.T) {
 
 				// The session time zones are in effect.
 				for _, c := range []struct {
-					db *sql.DB
+					db *dbsql.DB
 					tz string
 				}{{ld.db, tz[skew < 0]}, {cd.db, tz[skew > 0]}} {
-					q := map[sqlrow.Dialect]string{sqlrow.Postgres: "SHOW timezone", sqlrow.MySQL: "SELECT @@session.time_zone"}[s.dialect]
+					q := map[sql.Dialect]string{sql.Postgres: "SHOW timezone", sql.MySQL: "SELECT @@session.time_zone"}[s.dialect]
 					var got string
 					if err := c.db.QueryRow(q).Scan(&got); err != nil || got != c.tz {
 						t.Fatalf("session time zone %q, %v; want %q", got, err, c.tz)
@@ -162,7 +162,7 @@ func TestClockSkew_AppClockDoesNotMatter(t *testing.T) {
 }
 
 func handoverBound(s *server) time.Duration {
-	if s.dialect == sqlrow.Postgres {
+	if s.dialect == sql.Postgres {
 		return 100 * time.Millisecond
 	}
 	return s.poll + 100*time.Millisecond
@@ -254,8 +254,8 @@ func TestAcquire_MissingTable(t *testing.T) {
 		start := time.Now()
 		_, err := b.Acquire(ctx, election.Identity{ID: "x"})
 		took := time.Since(start)
-		file := map[sqlrow.Dialect]string{sqlrow.Postgres: "schema/postgres.sql", sqlrow.MySQL: "schema/mysql.sql"}[s.dialect]
-		if !errors.Is(err, sqlrow.ErrSchemaMissing) || !strings.Contains(err.Error(), table) || !strings.Contains(err.Error(), file) ||
+		file := map[sql.Dialect]string{sql.Postgres: "schema/postgres.sql", sql.MySQL: "schema/mysql.sql"}[s.dialect]
+		if !errors.Is(err, sql.ErrSchemaMissing) || !strings.Contains(err.Error(), table) || !strings.Contains(err.Error(), file) ||
 			!strings.Contains(err.Error(), "EnsureSchema") {
 			t.Fatalf("Acquire on a missing table: %v\nwant ErrSchemaMissing naming %s and %s", err, table, file)
 		}
@@ -263,7 +263,7 @@ func TestAcquire_MissingTable(t *testing.T) {
 			t.Errorf("Acquire took %v to report the missing table", took)
 		}
 		t.Logf("Acquire error after %v: %v", ms(took), err)
-		if _, err := b.Leader(ctx); !errors.Is(err, sqlrow.ErrSchemaMissing) {
+		if _, err := b.Leader(ctx); !errors.Is(err, sql.ErrSchemaMissing) {
 			t.Errorf("Leader on a missing table: %v", err)
 		}
 		err = b.Check(ctx)
@@ -282,12 +282,12 @@ func TestAcquire_MissingTable(t *testing.T) {
 		l := acquire(t, b, "x")
 		release(t, l)
 		// Only the token counter missing (PostgreSQL: the sequence).
-		if s.dialect == sqlrow.Postgres {
+		if s.dialect == sql.Postgres {
 			if _, err := s.admin.ExecContext(ctx, "DROP SEQUENCE "+table+"_token_seq"); err != nil {
 				t.Fatal(err)
 			}
 			_, err := b.Acquire(ctx, election.Identity{ID: "x"})
-			if !errors.Is(err, sqlrow.ErrSchemaMissing) || !strings.Contains(err.Error(), table+"_token_seq") {
+			if !errors.Is(err, sql.ErrSchemaMissing) || !strings.Contains(err.Error(), table+"_token_seq") {
 				t.Fatalf("Acquire without the sequence: %v", err)
 			}
 		}
@@ -367,7 +367,7 @@ func TestFollower_IdleWritesNothing(t *testing.T) {
 		la := acquire(t, s.candidate(t, table, "idle", candOpts{}), "a")
 		defer release(t, la)
 		counter := "SELECT last_value FROM " + table + "_token_seq"
-		if s.dialect == sqlrow.MySQL {
+		if s.dialect == sql.MySQL {
 			counter = "SELECT token FROM " + table + "_seq"
 		}
 		read := func() (v int64) {
@@ -410,7 +410,7 @@ func TestListen_BrokenFallsBackToPolling(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			a := s.candidate(t, table, "listen-"+name, candOpts{})
 			b := s.candidate(t, table, "listen-"+name, candOpts{noWait: true})
-			bb := s.backend(t, b.db, table, "listen-"+name, func(c *sqlrow.Config) { c.Listen = listen })
+			bb := s.backend(t, b.db, table, "listen-"+name, func(c *testConfig) { c.Listen = listen })
 			la := acquire(t, a, "a")
 			ctx, cancel := context.WithTimeout(context.Background(), 10*testTTL)
 			defer cancel()

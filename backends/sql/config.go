@@ -1,44 +1,16 @@
-package sqlrow
+package sql
 
 import (
-	"context"
-	"database/sql"
+	dbsql "database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/schedulerhost"
 )
-
-// Dialect selects the SQL spoken to the database. The zero value is not a
-// dialect: Config.Dialect is required.
-type Dialect int
-
-// Dialects.
-const (
-	// Postgres is PostgreSQL 12 or later (the database clock is
-	// clock_timestamp(); LISTEN/NOTIFY speeds up handover).
-	Postgres Dialect = iota + 1
-	// MySQL is MySQL 8 or MariaDB 10.5 or later (the database clock is
-	// UTC_TIMESTAMP(6); followers only poll).
-	MySQL
-)
-
-// String returns "postgres", "mysql" or "Dialect(n)".
-func (d Dialect) String() string {
-	switch d {
-	case Postgres:
-		return "postgres"
-	case MySQL:
-		return "mysql"
-	}
-	return fmt.Sprintf("Dialect(%d)", int(d))
-}
 
 // Defaults.
 const (
@@ -51,16 +23,16 @@ const (
 	DefaultPollInterval = time.Second
 )
 
-// Config configures a Backend. Zero values mean the documented defaults;
-// New copies it and never mutates the caller's value.
+// Config holds the settings both dialects share. mysql.Config is this
+// type; postgres.Config has the same fields and Listen. Zero values mean
+// the documented defaults; New copies it and never mutates the caller's
+// value.
 type Config struct {
 	// DB is the connection pool every statement goes through. Required.
 	// Give its connections timeouts (pgx: connect_timeout; go-sql-driver/
 	// mysql: timeout, readTimeout, writeTimeout), so that a dead network
 	// fails a statement instead of hanging it past its context.
-	DB *sql.DB
-	// Dialect is the SQL dialect of DB. Required.
-	Dialect Dialect
+	DB *dbsql.DB
 	// Table is the lease table, a lowercase SQL identifier, optionally
 	// qualified by a schema (PostgreSQL) or database (MySQL) name:
 	// "baton_lease" or "ops.baton_lease". The ledger uses Table+"_ticks"
@@ -84,13 +56,6 @@ type Config struct {
 	// Check and the Ledger send. (Renewals are bounded by the lease's local
 	// deadline instead.) Zero means the TTL.
 	QueryTimeout time.Duration
-	// Listen, PostgreSQL only, opens a dedicated connection (outside DB's
-	// pool) on which a waiting candidate LISTENs for the holder's release,
-	// so that handover takes milliseconds instead of up to a PollInterval.
-	// Nil means poll only. ListenDSN builds one from a connection string.
-	// A broken or stalled listen connection is reopened in the background;
-	// polling goes on meanwhile.
-	Listen func(ctx context.Context) (*pgx.Conn, error)
 	// History is how many runs per job the Ledger keeps. Zero means
 	// schedulerhost.DefaultHistory.
 	History int
@@ -104,15 +69,8 @@ type Config struct {
 	wallNow func() time.Time
 }
 
-// ListenDSN returns a Config.Listen function that connects with pgx to
-// dsn, a PostgreSQL URL or key=value string (normally the one DB was
-// opened with). Include connect_timeout in it.
-func ListenDSN(dsn string) func(ctx context.Context) (*pgx.Conn, error) {
-	return func(ctx context.Context) (*pgx.Conn, error) {
-		return pgx.Connect(ctx, dsn)
-	}
-}
-
+// withDefaults returns c with every zero field that has a default set to
+// it.
 func (c Config) withDefaults() Config {
 	c.Timing = c.Timing.WithDefaults(DefaultTTL)
 	if c.PollInterval == 0 {
@@ -154,19 +112,19 @@ const MaxNameLen = 255
 
 // Validate reports every problem with c at once, after defaults are
 // applied (a zero duration is valid, a negative one is not). Each problem
-// names the field and its value.
+// names the field and its value. It does no I/O.
 func (c Config) Validate() error {
+	if err := errors.Join(c.problems()...); err != nil {
+		return fmt.Errorf("sql: invalid config: %w", err)
+	}
+	return nil
+}
+
+func (c Config) problems() []error {
 	c = c.withDefaults()
 	var errs []error
 	if c.DB == nil {
 		errs = append(errs, errors.New("DB: required"))
-	}
-	switch c.Dialect {
-	case Postgres, MySQL:
-	case 0:
-		errs = append(errs, errors.New("Dialect: required (sqlrow.Postgres or sqlrow.MySQL)"))
-	default:
-		errs = append(errs, fmt.Errorf("Dialect %v: unknown (want sqlrow.Postgres or sqlrow.MySQL)", c.Dialect))
 	}
 	switch {
 	case c.Table == "":
@@ -192,11 +150,5 @@ func (c Config) Validate() error {
 	if c.History < 0 {
 		errs = append(errs, fmt.Errorf("History %d: must be positive", c.History))
 	}
-	if c.Listen != nil && c.Dialect == MySQL {
-		errs = append(errs, errors.New("Listen: set, but LISTEN/NOTIFY is PostgreSQL only (Dialect mysql)"))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("sqlrow: invalid config: %w", err)
-	}
-	return nil
+	return errs
 }

@@ -1,36 +1,38 @@
-package sqlrow_test
+package sql_test
 
 import (
-	"database/sql"
+	dbsql "database/sql"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/backends/sqlrow"
+	"github.com/batonhq/baton/backends/sql"
+	"github.com/batonhq/baton/backends/sql/mysql"
+	"github.com/batonhq/baton/backends/sql/postgres"
 	"github.com/batonhq/baton/election"
 )
 
 func TestConfig_Validate(t *testing.T) {
 	t.Parallel()
-	db := &sql.DB{} // never used: Validate does no I/O
-	ok := sqlrow.Config{DB: db, Dialect: sqlrow.Postgres, Table: "baton_lease", Election: "jobs"}
+	db := &dbsql.DB{} // never used: Validate does no I/O
+	ok := sql.Config{DB: db, Table: "baton_lease", Election: "jobs"}
 	tests := []struct {
 		name string
-		mod  func(*sqlrow.Config)
-		want []string // substrings of the error, each naming field and value; nil: valid
+		mod  func(*sql.Config)
+		drv  sql.Driver // zero: PostgreSQL without LISTEN
+		want []string   // substrings of the error, each naming field and value; nil: valid
 	}{
-		{"defaults", func(*sqlrow.Config) {}, nil},
-		{"schema-qualified", func(c *sqlrow.Config) { c.Table = "ops.leader_lease" }, nil},
-		{"mysql", func(c *sqlrow.Config) { c.Dialect = sqlrow.MySQL }, nil},
-		{"listen on postgres", func(c *sqlrow.Config) { c.Listen = sqlrow.ListenDSN("postgres://x") }, nil},
-		{"1s TTL", func(c *sqlrow.Config) { c.Timing.TTL = time.Second; c.Timing.SafetyMargin = 200 * time.Millisecond }, nil},
-		{"fractional TTL", func(c *sqlrow.Config) { c.Timing.TTL = 2500 * time.Millisecond }, nil},
-		{"everything wrong", func(c *sqlrow.Config) {
-			*c = sqlrow.Config{Dialect: 7, Table: "x; DROP TABLE y", PollInterval: -time.Second,
+		{"defaults", func(*sql.Config) {}, sql.Driver{}, nil},
+		{"schema-qualified", func(c *sql.Config) { c.Table = "ops.leader_lease" }, sql.Driver{}, nil},
+		{"mysql", func(*sql.Config) {}, mysql.Driver(), nil},
+		{"listen on postgres", func(*sql.Config) {}, postgres.Driver(postgres.ListenDSN("postgres://x")), nil},
+		{"1s TTL", func(c *sql.Config) { c.Timing.TTL = time.Second; c.Timing.SafetyMargin = 200 * time.Millisecond }, sql.Driver{}, nil},
+		{"fractional TTL", func(c *sql.Config) { c.Timing.TTL = 2500 * time.Millisecond }, sql.Driver{}, nil},
+		{"everything wrong", func(c *sql.Config) {
+			*c = sql.Config{Table: "x; DROP TABLE y", PollInterval: -time.Second,
 				QueryTimeout: -1, History: -3, Timing: election.Timing{TTL: 500 * time.Millisecond}}
-		}, []string{
+		}, sql.Driver{}, []string{
 			"DB: required",
-			"Dialect Dialect(7): unknown",
 			`Table "x; DROP TABLE y": not a safe SQL identifier`,
 			"Election: required",
 			"TTL 500ms: below the backend minimum 1s",
@@ -38,31 +40,32 @@ func TestConfig_Validate(t *testing.T) {
 			"QueryTimeout -1ns: must be positive",
 			"History -3: must be positive",
 		}},
-		{"missing dialect and table", func(c *sqlrow.Config) { c.Dialect = 0; c.Table = "" },
-			[]string{"Dialect: required", "Table: required"}},
-		{"uppercase table", func(c *sqlrow.Config) { c.Table = "Leases" }, []string{`Table "Leases": not a safe SQL identifier`}},
-		{"quoted table", func(c *sqlrow.Config) { c.Table = `"leases"` }, []string{`Table "\"leases\"": not a safe`}},
-		{"three parts", func(c *sqlrow.Config) { c.Table = "a.b.c" }, []string{`Table "a.b.c"`}},
-		{"long table", func(c *sqlrow.Config) { c.Table = strings.Repeat("a", 49) }, []string{`Table "aaaa`, "at most 48"}},
-		{"long election", func(c *sqlrow.Config) { c.Election = strings.Repeat("é", 256) }, []string{"Election \"ééé", "256 characters, at most 255"}},
-		{"renew too slow", func(c *sqlrow.Config) {
+		{"missing table", func(c *sql.Config) { c.Table = "" }, sql.Driver{}, []string{"Table: required"}},
+		{"uppercase table", func(c *sql.Config) { c.Table = "Leases" }, sql.Driver{}, []string{`Table "Leases": not a safe SQL identifier`}},
+		{"quoted table", func(c *sql.Config) { c.Table = `"leases"` }, sql.Driver{}, []string{`Table "\"leases\"": not a safe`}},
+		{"three parts", func(c *sql.Config) { c.Table = "a.b.c" }, sql.Driver{}, []string{`Table "a.b.c"`}},
+		{"long table", func(c *sql.Config) { c.Table = strings.Repeat("a", 49) }, sql.Driver{}, []string{`Table "aaaa`, "at most 48"}},
+		{"long election", func(c *sql.Config) { c.Election = strings.Repeat("é", 256) }, sql.Driver{}, []string{"Election \"ééé", "256 characters, at most 255"}},
+		{"renew too slow", func(c *sql.Config) {
 			c.Timing = election.Timing{TTL: 3 * time.Second, RenewInterval: 2 * time.Second}
-		},
+		}, sql.Driver{},
 			[]string{"TTL 3s: must be greater than 2*RenewInterval (4s)"}},
-		{"listen on mysql", func(c *sqlrow.Config) { c.Dialect = sqlrow.MySQL; c.Listen = sqlrow.ListenDSN("x") },
-			[]string{"Listen: set, but LISTEN/NOTIFY is PostgreSQL only (Dialect mysql)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := ok
 			tt.mod(&c)
+			drv := tt.drv
+			if drv.Dialect == 0 {
+				drv = postgres.Driver(nil)
+			}
 			before := c
 			err := c.Validate()
 			if tt.want == nil {
 				if err != nil {
 					t.Fatalf("Validate() = %v, want nil", err)
 				}
-				if _, err := sqlrow.New(c); err != nil {
+				if _, err := sql.New(c, drv); err != nil {
 					t.Fatalf("New() = %v", err)
 				}
 				if c.PollInterval != before.PollInterval || c.Timing != before.Timing {
@@ -78,8 +81,40 @@ func TestConfig_Validate(t *testing.T) {
 					t.Errorf("Validate() = %v\nwant it to contain %q", err, w)
 				}
 			}
-			if _, nerr := sqlrow.New(c); nerr == nil || nerr.Error() != err.Error() {
+			if _, nerr := sql.New(c, drv); nerr == nil || nerr.Error() != err.Error() {
 				t.Errorf("New() error = %v, want the Validate error", nerr)
+			}
+		})
+	}
+}
+
+// TestNew_Driver: New checks the Driver too, and reports its problems
+// with the Config's, all at once. (The dialect packages cannot build a
+// wrong Driver: mysql.Config has no Listen field.)
+func TestNew_Driver(t *testing.T) {
+	t.Parallel()
+	ok := sql.Config{DB: &dbsql.DB{}, Table: "baton_lease", Election: "jobs"}
+	tests := []struct {
+		name string
+		cfg  sql.Config
+		drv  sql.Driver
+		want []string
+	}{
+		{"missing dialect and table", sql.Config{DB: ok.DB, Election: "jobs"}, sql.Driver{}, []string{"Driver.Dialect: required", "Table: required"}},
+		{"unknown dialect", ok, sql.Driver{Dialect: 7}, []string{"Driver.Dialect Dialect(7): unknown"}},
+		{"listen on mysql", ok, sql.Driver{Dialect: sql.MySQL, Listen: postgres.Driver(postgres.ListenDSN("x")).Listen},
+			[]string{"Listen: set, but LISTEN/NOTIFY is PostgreSQL only (Dialect mysql)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := sql.New(tt.cfg, tt.drv)
+			if err == nil {
+				t.Fatalf("New() = nil error, want errors %q", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("New() = %v\nwant it to contain %q", err, w)
+				}
 			}
 		})
 	}
@@ -87,8 +122,8 @@ func TestConfig_Validate(t *testing.T) {
 
 func TestSchemaSQL(t *testing.T) {
 	t.Parallel()
-	for _, d := range []sqlrow.Dialect{sqlrow.Postgres, sqlrow.MySQL} {
-		stmts, err := sqlrow.SchemaSQL(d, "ops.leader")
+	for _, d := range []sql.Dialect{sql.Postgres, sql.MySQL} {
+		stmts, err := sql.SchemaSQL(d, "ops.leader")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +135,7 @@ func TestSchemaSQL(t *testing.T) {
 			t.Errorf("%v: %d statements, want %d", d, len(stmts), want)
 		}
 	}
-	if _, err := sqlrow.SchemaSQL(sqlrow.MySQL, "x;y"); err == nil {
+	if _, err := sql.SchemaSQL(sql.MySQL, "x;y"); err == nil {
 		t.Error("SchemaSQL accepted an unsafe table name")
 	}
 }

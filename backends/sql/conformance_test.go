@@ -1,4 +1,4 @@
-package sqlrow_test
+package sql_test
 
 import (
 	"testing"
@@ -31,6 +31,6 @@ func conformance(t *testing.T, s *server, handover time.Duration) {
 		TTL:           testTTL,
 		HandoverBound: handover,
 		CutTrials:     20,
-		Package:       "github.com/batonhq/baton/backends/sqlrow",
+		Package:       "github.com/batonhq/baton/backends/sql",
 	})
 }

@@ -1,7 +1,29 @@
-// Package sqlrow is baton's SQL election backend: one heartbeat row per
-// election in a table of PostgreSQL, MySQL or MariaDB, reached through a
-// *sql.DB (pgx/v5/stdlib or go-sql-driver/mysql). It lives in
-// backends/sqlrow because a package named sql would shadow database/sql.
+// Package sql is the shared core of baton's SQL election backend: one
+// heartbeat row per election in a table of PostgreSQL, MySQL or MariaDB,
+// reached through a *database/sql.DB. Applications import a dialect
+// package, which supplies the driver-specific parts and returns this
+// package's *Backend:
+//
+//	postgres.New(postgres.Config{DB: db, Table: "baton_lease", Election: "reports", Listen: postgres.ListenDSN(dsn)})
+//	mysql.New(mysql.Config{DB: db, Table: "baton_lease", Election: "reports"})
+//
+// # Why a core and two dialect packages
+//
+// Everything that does not need a driver lives here: the statements of
+// both dialects (plain strings), the wait loop, the managed lease, the
+// ledger, the schema files and EnsureSchema. The parts that do need one
+// sit in backends/sql/postgres (pgx: its error codes and the LISTEN
+// connection) and backends/sql/mysql (go-sql-driver/mysql: its error
+// numbers), and reach the core as a Driver value. So a program that
+// imports the MySQL backend does not link pgx, and one that imports the
+// PostgreSQL backend does not link the MySQL driver; internal/depcheck
+// checks both closures. A single package would link both drivers for
+// everyone, because the LISTEN connection is a *pgx.Conn.
+//
+// The dialect choice is the package choice, so a MySQL Config cannot ask
+// for LISTEN: mysql.Config is this package's Config, and postgres.Config
+// is the same fields plus Listen. The package is named sql after the
+// directory; its files import database/sql as dbsql.
 //
 // # The row
 //
@@ -36,9 +58,9 @@
 // when the read shows the row free: an idle follower makes at most one
 // read per PollInterval (while the leader renews every TTL/3, the row never
 // has less than about 2/3 TTL left) and no writes. On PostgreSQL with
-// Config.Listen it also LISTENs on a channel of its own election, and the
-// holder's release NOTIFYs it, so a graceful handover takes milliseconds.
-// A failed listen connection falls back to polling.
+// postgres.Config.Listen it also LISTENs on a channel of its own
+// election, and the holder's release NOTIFYs it, so a graceful handover
+// takes milliseconds. A failed listen connection falls back to polling.
 //
 // # Self-fencing
 //
@@ -89,7 +111,8 @@
 // # Schema
 //
 // The schema is in schema/postgres.sql and schema/mysql.sql (embedded as
-// Schema; SchemaSQL returns it for any table name). The files use the
+// Schema; SchemaSQL, or the dialect package's SchemaSQL, returns it for
+// any table name). The files use the
 // placeholder table name baton_lease: replace it with Config.Table, for
 // example sed 's/baton_lease/ops.leader/g' schema/postgres.sql | psql.
 // EnsureSchema creates the same schema from the program; it is opt-in.
@@ -120,4 +143,4 @@
 // terms (the fencing tokens still increase only if the counter did not
 // go back). Session settings matter: on MySQL do not SET timestamp on the
 // pool's connections.
-package sqlrow
+package sql

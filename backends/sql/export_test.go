@@ -1,4 +1,4 @@
-package sqlrow
+package sql
 
 import "time"
 

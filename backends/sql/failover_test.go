@@ -1,4 +1,4 @@
-package sqlrow_test
+package sql_test
 
 import (
 	"context"

@@ -1,9 +1,9 @@
-package sqlrow_test
+package sql_test
 
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
+	dbsql "database/sql"
 	"encoding/hex"
 	"log/slog"
 	"net"
@@ -13,11 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
+	mysqldriver "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/batonhq/baton/backends/sqlrow"
+	"github.com/batonhq/baton/backends/sql"
+	"github.com/batonhq/baton/backends/sql/mysql"
+	"github.com/batonhq/baton/backends/sql/postgres"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/faultproxy"
 	"github.com/batonhq/baton/internal/testenv"
@@ -36,16 +38,20 @@ const (
 // server is one database server the tests run against.
 type server struct {
 	name    string
-	dialect sqlrow.Dialect
+	dialect sql.Dialect
 	target  string // host:port of the server
 	poll    time.Duration
-	admin   *sql.DB // direct, for schema and hand edits
+	admin   *dbsql.DB // direct, for schema and hand edits
 
 	// open returns a pool dialing addr (a proxy) with the session time
 	// zone tz ("" for the server's).
-	open func(addr, tz string) *sql.DB
-	// listen returns a Config.Listen dialing addr (PostgreSQL only).
+	open func(addr, tz string) *dbsql.DB
+	// listen returns a postgres.Config.Listen dialing addr (PostgreSQL
+	// only).
 	listen func(addr, tz string) func(context.Context) (*pgx.Conn, error)
+	// driver returns the dialect package's Driver, with listen (nil: poll
+	// only) on PostgreSQL.
+	driver func(listen func(context.Context) (*pgx.Conn, error)) sql.Driver
 }
 
 var (
@@ -76,10 +82,11 @@ func loadServers() {
 		}
 		s := &server{
 			name:    "postgres",
-			dialect: sqlrow.Postgres,
+			dialect: sql.Postgres,
 			target:  net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))),
 			poll:    pgPoll,
-			open:    func(addr, tz string) *sql.DB { return stdlib.OpenDB(*withAddr(addr, tz)) },
+			driver:  postgres.Driver,
+			open:    func(addr, tz string) *dbsql.DB { return stdlib.OpenDB(*withAddr(addr, tz)) },
 			listen: func(addr, tz string) func(context.Context) (*pgx.Conn, error) {
 				return func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, withAddr(addr, tz)) }
 			},
@@ -95,7 +102,7 @@ func loadServers() {
 	// MariaDB (or MySQL).
 	func() {
 		dsn := testenv.Getenv("BATON_TEST_MYSQL_DSN", defaultMySQLDSN)
-		cfg, err := mysql.ParseDSN(dsn)
+		cfg, err := mysqldriver.ParseDSN(dsn)
 		if err != nil {
 			serverErrs["mariadb"] = err
 			return
@@ -105,10 +112,11 @@ func loadServers() {
 		cfg.WriteTimeout = 10 * time.Second
 		s := &server{
 			name:    "mariadb",
-			dialect: sqlrow.MySQL,
+			dialect: sql.MySQL,
 			target:  cfg.Addr,
 			poll:    myPoll,
-			open: func(addr, tz string) *sql.DB {
+			driver:  func(func(context.Context) (*pgx.Conn, error)) sql.Driver { return mysql.Driver() },
+			open: func(addr, tz string) *dbsql.DB {
 				c := cfg.Clone()
 				c.Addr = addr
 				if tz != "" {
@@ -117,11 +125,11 @@ func loadServers() {
 					}
 					c.Params["time_zone"] = "'" + tz + "'"
 				}
-				conn, err := mysql.NewConnector(c)
+				conn, err := mysqldriver.NewConnector(c)
 				if err != nil {
 					panic(err)
 				}
-				return sql.OpenDB(conn)
+				return dbsql.OpenDB(conn)
 			},
 		}
 		s.admin = s.open(s.target, "")
@@ -134,7 +142,7 @@ func loadServers() {
 	}()
 }
 
-func ping(db *sql.DB) error {
+func ping(db *dbsql.DB) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	return db.PingContext(ctx)
@@ -187,7 +195,7 @@ func (s *server) dropTable(t *testing.T, table string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	stmts := []string{"DROP TABLE IF EXISTS " + table + ", " + table + "_ticks, " + table + "_runs"}
-	if s.dialect == sqlrow.Postgres {
+	if s.dialect == sql.Postgres {
 		stmts = append(stmts, "DROP SEQUENCE IF EXISTS "+table+"_token_seq")
 	} else {
 		stmts[0] += ", " + table + "_seq"
@@ -199,22 +207,30 @@ func (s *server) dropTable(t *testing.T, table string) {
 	}
 }
 
-// backend builds a Backend on db with the test timing.
-func (s *server) backend(t *testing.T, db *sql.DB, table, electionName string, mod func(*sqlrow.Config)) *sqlrow.Backend {
+// testConfig is what a test may change of a Backend's settings: the
+// shared Config and, on PostgreSQL, the LISTEN connection.
+type testConfig struct {
+	sql.Config
+	Listen func(context.Context) (*pgx.Conn, error)
+}
+
+// backend builds a Backend on db with the test timing, through the
+// dialect package's Driver (so that tests can skew the wall clock of the
+// shared Config).
+func (s *server) backend(t *testing.T, db *dbsql.DB, table, electionName string, mod func(*testConfig)) *sql.Backend {
 	t.Helper()
-	cfg := sqlrow.Config{
+	cfg := testConfig{Config: sql.Config{
 		DB:           db,
-		Dialect:      s.dialect,
 		Table:        table,
 		Election:     electionName,
 		Timing:       election.Timing{TTL: testTTL},
 		PollInterval: s.poll,
 		Logger:       testLogger(t),
-	}
+	}}
 	if mod != nil {
 		mod(&cfg)
 	}
-	b, err := sqlrow.New(cfg)
+	b, err := sql.New(cfg.Config, s.driver(cfg.Listen))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -224,9 +240,9 @@ func (s *server) backend(t *testing.T, db *sql.DB, table, electionName string, m
 // candidate is a Backend with its own pool (and listen connection) dialing
 // through a proxy of its own.
 type candidate struct {
-	*sqlrow.Backend
+	*sql.Backend
 	proxy *faultproxy.Proxy
-	db    *sql.DB
+	db    *dbsql.DB
 }
 
 type candOpts struct {
@@ -248,12 +264,12 @@ func (s *server) candidate(t *testing.T, table, electionName string, o candOpts)
 		db.Close()
 		p.Close()
 	})
-	b := s.backend(t, db, table, electionName, func(c *sqlrow.Config) {
+	b := s.backend(t, db, table, electionName, func(c *testConfig) {
 		if s.listen != nil && !o.noWait {
 			c.Listen = s.listen(p.Addr(), o.tz)
 		}
 		if o.wall != nil {
-			sqlrow.SetWallClock(c, o.wall)
+			sql.SetWallClock(&c.Config, o.wall)
 		}
 		if o.timing != nil {
 			c.Timing = *o.timing

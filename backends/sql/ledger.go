@@ -1,14 +1,12 @@
-package sqlrow
+package sql
 
 import (
 	"context"
-	"database/sql"
+	dbsql "database/sql"
 	"errors"
 	"fmt"
 	"math"
 	"time"
-
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -36,14 +34,14 @@ const maxErrorLen = 8 << 10
 func tickNanos(job string, tick time.Time) (int64, error) {
 	n := tick.UnixNano()
 	if tick.IsZero() || !time.Unix(0, n).Equal(tick) {
-		return 0, fmt.Errorf("sqlrow: job %q: %w: tick %v outside the years 1678-2262", job, ErrInvalidName, tick)
+		return 0, fmt.Errorf("sql: job %q: %w: tick %v outside the years 1678-2262", job, ErrInvalidName, tick)
 	}
 	return n, nil
 }
 
 func checkJob(job string) error {
 	if job == "" || len([]rune(job)) > MaxNameLen {
-		return fmt.Errorf("sqlrow: %w: job %q: want 1 to %d characters", ErrInvalidName, job, MaxNameLen)
+		return fmt.Errorf("sql: %w: job %q: want 1 to %d characters", ErrInvalidName, job, MaxNameLen)
 	}
 	return nil
 }
@@ -65,7 +63,7 @@ func (l *ledger) Claim(ctx context.Context, c schedulerhost.Claim) error {
 		return err
 	}
 	if c.Token == 0 || c.Token > math.MaxInt64 {
-		return fmt.Errorf("sqlrow: claim %s at %v: %w: token %d", c.Job, c.Tick, ErrInvalidName, c.Token)
+		return fmt.Errorf("sql: claim %s at %v: %w: token %d", c.Job, c.Tick, ErrInvalidName, c.Token)
 	}
 	started := c.Started
 	if started.IsZero() {
@@ -76,7 +74,7 @@ func (l *ledger) Claim(ctx context.Context, c schedulerhost.Claim) error {
 	defer cancel()
 
 	var stale, claimed bool
-	switch b.cfg.Dialect {
+	switch b.drv.Dialect {
 	case Postgres:
 		var leaseN, claimN, runN int64
 		err = b.cfg.DB.QueryRowContext(ctx, b.q.claimPG, b.cfg.Election, int64(c.Token), c.Job, tick,
@@ -87,8 +85,7 @@ func (l *ledger) Claim(ctx context.Context, c schedulerhost.Claim) error {
 		// deadlock is retried: the retry sees the other's outcome.
 		for attempt := 0; ; attempt++ {
 			stale, claimed, err = l.claimMySQL(ctx, c, tick, started)
-			var me *mysql.MySQLError
-			if attempt < 3 && errors.As(err, &me) && (me.Number == 1062 || me.Number == 1213) {
+			if attempt < 3 && err != nil && b.drv.claimConflict(err) {
 				continue
 			}
 			break
@@ -98,11 +95,11 @@ func (l *ledger) Claim(ctx context.Context, c schedulerhost.Claim) error {
 		return b.wrap(fmt.Sprintf("claim %s at %v", c.Job, c.Tick), err)
 	}
 	if stale {
-		b.lose(c.Token, fmt.Errorf("sqlrow: ledger: lease row no longer live with token %d: %w", c.Token, schedulerhost.ErrStaleTerm))
-		return fmt.Errorf("sqlrow: claim %s at %v with token %d: %w", c.Job, c.Tick, c.Token, schedulerhost.ErrStaleTerm)
+		b.lose(c.Token, fmt.Errorf("sql: ledger: lease row no longer live with token %d: %w", c.Token, schedulerhost.ErrStaleTerm))
+		return fmt.Errorf("sql: claim %s at %v with token %d: %w", c.Job, c.Tick, c.Token, schedulerhost.ErrStaleTerm)
 	}
 	if !claimed {
-		return fmt.Errorf("sqlrow: claim %s at %v: %w", c.Job, c.Tick, schedulerhost.ErrTickClaimed)
+		return fmt.Errorf("sql: claim %s at %v: %w", c.Job, c.Tick, schedulerhost.ErrTickClaimed)
 	}
 	l.trim(ctx, c.Job)
 	return nil
@@ -113,14 +110,14 @@ func (l *ledger) claimMySQL(ctx context.Context, c schedulerhost.Claim, tick int
 	b := l.b
 	// READ COMMITTED: no gap locks, so claims of different new jobs do not
 	// deadlock on the index gap between them.
-	tx, err := b.cfg.DB.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	tx, err := b.cfg.DB.BeginTx(ctx, &dbsql.TxOptions{Isolation: dbsql.LevelReadCommitted})
 	if err != nil {
 		return false, false, err
 	}
 	defer tx.Rollback()
 	var live bool
 	err = tx.QueryRowContext(ctx, b.q.leaseShare, int64(c.Token), b.cfg.Election).Scan(&live)
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && !live) {
+	if errors.Is(err, dbsql.ErrNoRows) || (err == nil && !live) {
 		return true, false, nil
 	}
 	if err != nil {
@@ -129,7 +126,7 @@ func (l *ledger) claimMySQL(ctx context.Context, c schedulerhost.Claim, tick int
 	var last int64
 	err = tx.QueryRowContext(ctx, b.q.tickForUpd, b.cfg.Election, c.Job).Scan(&last)
 	switch {
-	case errors.Is(err, sql.ErrNoRows):
+	case errors.Is(err, dbsql.ErrNoRows):
 		_, err = tx.ExecContext(ctx, b.q.tickInsert, b.cfg.Election, c.Job, tick, int64(c.Token))
 	case err != nil:
 	case last >= tick:
@@ -159,7 +156,7 @@ func mysqlTime(t time.Time) string {
 func (l *ledger) trim(ctx context.Context, job string) {
 	b := l.b
 	var err error
-	if b.cfg.Dialect == Postgres {
+	if b.drv.Dialect == Postgres {
 		_, err = b.cfg.DB.ExecContext(ctx, b.q.trimHistory, b.cfg.Election, job, b.cfg.History-1)
 	} else {
 		_, err = b.cfg.DB.ExecContext(ctx, b.q.trimHistory, b.cfg.Election, job, b.cfg.Election, job, b.cfg.History-1)
@@ -176,7 +173,7 @@ func (l *ledger) LastClaimed(ctx context.Context, job string) (time.Time, error)
 	defer cancel()
 	var n int64
 	err := b.cfg.DB.QueryRowContext(ctx, b.q.lastClaimed, b.cfg.Election, job).Scan(&n)
-	if errors.Is(err, sql.ErrNoRows) {
+	if errors.Is(err, dbsql.ErrNoRows) {
 		return time.Time{}, nil
 	}
 	if err != nil {
@@ -196,7 +193,7 @@ func (l *ledger) Finish(ctx context.Context, r schedulerhost.Run) error {
 		return err
 	}
 	if r.Token > math.MaxInt64 {
-		return fmt.Errorf("sqlrow: finish %s at %v: %w: token %d", r.Job, r.Tick, ErrInvalidName, r.Token)
+		return fmt.Errorf("sql: finish %s at %v: %w: token %d", r.Job, r.Tick, ErrInvalidName, r.Token)
 	}
 	msg := r.Error
 	if len(msg) > maxErrorLen {
@@ -204,7 +201,7 @@ func (l *ledger) Finish(ctx context.Context, r schedulerhost.Run) error {
 	}
 	var ended any
 	if !r.Ended.IsZero() {
-		if b.cfg.Dialect == MySQL {
+		if b.drv.Dialect == MySQL {
 			ended = mysqlTime(r.Ended)
 		} else {
 			ended = r.Ended.UTC().Truncate(time.Microsecond)
@@ -245,7 +242,7 @@ func (l *ledger) History(ctx context.Context, job string, n int) ([]schedulerhos
 			r              = schedulerhost.Run{Job: job}
 			tick, token    int64
 			started        int64
-			ended          sql.NullInt64
+			ended          dbsql.NullInt64
 			result, errMsg string
 		)
 		if err := rows.Scan(&tick, &r.Instance, &token, &r.CatchUp, &started, &ended, &result, &errMsg); err != nil {

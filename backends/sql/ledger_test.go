@@ -1,4 +1,4 @@
-package sqlrow_test
+package sql_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/backends/sqlrow"
+	"github.com/batonhq/baton/backends/sql"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -117,7 +117,7 @@ func TestLedger_StaleTermAfterTakeover(t *testing.T) {
 		table := s.newTable(t)
 		slow := election.Timing{TTL: 10 * time.Second, RenewInterval: 4 * time.Second}
 		a := s.candidate(t, table, "stale", candOpts{})
-		aa := s.backend(t, a.db, table, "stale", func(c *sqlrow.Config) { c.Timing = slow })
+		aa := s.backend(t, a.db, table, "stale", func(c *testConfig) { c.Timing = slow })
 		la := acquire(t, aa, "a")
 		ctx := ctx5(t)
 		if err := aa.Ledger().Claim(ctx, schedulerhost.Claim{Job: "mail", Tick: tick0, Token: la.Token(), Instance: "a"}); err != nil {
@@ -126,7 +126,7 @@ func TestLedger_StaleTermAfterTakeover(t *testing.T) {
 		// The row expires early (by hand: as if a's renewals had stopped
 		// reaching the database), and b takes over.
 		handEdit(t, s, "UPDATE "+table+" SET expires_at = "+
-			map[sqlrow.Dialect]string{sqlrow.Postgres: "clock_timestamp()", sqlrow.MySQL: "UTC_TIMESTAMP(6)"}[s.dialect]+
+			map[sql.Dialect]string{sql.Postgres: "clock_timestamp()", sql.MySQL: "UTC_TIMESTAMP(6)"}[s.dialect]+
 			" WHERE election = 'stale'")
 		b := s.candidate(t, table, "stale", candOpts{})
 		lb := acquire(t, b, "b")
@@ -169,7 +169,7 @@ func TestLedger_HistoryBoundedAndFinish(t *testing.T) {
 		table := s.newTable(t)
 		a := s.candidate(t, table, "history", candOpts{})
 		const keep = 5
-		aa := s.backend(t, a.db, table, "history", func(c *sqlrow.Config) { c.History = keep })
+		aa := s.backend(t, a.db, table, "history", func(c *testConfig) { c.History = keep })
 		la := acquire(t, aa, "a")
 		defer release(t, la)
 		lg := aa.Ledger()
@@ -239,7 +239,7 @@ func TestLedger_Invalid(t *testing.T) {
 			{Job: "j", Token: la.Token()},
 			{Job: "j", Tick: time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), Token: la.Token()},
 		} {
-			if err := a.Ledger().Claim(ctx, c); !errors.Is(err, sqlrow.ErrInvalidName) {
+			if err := a.Ledger().Claim(ctx, c); !errors.Is(err, sql.ErrInvalidName) {
 				t.Errorf("Claim(job %.10q, tick %v) = %v, want ErrInvalidName", c.Job, c.Tick, err)
 			}
 		}

@@ -1,22 +1,20 @@
-package sqlrow
+package sql
 
 import (
 	"context"
-	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
-// listener LISTENs on the election's channel on a dedicated PostgreSQL
-// connection, for one waiting Acquire. It signals after each LISTEN
-// (something may have been released before it) and on each notification.
-// Its goroutine is owned by Acquire: stop cancels and waits for it.
+// listener runs the Driver's Listen (PostgreSQL: LISTEN on the election's
+// channel on a dedicated connection) for one waiting Acquire. It signals
+// after each subscription (something may have been released before it)
+// and on each notification. Its goroutine is owned by Acquire: stop
+// cancels and waits for it.
 //
 // The listener never blocks the waiting candidate: polling goes on beside
 // it. A connection that fails is reopened after a backoff; one that goes
 // silent (a dead network delivers nothing) is pinged every healthInterval
-// and reopened if the ping fails.
+// by the Driver and reopened if the ping fails.
 type listener struct {
 	ch     chan struct{} // capacity 1: a pending wake-up
 	cancel context.CancelFunc
@@ -82,48 +80,13 @@ func (b *Backend) listenLoop(ctx context.Context, l *listener) {
 	}
 }
 
-// listenOnce opens a connection, LISTENs and relays notifications until
-// the connection fails or ctx is done.
+// listenOnce runs the Driver's Listen once: it relays notifications
+// until the connection fails or ctx is done.
 func (b *Backend) listenOnce(ctx context.Context, l *listener) error {
-	cctx, cancel := context.WithTimeout(ctx, b.cfg.QueryTimeout)
-	conn, err := b.cfg.Listen(cctx)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("sqlrow: listen: connect: %w", err)
-	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		conn.Close(cctx)
-	}()
-	cctx, cancel = context.WithTimeout(ctx, b.cfg.QueryTimeout)
-	_, err = conn.Exec(cctx, "LISTEN "+pgx.Identifier{b.channel}.Sanitize())
-	cancel()
-	if err != nil {
-		return fmt.Errorf("sqlrow: listen: %w", err)
-	}
-	l.wake()
-	for {
-		wctx, cancel := context.WithTimeout(ctx, b.healthInterval())
-		n, err := conn.WaitForNotification(wctx)
-		cancel()
-		switch {
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case err == nil:
-			if n.Channel == b.channel {
-				l.wake()
-			}
-		case wctx.Err() != nil && !conn.IsClosed():
-			// Quiet for healthInterval: make sure the connection is alive.
-			pctx, cancel := context.WithTimeout(ctx, b.cfg.QueryTimeout)
-			err = conn.Ping(pctx)
-			cancel()
-			if err != nil {
-				return fmt.Errorf("sqlrow: listen: ping: %w", err)
-			}
-		default:
-			return fmt.Errorf("sqlrow: listen: %w", err)
-		}
-	}
+	return b.drv.Listen(ctx, ListenParams{
+		Channel:        b.channel,
+		Wake:           l.wake,
+		QueryTimeout:   b.cfg.QueryTimeout,
+		HealthInterval: b.healthInterval(),
+	})
 }

@@ -1,4 +1,4 @@
-package sqlrow
+package sql
 
 import (
 	"context"
@@ -33,10 +33,10 @@ func schemaFile(d Dialect) string {
 // EXISTS). Use it to feed a migration tool; EnsureSchema runs it.
 func SchemaSQL(d Dialect, table string) ([]string, error) {
 	if d != Postgres && d != MySQL {
-		return nil, fmt.Errorf("sqlrow: schema: Dialect %v: unknown", d)
+		return nil, fmt.Errorf("sql: schema: Dialect %v: unknown", d)
 	}
 	if !validTable(table) {
-		return nil, fmt.Errorf("sqlrow: schema: Table %q: not a safe SQL identifier", table)
+		return nil, fmt.Errorf("sql: schema: Table %q: not a safe SQL identifier", table)
 	}
 	raw, err := Schema.ReadFile(schemaFile(d))
 	if err != nil {
@@ -56,7 +56,7 @@ func SchemaSQL(d Dialect, table string) ([]string, error) {
 		}
 	}
 	if strings.TrimSpace(cur.String()) != "" {
-		return nil, fmt.Errorf("sqlrow: schema: %s: trailing statement without ';'", schemaFile(d))
+		return nil, fmt.Errorf("sql: schema: %s: trailing statement without ';'", schemaFile(d))
 	}
 	return stmts, nil
 }
@@ -68,34 +68,34 @@ func SchemaSQL(d Dialect, table string) ([]string, error) {
 // at once: on PostgreSQL the statements run in one transaction under an
 // advisory lock; on MySQL each CREATE ... IF NOT EXISTS is atomic.
 func (b *Backend) EnsureSchema(ctx context.Context) error {
-	stmts, err := SchemaSQL(b.cfg.Dialect, b.cfg.Table)
+	stmts, err := SchemaSQL(b.drv.Dialect, b.cfg.Table)
 	if err != nil {
 		return err
 	}
-	switch b.cfg.Dialect {
+	switch b.drv.Dialect {
 	case Postgres:
 		tx, err := b.cfg.DB.BeginTx(ctx, nil)
 		if err != nil {
-			return fmt.Errorf("sqlrow: ensure schema: %w", err)
+			return fmt.Errorf("sql: ensure schema: %w", err)
 		}
 		defer tx.Rollback()
 		sum := sha256.Sum256([]byte("baton schema " + b.cfg.Table))
 		key := int64(binary.BigEndian.Uint64(sum[:8]))
 		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", key); err != nil {
-			return fmt.Errorf("sqlrow: ensure schema: lock: %w", err)
+			return fmt.Errorf("sql: ensure schema: lock: %w", err)
 		}
 		for _, s := range stmts {
 			if _, err := tx.ExecContext(ctx, s); err != nil {
-				return fmt.Errorf("sqlrow: ensure schema: %w\n%s", err, s)
+				return fmt.Errorf("sql: ensure schema: %w\n%s", err, s)
 			}
 		}
 		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("sqlrow: ensure schema: %w", err)
+			return fmt.Errorf("sql: ensure schema: %w", err)
 		}
 	case MySQL:
 		for _, s := range stmts {
 			if _, err := b.cfg.DB.ExecContext(ctx, s); err != nil {
-				return fmt.Errorf("sqlrow: ensure schema: %w\n%s", err, s)
+				return fmt.Errorf("sql: ensure schema: %w\n%s", err, s)
 			}
 		}
 	}
@@ -122,7 +122,7 @@ func (b *Backend) Check(ctx context.Context) error {
 		}
 		cancel()
 		if err != nil {
-			if !schemaMissing(err) {
+			if !b.drv.schemaMissing(err) {
 				// Not about this relation (no connection, TLS, password,
 				// permissions): every other check would fail the same way.
 				return b.wrap("check "+c.relation, err)

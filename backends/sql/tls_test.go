@@ -1,20 +1,21 @@
-package sqlrow_test
+package sql_test
 
 import (
 	"context"
 	"crypto/tls"
-	"database/sql"
+	dbsql "database/sql"
 	"errors"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
+	mysqldriver "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/batonhq/baton/backends/sqlrow"
+	"github.com/batonhq/baton/backends/sql"
+	"github.com/batonhq/baton/backends/sql/postgres"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/internal/testenv"
@@ -59,12 +60,12 @@ func TestPostgres_SSLModeRequire(t *testing.T) {
 	probe.Close(ctx)
 
 	table := s.newTable(t)
-	newBackend := func() (*sqlrow.Backend, *sql.DB) {
+	newBackend := func() (*sql.Backend, *dbsql.DB) {
 		db := stdlib.OpenDB(*cfg.Copy())
 		t.Cleanup(func() { db.Close() })
 		listenTLS := make(chan bool, 8)
-		b, err := sqlrow.New(sqlrow.Config{
-			DB: db, Dialect: sqlrow.Postgres, Table: table, Election: "tls",
+		b, err := postgres.New(postgres.Config{
+			DB: db, Table: table, Election: "tls",
 			Timing: election.Timing{TTL: testTTL}, PollInterval: pgPoll, Logger: testLogger(t),
 			Listen: func(ctx context.Context) (*pgx.Conn, error) {
 				c, err := pgx.ConnectConfig(ctx, cfg.Copy())
@@ -133,14 +134,14 @@ func TestPostgres_SSLModeVerifyFull(t *testing.T) {
 	if !strings.Contains(err.Error(), "x509") && !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("Check error %q does not name the certificate problem", err)
 	}
-	if errors.Is(err, sqlrow.ErrSchemaMissing) {
+	if errors.Is(err, sql.ErrSchemaMissing) {
 		t.Errorf("a TLS failure reported as a missing schema: %v", err)
 	}
 }
 
 // TestMySQL_TLS: the MySQL/MariaDB driver takes TLS from the DSN's tls=
 // parameter (true, skip-verify, preferred, or a name registered with
-// mysql.RegisterTLSConfig). When the server has TLS, two backends run
+// mysqldriver.RegisterTLSConfig). When the server has TLS, two backends run
 // over it; when it has not (MariaDB here reports have_ssl DISABLED), the
 // test checks that tls=true fails at Check with the driver's clear error
 // and skips, saying why.
@@ -152,32 +153,32 @@ func TestMySQL_TLS(t *testing.T) {
 	if err := s.admin.QueryRowContext(ctx, "SHOW VARIABLES LIKE 'have_ssl'").Scan(&name, &haveSSL); err != nil {
 		t.Fatal(err)
 	}
-	base, err := mysql.ParseDSN(testenv.Getenv("BATON_TEST_MYSQL_DSN", defaultMySQLDSN))
+	base, err := mysqldriver.ParseDSN(testenv.Getenv("BATON_TEST_MYSQL_DSN", defaultMySQLDSN))
 	if err != nil {
 		t.Fatal(err)
 	}
-	open := func(tlsParam string) *sql.DB {
+	open := func(tlsParam string) *dbsql.DB {
 		c := base.Clone()
 		c.TLSConfig = tlsParam
 		c.ParseTime = true
 		c.Timeout = 5 * time.Second
-		parsed, err := mysql.ParseDSN(c.FormatDSN()) // resolves tls= as the driver does
+		parsed, err := mysqldriver.ParseDSN(c.FormatDSN()) // resolves tls= as the driver does
 		if err != nil {
 			t.Fatal(err)
 		}
-		conn, err := mysql.NewConnector(parsed)
+		conn, err := mysqldriver.NewConnector(parsed)
 		if err != nil {
 			t.Fatal(err)
 		}
-		db := sql.OpenDB(conn)
+		db := dbsql.OpenDB(conn)
 		t.Cleanup(func() { db.Close() })
 		return db
 	}
 	if haveSSL != "YES" {
 		b := s.backend(t, open("true"), randomTable(t), "tls", nil)
 		err := b.Check(ctx)
-		if !errors.Is(err, mysql.ErrNoTLS) {
-			t.Fatalf("Check with tls=true against a server without TLS: %v, want mysql.ErrNoTLS", err)
+		if !errors.Is(err, mysqldriver.ErrNoTLS) {
+			t.Fatalf("Check with tls=true against a server without TLS: %v, want mysqldriver.ErrNoTLS", err)
 		}
 		t.Skipf("%s at %s reports have_ssl=%s, so TLS sessions cannot be tested here; tls=true fails at Check with: %v", s.name, s.target, haveSSL, err)
 	}

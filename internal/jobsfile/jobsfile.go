@@ -44,7 +44,7 @@ type Election struct {
 	ReleaseTimeout  time.Duration // election.Config.ReleaseTimeout
 	ShutdownTimeout time.Duration // schedulerhost.Config.ShutdownTimeout
 	KillGrace       time.Duration // grace between SIGTERM and SIGKILL of a cancelled command job
-	PollInterval    time.Duration // SQL followers: sqlrow.Config.PollInterval
+	PollInterval    time.Duration // SQL followers: sql.Config.PollInterval
 
 	// Line is the line of the election key, 0 if absent.
 	Line int

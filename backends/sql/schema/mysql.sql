@@ -1,7 +1,7 @@
 -- baton lease schema for MySQL (8 or later) and MariaDB (10.5 or later).
 --
 -- "baton_lease" is a placeholder: replace every occurrence with the Table
--- of your sqlrow.Config (optionally database-qualified), for example
+-- of your mysql.Config (optionally database-qualified), for example
 --
 --   sed 's/baton_lease/ops.leader_lease/g' mysql.sql | mysql ops
 --

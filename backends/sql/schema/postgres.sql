@@ -1,7 +1,7 @@
 -- baton lease schema for PostgreSQL (12 or later).
 --
 -- "baton_lease" is a placeholder: replace every occurrence with the Table
--- of your sqlrow.Config (optionally schema-qualified), for example
+-- of your postgres.Config (optionally schema-qualified), for example
 --
 --   sed 's/baton_lease/ops.leader_lease/g' postgres.sql | psql "$DSN"
 --

@@ -1,4 +1,4 @@
-package sqlrow_test
+package postgres_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/batonhq/baton/backends/sqlrow"
+	"github.com/batonhq/baton/backends/sql/postgres"
 	"github.com/batonhq/baton/election"
 )
 
@@ -29,12 +29,11 @@ func Example() {
 	db := stdlib.OpenDB(*cc)
 	defer db.Close()
 
-	backend, err := sqlrow.New(sqlrow.Config{
+	backend, err := postgres.New(postgres.Config{
 		DB:       db,
-		Dialect:  sqlrow.Postgres,
-		Table:    "ops.baton_lease", // created by schema/postgres.sql, or:
+		Table:    "ops.baton_lease", // created by backends/sql/schema/postgres.sql, or:
 		Election: "billing-cron",
-		Listen:   sqlrow.ListenDSN(dsn),
+		Listen:   postgres.ListenDSN(dsn),
 	})
 	if err != nil {
 		log.Fatal(err)
