@@ -298,9 +298,7 @@ func TestAcquire_MissingTable(t *testing.T) {
 // next term's token is still greater.
 func TestRenew_RowDeletedByHand(t *testing.T) {
 	forEachServer(t, func(t *testing.T, s *server) {
-		table := s.newTable(t)
-		a := s.candidate(t, table, "deleted", candOpts{})
-		la := acquire(t, a, "a")
+		table, _, la := s.leader(t, "deleted")
 		edited := handEdit(t, s, "DELETE FROM "+table+" WHERE election = 'deleted'")
 		waitEnded(t, la, edited, "deleted")
 		lb := acquire(t, s.candidate(t, table, "deleted", candOpts{}), "b")
@@ -308,7 +306,6 @@ func TestRenew_RowDeletedByHand(t *testing.T) {
 		if lb.Token() <= la.Token() {
 			t.Errorf("token after the row was deleted: %d <= %d", lb.Token(), la.Token())
 		}
-		release(t, la)
 	})
 }
 
@@ -316,12 +313,9 @@ func TestRenew_RowDeletedByHand(t *testing.T) {
 // renewal.
 func TestRenew_RowEditedByHand(t *testing.T) {
 	forEachServer(t, func(t *testing.T, s *server) {
-		table := s.newTable(t)
-		a := s.candidate(t, table, "edited", candOpts{})
-		la := acquire(t, a, "a")
+		table, _, la := s.leader(t, "edited")
 		edited := handEdit(t, s, "UPDATE "+table+" SET token = token + 100 WHERE election = 'edited'")
 		waitEnded(t, la, edited, "taken over or edited")
-		release(t, la)
 	})
 }
 
@@ -363,9 +357,7 @@ func waitEnded(t *testing.T, l election.Lease, edited time.Time, reason string) 
 // changes no row while the leader renews.
 func TestFollower_IdleWritesNothing(t *testing.T) {
 	forEachServer(t, func(t *testing.T, s *server) {
-		table := s.newTable(t)
-		la := acquire(t, s.candidate(t, table, "idle", candOpts{}), "a")
-		defer release(t, la)
+		table, _, _ := s.leader(t, "idle")
 		counter := "SELECT last_value FROM " + table + "_token_seq"
 		if s.dialect == sql.MySQL {
 			counter = "SELECT token FROM " + table + "_seq"

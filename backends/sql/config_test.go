@@ -2,6 +2,7 @@ package sql_test
 
 import (
 	dbsql "database/sql"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -137,5 +138,13 @@ func TestSchemaSQL(t *testing.T) {
 	}
 	if _, err := sql.SchemaSQL(sql.MySQL, "x;y"); err == nil {
 		t.Error("SchemaSQL accepted an unsafe table name")
+	}
+	// The dialect packages return the same statements.
+	for d, f := range map[sql.Dialect]func(string) ([]string, error){sql.Postgres: postgres.SchemaSQL, sql.MySQL: mysql.SchemaSQL} {
+		got, err := f("ops.leader")
+		want, werr := sql.SchemaSQL(d, "ops.leader")
+		if err != nil || werr != nil || !slices.Equal(got, want) {
+			t.Errorf("%v: SchemaSQL = %q, %v; want sql.SchemaSQL's %q, %v", d, got, err, want, werr)
+		}
 	}
 }

@@ -61,85 +61,85 @@ var (
 )
 
 func loadServers() {
-	// PostgreSQL.
-	func() {
-		dsn := testenv.Getenv("BATON_TEST_POSTGRES_DSN", defaultPostgresDSN)
-		cfg, err := pgx.ParseConfig(dsn)
-		if err != nil {
-			serverErrs["postgres"] = err
-			return
-		}
-		cfg.ConnectTimeout = 2 * time.Second
-		withAddr := func(addr, tz string) *pgx.ConnConfig {
-			c := cfg.Copy()
-			host, port, _ := net.SplitHostPort(addr)
-			p, _ := strconv.Atoi(port)
-			c.Host, c.Port, c.Fallbacks = host, uint16(p), nil
-			if tz != "" {
-				c.RuntimeParams["timezone"] = tz
+	for name, load := range map[string]func() (*server, error){"postgres": postgresServer, "mariadb": mariadbServer} {
+		s, err := load()
+		if err == nil {
+			s.admin = s.open(s.target, "")
+			if err = ping(s.admin); err != nil {
+				s.admin.Close()
 			}
-			return c
 		}
-		s := &server{
-			name:    "postgres",
-			dialect: sql.Postgres,
-			target:  net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))),
-			poll:    pgPoll,
-			driver:  postgres.Driver,
-			open:    func(addr, tz string) *dbsql.DB { return stdlib.OpenDB(*withAddr(addr, tz)) },
-			listen: func(addr, tz string) func(context.Context) (*pgx.Conn, error) {
-				return func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, withAddr(addr, tz)) }
-			},
-		}
-		s.admin = s.open(s.target, "")
-		if err := ping(s.admin); err != nil {
-			serverErrs["postgres"] = err
-			s.admin.Close()
-			return
-		}
-		servers["postgres"] = s
-	}()
-	// MariaDB (or MySQL).
-	func() {
-		dsn := testenv.Getenv("BATON_TEST_MYSQL_DSN", defaultMySQLDSN)
-		cfg, err := mysqldriver.ParseDSN(dsn)
 		if err != nil {
-			serverErrs["mariadb"] = err
-			return
+			serverErrs[name] = err
+			continue
 		}
-		cfg.Timeout = 2 * time.Second
-		cfg.ReadTimeout = 10 * time.Second
-		cfg.WriteTimeout = 10 * time.Second
-		s := &server{
-			name:    "mariadb",
-			dialect: sql.MySQL,
-			target:  cfg.Addr,
-			poll:    myPoll,
-			driver:  func(func(context.Context) (*pgx.Conn, error)) sql.Driver { return mysql.Driver() },
-			open: func(addr, tz string) *dbsql.DB {
-				c := cfg.Clone()
-				c.Addr = addr
-				if tz != "" {
-					if c.Params == nil {
-						c.Params = map[string]string{}
-					}
-					c.Params["time_zone"] = "'" + tz + "'"
+		servers[name] = s
+	}
+}
+
+// postgresServer describes the PostgreSQL server of BATON_TEST_POSTGRES_DSN
+// (admin not yet open).
+func postgresServer() (*server, error) {
+	cfg, err := pgx.ParseConfig(testenv.Getenv("BATON_TEST_POSTGRES_DSN", defaultPostgresDSN))
+	if err != nil {
+		return nil, err
+	}
+	cfg.ConnectTimeout = 2 * time.Second
+	withAddr := func(addr, tz string) *pgx.ConnConfig {
+		c := cfg.Copy()
+		host, port, _ := net.SplitHostPort(addr)
+		p, _ := strconv.Atoi(port)
+		c.Host, c.Port, c.Fallbacks = host, uint16(p), nil
+		if tz != "" {
+			c.RuntimeParams["timezone"] = tz
+		}
+		return c
+	}
+	return &server{
+		name:    "postgres",
+		dialect: sql.Postgres,
+		target:  net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))),
+		poll:    pgPoll,
+		driver:  postgres.Driver,
+		open:    func(addr, tz string) *dbsql.DB { return stdlib.OpenDB(*withAddr(addr, tz)) },
+		listen: func(addr, tz string) func(context.Context) (*pgx.Conn, error) {
+			return func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, withAddr(addr, tz)) }
+		},
+	}, nil
+}
+
+// mariadbServer describes the MariaDB (or MySQL) server of
+// BATON_TEST_MYSQL_DSN (admin not yet open).
+func mariadbServer() (*server, error) {
+	cfg, err := mysqldriver.ParseDSN(testenv.Getenv("BATON_TEST_MYSQL_DSN", defaultMySQLDSN))
+	if err != nil {
+		return nil, err
+	}
+	cfg.Timeout = 2 * time.Second
+	cfg.ReadTimeout = 10 * time.Second
+	cfg.WriteTimeout = 10 * time.Second
+	return &server{
+		name:    "mariadb",
+		dialect: sql.MySQL,
+		target:  cfg.Addr,
+		poll:    myPoll,
+		driver:  func(func(context.Context) (*pgx.Conn, error)) sql.Driver { return mysql.Driver() },
+		open: func(addr, tz string) *dbsql.DB {
+			c := cfg.Clone()
+			c.Addr = addr
+			if tz != "" {
+				if c.Params == nil {
+					c.Params = map[string]string{}
 				}
-				conn, err := mysqldriver.NewConnector(c)
-				if err != nil {
-					panic(err)
-				}
-				return dbsql.OpenDB(conn)
-			},
-		}
-		s.admin = s.open(s.target, "")
-		if err := ping(s.admin); err != nil {
-			serverErrs["mariadb"] = err
-			s.admin.Close()
-			return
-		}
-		servers["mariadb"] = s
-	}()
+				c.Params["time_zone"] = "'" + tz + "'"
+			}
+			conn, err := mysqldriver.NewConnector(c)
+			if err != nil {
+				panic(err)
+			}
+			return dbsql.OpenDB(conn)
+		},
+	}, nil
 }
 
 func ping(db *dbsql.DB) error {
@@ -276,6 +276,17 @@ func (s *server) candidate(t *testing.T, table, electionName string, o candOpts)
 		}
 	})
 	return &candidate{Backend: b, proxy: p, db: db}
+}
+
+// leader returns a fresh table, a candidate of its election electionName
+// and that candidate's lease as "a", released when t ends.
+func (s *server) leader(t *testing.T, electionName string) (string, *candidate, election.Lease) {
+	t.Helper()
+	table := s.newTable(t)
+	a := s.candidate(t, table, electionName, candOpts{})
+	la := acquire(t, a, "a")
+	t.Cleanup(func() { release(t, la) })
+	return table, a, la
 }
 
 // testLogger logs to stderr at the level BATON_TEST_LOG names (debug,

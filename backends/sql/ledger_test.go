@@ -25,10 +25,7 @@ var tick0 = time.Date(2026, 3, 29, 1, 30, 0, 123456789, time.FixedZone("CET", 36
 
 func TestLedger_ClaimOnce(t *testing.T) {
 	forEachServer(t, func(t *testing.T, s *server) {
-		table := s.newTable(t)
-		a := s.candidate(t, table, "ledger", candOpts{})
-		la := acquire(t, a, "a")
-		defer release(t, la)
+		_, a, la := s.leader(t, "ledger")
 		lg := a.Ledger()
 		ctx := ctx5(t)
 
@@ -75,10 +72,7 @@ func TestLedger_ClaimOnce(t *testing.T) {
 
 func TestLedger_ConcurrentClaims(t *testing.T) {
 	forEachServer(t, func(t *testing.T, s *server) {
-		table := s.newTable(t)
-		a := s.candidate(t, table, "concurrent", candOpts{})
-		la := acquire(t, a, "a")
-		defer release(t, la)
+		_, a, la := s.leader(t, "concurrent")
 		lg := a.Ledger()
 		ctx := ctx5(t)
 		// Eight goroutines claim the same first tick of each of four new
@@ -228,10 +222,7 @@ func TestLedger_HistoryBoundedAndFinish(t *testing.T) {
 
 func TestLedger_Invalid(t *testing.T) {
 	forEachServer(t, func(t *testing.T, s *server) {
-		table := s.newTable(t)
-		a := s.candidate(t, table, "invalid", candOpts{})
-		la := acquire(t, a, "a")
-		defer release(t, la)
+		_, a, la := s.leader(t, "invalid")
 		ctx := ctx5(t)
 		for _, c := range []schedulerhost.Claim{
 			{Job: "", Tick: tick0, Token: la.Token()},

@@ -21,10 +21,12 @@ import (
 	"github.com/batonhq/baton/internal/testenv"
 )
 
-// withSSLMode returns the PostgreSQL URL dsn with sslmode set to mode.
-func withSSLMode(t *testing.T, dsn, mode string) string {
+// sslConfig returns the pgx config of BATON_TEST_POSTGRES_DSN, a
+// postgres:// URL, with sslmode set to mode (and no sslrootcert) and a
+// connect timeout of 5 s.
+func sslConfig(t *testing.T, mode string) *pgx.ConnConfig {
 	t.Helper()
-	u, err := url.Parse(dsn)
+	u, err := url.Parse(testenv.Getenv("BATON_TEST_POSTGRES_DSN", defaultPostgresDSN))
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		t.Skipf("BATON_TEST_POSTGRES_DSN is not a postgres:// URL (%v); cannot set sslmode", err)
 	}
@@ -32,7 +34,12 @@ func withSSLMode(t *testing.T, dsn, mode string) string {
 	q.Set("sslmode", mode)
 	q.Del("sslrootcert")
 	u.RawQuery = q.Encode()
-	return u.String()
+	cfg, err := pgx.ParseConfig(u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnectTimeout = 5 * time.Second
+	return cfg
 }
 
 // TestPostgres_SSLModeRequire: with sslmode=require in the DSN, every
@@ -42,12 +49,7 @@ func withSSLMode(t *testing.T, dsn, mode string) string {
 // checks it against sslrootcert and the host name (below).
 func TestPostgres_SSLModeRequire(t *testing.T) {
 	s := getServer(t, "postgres")
-	dsn := withSSLMode(t, testenv.Getenv("BATON_TEST_POSTGRES_DSN", defaultPostgresDSN), "require")
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnectTimeout = 5 * time.Second
+	cfg := sslConfig(t, "require")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	probe, err := pgx.ConnectConfig(ctx, cfg.Copy())
@@ -115,18 +117,13 @@ func TestPostgres_SSLModeRequire(t *testing.T) {
 // once with the certificate error, not a retry loop.
 func TestPostgres_SSLModeVerifyFull(t *testing.T) {
 	s := getServer(t, "postgres")
-	dsn := withSSLMode(t, testenv.Getenv("BATON_TEST_POSTGRES_DSN", defaultPostgresDSN), "verify-full")
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnectTimeout = 5 * time.Second
+	cfg := sslConfig(t, "verify-full")
 	db := stdlib.OpenDB(*cfg)
 	defer db.Close()
 	b := s.backend(t, db, randomTable(t), "tls", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err = b.Check(ctx)
+	err := b.Check(ctx)
 	if err == nil {
 		t.Skip("the server's certificate verifies against the system roots for this host: nothing to show")
 	}

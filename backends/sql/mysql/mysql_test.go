@@ -3,7 +3,6 @@ package mysql_test
 import (
 	dbsql "database/sql"
 	"reflect"
-	"slices"
 	"testing"
 	"time"
 
@@ -33,14 +32,5 @@ func TestNew_Config(t *testing.T) {
 	}
 	if d := mysql.Driver(); d.Dialect != sql.MySQL || d.Listen != nil {
 		t.Errorf("Driver() = %+v, want MySQL without Listen", d)
-	}
-}
-
-func TestSchemaSQL(t *testing.T) {
-	t.Parallel()
-	got, err := mysql.SchemaSQL("ops.leader")
-	want, werr := sql.SchemaSQL(sql.MySQL, "ops.leader")
-	if err != nil || werr != nil || !slices.Equal(got, want) {
-		t.Errorf("SchemaSQL = %q, %v; want sql.SchemaSQL's %q, %v", got, err, want, werr)
 	}
 }

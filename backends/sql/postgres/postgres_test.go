@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	dbsql "database/sql"
-	"slices"
 	"testing"
 	"time"
 
@@ -36,14 +35,5 @@ func TestNew_Config(t *testing.T) {
 	core := sql.Config{Table: "X", PollInterval: -1}
 	if want := core.Validate(); want == nil || verr.Error() != want.Error() {
 		t.Errorf("Validate() = %v, want sql.Config's %v", verr, want)
-	}
-}
-
-func TestSchemaSQL(t *testing.T) {
-	t.Parallel()
-	got, err := postgres.SchemaSQL("ops.leader")
-	want, werr := sql.SchemaSQL(sql.Postgres, "ops.leader")
-	if err != nil || werr != nil || !slices.Equal(got, want) {
-		t.Errorf("SchemaSQL = %q, %v; want sql.SchemaSQL's %q, %v", got, err, want, werr)
 	}
 }
