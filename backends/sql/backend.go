@@ -16,7 +16,7 @@ import (
 )
 
 // Backend is an election.Backend keeping one election in one row of a SQL
-// table. It also implements election.LeaderReader, and its Ledger method
+// table; postgres.New and mysql.New return one. It also implements election.LeaderReader, and its Ledger method
 // gives the election's schedulerhost.Ledger. Its methods are safe for
 // concurrent use; a process normally runs one candidate per election.
 //
@@ -71,8 +71,8 @@ func (b *Backend) Timing() election.Timing { return b.cfg.Timing }
 // While another candidate holds a live lease, Acquire only reads the row
 // (one SELECT per PollInterval, or sooner when the row's expiry by the
 // database clock is nearer, or at once on a NOTIFY from the holder's
-// Release on PostgreSQL with postgres.Config.Listen); it writes only when the row is
-// free or expired. Errors the database answers that retrying cannot fix
+// Release on PostgreSQL with postgres.Config.Listen); it writes only when
+// the row is free or expired. Errors the database answers that retrying cannot fix
 // (a missing table: ErrSchemaMissing; a permission or syntax error) are
 // returned; network and transient errors are logged and retried.
 //

@@ -35,6 +35,13 @@ const (
 	myPoll = 250 * time.Millisecond
 )
 
+// The tests of this package run every behaviour against both servers, so
+// they take each dialect's Driver from its package: the one place where
+// backends/sql (its tests only) imports backends/sql/postgres and
+// backends/sql/mysql. They stay here, not in a third folder, because they
+// skew the Backend's wall clock through SetWallClock (export_test.go),
+// which only this package's tests can reach.
+
 // server is one database server the tests run against.
 type server struct {
 	name    string
