@@ -89,13 +89,11 @@ func newEtcd(dir string) (*backend, error) {
 	}, nil
 }
 
-func newPostgres(ctx context.Context) (*backend, error) {
-	dsn := testenv.Getenv("BATON_TEST_POSTGRES_DSN", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
-	cc, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		return nil, err
-	}
-	admin, err := sql.Open("pgx", dsn)
+// openAdmin opens the database/sql pool of driver on dsn, for the test's
+// own statements, and pings it; a server that does not answer is
+// errUnavailable.
+func openAdmin(ctx context.Context, name, driver, dsn string) (*sql.DB, error) {
+	admin, err := sql.Open(driver, dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +102,20 @@ func newPostgres(ctx context.Context) (*backend, error) {
 	cancel()
 	if err != nil {
 		admin.Close()
-		return nil, fmt.Errorf("%w: postgres %s: %v", errUnavailable, dsn, err)
+		return nil, fmt.Errorf("%w: %s %s: %v", errUnavailable, name, dsn, err)
+	}
+	return admin, nil
+}
+
+func newPostgres(ctx context.Context) (*backend, error) {
+	dsn := testenv.Getenv("BATON_TEST_POSTGRES_DSN", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	cc, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	admin, err := openAdmin(ctx, "postgres", "pgx", dsn)
+	if err != nil {
+		return nil, err
 	}
 	id := randHex(4)
 	table, app := "baton_e2e_"+id, "baton_e2e_"+id
@@ -147,16 +158,9 @@ func newMySQL(ctx context.Context) (*backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	admin, err := sql.Open("mysql", dsn)
+	admin, err := openAdmin(ctx, "mysql", "mysql", dsn)
 	if err != nil {
 		return nil, err
-	}
-	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	err = admin.PingContext(pctx)
-	cancel()
-	if err != nil {
-		admin.Close()
-		return nil, fmt.Errorf("%w: mysql %s: %v", errUnavailable, dsn, err)
 	}
 	id := randHex(4)
 	table, user := "baton_e2e_"+id, "baton_e2e_"+id
