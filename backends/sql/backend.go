@@ -41,7 +41,8 @@ var (
 // New copies cfg, applies defaults, validates it with drv and returns a
 // Backend speaking drv's dialect. It does not touch the database: call
 // Check (or EnsureSchema) to fail fast on a missing schema. Applications
-// call postgres.New or mysql.New, which supply drv.
+// normally call postgres.New or mysql.New, which supply drv; New is for a
+// program that picks the dialect at run time from one Config.
 func New(cfg Config, drv Driver) (*Backend, error) {
 	errs := cfg.problems()
 	if err := drv.validate(); err != nil {

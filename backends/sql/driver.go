@@ -34,9 +34,10 @@ func (d Dialect) String() string {
 
 // Driver is what a dialect package hands the core: which SQL to send, and
 // the parts that need the database driver's own types (its errors, and
-// PostgreSQL's LISTEN connection). backends/sql/postgres and
-// backends/sql/mysql build one each; an application calls their New and
-// never builds a Driver itself.
+// PostgreSQL's LISTEN connection). postgres.Driver and mysql.Driver return
+// one, and postgres.New and mysql.New use them; a program that builds
+// either dialect from one Config (as cmd/demo does) passes theirs to New.
+// Nobody else fills one in.
 //
 // Every function is called by the Backend, possibly from several
 // goroutines at once. A nil function means "no" (never missing, never
