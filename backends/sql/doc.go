@@ -23,7 +23,7 @@
 // The dialect choice is the package choice, so a MySQL Config cannot ask
 // for LISTEN: mysql.Config is this package's Config, and postgres.Config
 // is the same fields plus Listen. A program that picks the dialect at run
-// time (cmd/demo does) fills one Config and calls New with
+// time (the node package does) fills one Config and calls New with
 // postgres.Driver(listen) or mysql.Driver(). The package is named sql
 // after the directory; its files import database/sql as dbsql.
 //

@@ -36,8 +36,8 @@ func (d Dialect) String() string {
 // the parts that need the database driver's own types (its errors, and
 // PostgreSQL's LISTEN connection). postgres.Driver and mysql.Driver return
 // one, and postgres.New and mysql.New use them; a program that builds
-// either dialect from one Config (as cmd/demo does) passes theirs to New.
-// Nobody else fills one in.
+// either dialect from one Config (as the node package does) passes theirs
+// to New. Nobody else fills one in.
 //
 // Every function is called by the Backend, possibly from several
 // goroutines at once. A nil function means "no" (never missing, never
