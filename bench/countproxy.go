@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/net/http2/hpack"
 
-	"github.com/batonhq/baton/faultproxy"
+	"github.com/batonhq/baton/internal/faultproxy"
 )
 
 // countProxy wraps a faultproxy.Proxy: clients connect to countProxy, which

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/e2e/history"
-	"github.com/batonhq/baton/faultproxy"
+	"github.com/batonhq/baton/internal/faultproxy"
 )
 
 // event is one record of a node's JSON log, with the keys the suite reads.

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/e2e/history"
-	"github.com/batonhq/baton/faultproxy"
+	"github.com/batonhq/baton/internal/faultproxy"
 	"github.com/batonhq/baton/internal/testenv"
 )
 

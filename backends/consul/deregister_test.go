@@ -14,7 +14,7 @@ import (
 	"github.com/batonhq/baton/backends/consul"
 	"github.com/batonhq/baton/backends/consul/consultest"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/faultproxy"
+	"github.com/batonhq/baton/internal/faultproxy"
 )
 
 // serfFailed is serf's MemberStatus "failed", as /v1/agent/members (and

@@ -6,7 +6,7 @@ import (
 	"github.com/batonhq/baton/backends/consul"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
-	"github.com/batonhq/baton/faultproxy"
+	"github.com/batonhq/baton/internal/faultproxy"
 )
 
 // Once per tick across a crash, under each misfire policy, and a deposed

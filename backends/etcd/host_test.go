@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/faultproxy"
+	"github.com/batonhq/baton/internal/faultproxy"
 	"github.com/batonhq/baton/schedulerhost"
 )
 

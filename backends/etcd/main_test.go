@@ -15,7 +15,7 @@ import (
 	"github.com/batonhq/baton/backends/etcd"
 	"github.com/batonhq/baton/backends/etcd/etcdtest"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/faultproxy"
+	"github.com/batonhq/baton/internal/faultproxy"
 	"github.com/batonhq/baton/internal/testenv"
 )
 

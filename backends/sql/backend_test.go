@@ -14,7 +14,7 @@ import (
 
 	"github.com/batonhq/baton/backends/sql"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/faultproxy"
+	"github.com/batonhq/baton/internal/faultproxy"
 )
 
 func acquire(t *testing.T, b election.Backend, id string) election.Lease {
