@@ -115,7 +115,7 @@ func (sc *scenario) check(from, to time.Time) string {
 	}
 	if !r.OK() || len(sc.problems) > 0 {
 		var b strings.Builder
-		fmt.Fprintf(&b, "%s: %d violations, %d problems\nreplay: BATON_E2E_SEED=%d BATON_E2E_BACKENDS=%s BATON_E2E_PROFILE=%s go test -count=1 -v -run 'TestFaults' ./e2e\nartifacts: %s (runs.log, node-*.log, jobs.yaml)\n",
+		fmt.Fprintf(&b, "%s: %d violations, %d problems\nreplay: BATON_E2E=1 BATON_E2E_SEED=%d BATON_E2E_BACKENDS=%s BATON_E2E_PROFILE=%s go test -count=1 -v -run 'TestFaults' ./e2e\nartifacts: %s (runs.log, node-*.log, jobs.yaml)\n",
 			be.name, len(r.Violations), len(sc.problems), sc.seed, be.name, sc.prof.name, sc.dir)
 		b.WriteString("fault timeline:\n")
 		for _, f := range sc.timeline {

@@ -11,8 +11,19 @@
 // the start and at the end of every run to a file opened with O_APPEND,
 // and each node's JSON log gives its terms. e2e/history checks them.
 //
+// The suite is the slow tier: it runs only with BATON_E2E=1, so that
+// `go test ./...` from the repository root stays fast and skips it with a
+// message. `make test` runs it after the fast tier, and `make soak` runs
+// its long profile; both set BATON_E2E=1. By hand, from this directory:
+//
+//	BATON_E2E=1 go test -race -count=1 -timeout 15m
+//
+// The checker in e2e/history has unit tests of its own that run in the
+// fast tier.
+//
 // Environment:
 //
+//	BATON_E2E=1         runs the suite (without it, TestFaults skips)
 //	BATON_E2E_PROFILE   short (default; every fault type once per backend)
 //	                    or long (random faults until BATON_E2E_DURATION)
 //	BATON_E2E_DURATION  long profile's length (default 30m)

@@ -68,6 +68,7 @@ func envProfile(t *testing.T) profile {
 // TestFaults runs the fault scenario on every backend named by
 // BATON_E2E_BACKENDS, in parallel, and checks each history.
 func TestFaults(t *testing.T) {
+	skipUnlessEnabled(t)
 	if testing.Short() {
 		t.Skip("starts servers and node processes")
 	}
