@@ -1,30 +1,33 @@
-// Package consultest runs a real Consul dev agent for tests: on free
-// loopback ports, quiet (log level warn, output to a file), stopped by
-// Close. Start is usable from any program (e2e, demos); StartT wraps it
-// for tests, skipping loudly (or failing under BATON_TEST_REQUIRE=1) when
-// no consul binary is found. With Options.Join it runs a client agent
-// joined to such a server instead, as production hosts run one: its own
-// node, data directory and ports, so that it can be killed and its node
-// failed, force-left or deregistered while the server keeps running.
+// Package consultest runs a real Consul agent for tests: on free loopback
+// ports, quiet (log level warn, output to a file), stopped by Close. Start
+// is usable from any program (e2e, demos); StartT wraps it for tests,
+// skipping loudly (or failing under BATON_TEST_REQUIRE=1) when no consul
+// binary is found.
+//
+// Three kinds of agent:
+//   - by default a dev agent: a single server keeping its state in memory;
+//   - with Options.DataDir a single server (-server -bootstrap-expect=1)
+//     keeping its raft state in that directory, so that Restart stops and
+//     starts it without losing keys, sessions or indexes;
+//   - with Options.Join a client agent joined to such a server, as
+//     production hosts run one: its own node, data directory and ports, so
+//     that it can be killed and its node failed, force-left or
+//     deregistered while the server keeps running.
 //
 // The binary is found in this order: $CONSUL_BIN, <repo>/.bin/consul
 // (built by tools/consul/build.sh), consul on $PATH.
 package consultest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
-	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -38,71 +41,27 @@ import (
 // ACL policy for sessions names it (session "baton-test" { policy = "write" }).
 const NodeName = "baton-test"
 
-// ErrNoBinary is returned by Binary and Start when no consul binary is
-// found.
-var ErrNoBinary = errors.New("consultest: no consul binary (set CONSUL_BIN, run tools/consul/build.sh, or put consul on PATH)")
+// stopGrace is how long Close and Restart wait after SIGTERM before they
+// send SIGKILL.
+const stopGrace = 10 * time.Second
 
-// Binary returns the path of the consul binary to run: $CONSUL_BIN,
-// <repo>/.bin/consul, or consul on $PATH, in that order.
-func Binary() (string, error) {
-	if p := os.Getenv("CONSUL_BIN"); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("consultest: CONSUL_BIN: %w", err)
-		}
-		return p, nil
-	}
-	if root := repoRoot(); root != "" {
-		p := filepath.Join(root, ".bin", "consul")
-		if st, err := os.Stat(p); err == nil && !st.IsDir() {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath("consul"); err == nil {
-		return p, nil
-	}
-	return "", ErrNoBinary
-}
-
-// repoRoot finds the root of the baton module: up from the working
-// directory, then up from this source file.
-func repoRoot() string {
-	var starts []string
-	if wd, err := os.Getwd(); err == nil {
-		starts = append(starts, wd)
-	}
-	if _, file, _, ok := runtime.Caller(0); ok {
-		starts = append(starts, filepath.Dir(file))
-	}
-	for _, dir := range starts {
-		for {
-			b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-			if err == nil && bytes.HasPrefix(bytes.TrimSpace(b), []byte("module github.com/batonhq/baton\n")) {
-				return dir
-			}
-			parent := filepath.Dir(dir)
-			if parent == dir {
-				break
-			}
-			dir = parent
-		}
-	}
-	return ""
-}
-
-// Agent is a running `consul agent -dev`, or a client agent joined to
-// one (Options.Join). Its methods are safe for concurrent use. Close stops
-// it.
+// Agent is a running Consul agent: `consul agent -dev`, a server with a
+// data directory (Options.DataDir), or a client agent joined to a server
+// (Options.Join). Its methods are safe for concurrent use. Close stops it.
 type Agent struct {
-	// HTTPAddr is the agent's HTTP API address (host:port).
+	// HTTPAddr is the agent's HTTP API address (host:port). It stays the
+	// same across Restart.
 	HTTPAddr string
 	// SerfLANAddr is the agent's gossip (serf LAN) address (host:port):
 	// what a client agent joins (Options.Join).
 	SerfLANAddr string
 	// NodeName is the agent's node name: the node its sessions belong to.
 	NodeName string
-	// Dir is the agent's temporary directory, removed by Close.
+	// Dir is the agent's directory: Options.DataDir, or a temporary
+	// directory that Close removes.
 	Dir string
-	// LogPath is the file receiving the agent's output (in Dir).
+	// LogPath is the file receiving the agent's output (in Dir). Restart
+	// appends to it.
 	LogPath string
 	// Binary is the consul binary running.
 	Binary string
@@ -113,56 +72,18 @@ type Agent struct {
 	// agent was started with Options.ACLManagementToken; empty otherwise.
 	ManagementToken string
 
-	cmd    *exec.Cmd
-	exited chan struct{}
-	err    error // set before exited closes
+	args    []string      // after the binary; the same at every start
+	timeout time.Duration // readiness bound of every start
+	keepDir bool          // Options.DataDir: Close keeps Dir, Restart is allowed
+	health  bool          // ready when the node's serfHealth passes, not just registered
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd     // the current process
+	exited chan struct{} // closed when cmd has been waited for
+	err    error         // cmd's exit error, set before exited closes
 }
 
-// Options tune Start. The zero value is fine.
-type Options struct {
-	// Binary is the consul binary; empty means Binary().
-	Binary string
-	// LogLevel is the agent's log level; empty means "warn".
-	LogLevel string
-	// StartTimeout bounds the wait for the agent to elect itself and
-	// register its node. Zero means 60 s.
-	StartTimeout time.Duration
-	// Args are extra arguments to `consul agent`.
-	Args []string
-	// ACLManagementToken, when not empty, turns ACLs on with default policy
-	// "deny": requests without a token (the anonymous token) or with an
-	// unknown one are refused. This token (a UUID) is the initial
-	// management token, with every permission, and the agent's own token.
-	ACLManagementToken string
-	// TLS, when not nil, adds an HTTPS listener (Agent.HTTPSAddr) with
-	// this certificate; the plain HTTP listener stays.
-	TLS *TLS
-	// Join, when not empty, starts a client agent instead of a dev server:
-	// server = false, its own data directory (under Agent.Dir), joined to
-	// the server whose serf LAN address (Agent.SerfLANAddr) Join is. Start
-	// returns once the server has registered the client's node. Not with
-	// ACLManagementToken or TLS.
-	Join string
-	// NodeName is the agent's node name. Empty means the package's
-	// NodeName for a dev agent, and "baton-client-" plus the agent's HTTP
-	// port for a client agent. Node names must be unique in a cluster.
-	NodeName string
-}
-
-// TLS is the agent's HTTPS listener configuration (PEM files).
-type TLS struct {
-	// CertFile and KeyFile are the agent's certificate, valid for
-	// 127.0.0.1, and its key. Required.
-	CertFile, KeyFile string
-	// CAFile is the CA that signed CertFile and, with VerifyIncoming,
-	// the clients' certificates. Required.
-	CAFile string
-	// VerifyIncoming makes the HTTPS listener require client
-	// certificates signed by CAFile.
-	VerifyIncoming bool
-}
-
-// Start runs a Consul dev agent (a single server, in-memory data) on free
+// Start runs an agent (a dev agent unless Options say otherwise) on free
 // loopback ports and waits until it has a raft leader and has registered
 // its node, so that sessions can be created. The agent keeps running
 // until Close, even if ctx ends after Start returned.
@@ -174,16 +95,19 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 			return nil, err
 		}
 	}
-	if opts.Join != "" && (opts.ACLManagementToken != "" || opts.TLS != nil) {
-		return nil, errors.New("consultest: Options.Join: a client agent cannot have ACLManagementToken or TLS")
+	if opts.Join != "" && (opts.ACLManagementToken != "" || opts.TLS != nil || opts.DataDir != "") {
+		return nil, errors.New("consultest: Options.Join: a client agent cannot have ACLManagementToken, TLS or DataDir")
 	}
 	var lastErr error
 	for range 3 { // a free port can be taken between probe and use
-		a, err := start(ctx, bin, opts)
-		if err == nil {
+		a, err := newAgent(bin, opts)
+		if err != nil {
+			return nil, err
+		}
+		if lastErr = a.start(ctx); lastErr == nil {
 			return a, nil
 		}
-		lastErr = err
+		a.Close()
 		if ctx.Err() != nil {
 			break
 		}
@@ -191,107 +115,44 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 	return nil, lastErr
 }
 
-func start(ctx context.Context, bin string, opts Options) (*Agent, error) {
-	ports, err := freePorts(5)
+// start runs the agent's process and waits until it is ready. On error
+// the process is stopped.
+func (a *Agent) start(ctx context.Context) error {
+	logf, err := os.OpenFile(a.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "baton-consul-")
-	if err != nil {
-		return nil, err
-	}
-	logPath := filepath.Join(dir, "agent.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
+		return err
 	}
 	defer logf.Close()
-	level := opts.LogLevel
-	if level == "" {
-		level = "warn"
-	}
-	http, serfLAN, serfWAN, server := ports[0], ports[1], ports[2], ports[3]
-	node := opts.NodeName
-	if node == "" {
-		node = NodeName
-		if opts.Join != "" {
-			node = "baton-client-" + strconv.Itoa(http)
-		}
-	}
-	args := []string{"agent", "-dev"}
-	if opts.Join != "" {
-		// A client agent: persistent state in its own directory, joined
-		// to the server (retrying until the server answers).
-		args = []string{"agent", "-data-dir=" + filepath.Join(dir, "data"), "-retry-join=" + opts.Join}
-	}
-	args = append(args,
-		"-node="+node,
-		"-bind=127.0.0.1", "-client=127.0.0.1",
-		"-http-port="+strconv.Itoa(http),
-		"-serf-lan-port="+strconv.Itoa(serfLAN),
-		"-serf-wan-port="+strconv.Itoa(serfWAN),
-		"-server-port="+strconv.Itoa(server),
-		"-dns-port=-1", "-grpc-port=-1", "-grpc-tls-port=-1",
-		"-log-level="+level,
-		"-hcl=disable_update_check = true",
-		"-hcl=connect { enabled = false }",
-		"-hcl=peering { enabled = false }",
-	)
-	httpsAddr := ""
-	if t := opts.TLS; t != nil {
-		httpsAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[4]))
-		args = append(args, "-https-port="+strconv.Itoa(ports[4]), fmt.Sprintf(
-			`-hcl=tls { defaults { ca_file = %q, cert_file = %q, key_file = %q, verify_incoming = %v } }`,
-			t.CAFile, t.CertFile, t.KeyFile, t.VerifyIncoming))
-	}
-	if tok := opts.ACLManagementToken; tok != "" {
-		args = append(args, fmt.Sprintf(
-			`-hcl=acl { enabled = true, default_policy = "deny", enable_token_persistence = false, tokens { initial_management = %q, agent = %q } }`,
-			tok, tok))
-	}
-	args = append(args, opts.Args...)
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = dir
+	cmd := exec.Command(a.Binary, a.args...)
+	cmd.Dir = a.Dir
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // no terminal signals
 	if err := cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("consultest: start %s: %w", bin, err)
+		return fmt.Errorf("consultest: start %s: %w", a.Binary, err)
 	}
-	a := &Agent{
-		HTTPAddr:    net.JoinHostPort("127.0.0.1", strconv.Itoa(http)),
-		SerfLANAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(serfLAN)),
-		NodeName:    node,
-		Dir:         dir,
-		LogPath:     logPath,
-		Binary:      bin,
-		cmd:         cmd,
-
-		HTTPSAddr:       httpsAddr,
-		ManagementToken: opts.ACLManagementToken,
-		exited:          make(chan struct{}),
-	}
-	go func() { // owned by the Agent: Close waits for it
-		a.err = cmd.Wait()
-		close(a.exited)
+	exited := make(chan struct{})
+	a.mu.Lock()
+	a.cmd, a.exited, a.err = cmd, exited, nil
+	a.mu.Unlock()
+	go func() { // owned by the Agent: stop waits for it
+		err := cmd.Wait()
+		a.mu.Lock()
+		a.err = err
+		a.mu.Unlock()
+		close(exited)
 	}()
-	timeout := opts.StartTimeout
-	if timeout == 0 {
-		timeout = 60 * time.Second
-	}
-	wctx, cancel := context.WithTimeout(ctx, timeout)
+	wctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
-	if err := a.waitReady(wctx); err != nil {
+	if err := a.waitReady(wctx, exited); err != nil {
 		log := a.LogTail(4096)
-		a.Close()
-		return nil, fmt.Errorf("consultest: agent on %s not ready: %w\n%s", a.HTTPAddr, err, log)
+		a.stop()
+		return fmt.Errorf("consultest: agent on %s not ready: %w\n%s", a.HTTPAddr, err, log)
 	}
-	return a, nil
+	return nil
 }
 
-func (a *Agent) waitReady(ctx context.Context) error {
+func (a *Agent) waitReady(ctx context.Context, exited <-chan struct{}) error {
 	hc := &http.Client{Timeout: 2 * time.Second}
 	get := func(path string) (string, error) {
 		req, err := http.NewRequestWithContext(ctx, "GET", "http://"+a.HTTPAddr+path, nil)
@@ -315,8 +176,11 @@ func (a *Agent) waitReady(ctx context.Context) error {
 	var last error
 	for {
 		select {
-		case <-a.exited:
-			return fmt.Errorf("agent exited: %v", a.err)
+		case <-exited:
+			a.mu.Lock()
+			err := a.err
+			a.mu.Unlock()
+			return fmt.Errorf("agent exited: %v", err)
 		case <-ctx.Done():
 			return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
 		case <-time.After(50 * time.Millisecond):
@@ -326,12 +190,63 @@ func (a *Agent) waitReady(ctx context.Context) error {
 			last = fmt.Errorf("no raft leader yet (%v)", err)
 			continue
 		}
+		if a.health {
+			node, err := get("/v1/health/node/" + a.NodeName)
+			if err != nil || !strings.Contains(node, `"serfHealth"`) || !strings.Contains(node, `"passing"`) {
+				last = fmt.Errorf("node not registered and healthy yet (%v)", err)
+				continue
+			}
+			return nil
+		}
 		node, err := get("/v1/catalog/node/" + a.NodeName)
 		if err != nil || node == "null" || !strings.Contains(node, `"Node"`) {
 			last = fmt.Errorf("node not registered yet (%v)", err)
 			continue
 		}
 		return nil
+	}
+}
+
+// Restart stops an agent started with Options.DataDir (SIGTERM, then
+// SIGKILL after 10 s) and starts it again on the same ports and data
+// directory, then waits until it is ready, as Start does. Keys, sessions
+// and indexes survive; Consul resets session TTL timers when its leader is
+// elected. Other agents keep their state in memory or in a temporary
+// directory, and Restart refuses them.
+func (a *Agent) Restart(ctx context.Context) error {
+	if !a.keepDir {
+		return errors.New("consultest: Restart needs an agent started with Options.DataDir")
+	}
+	a.stop()
+	var err error
+	for range 20 { // the old listeners may take a moment to be released
+		if err = a.start(ctx); err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return err
+}
+
+// stop sends SIGTERM to the current process, then SIGKILL after
+// stopGrace, and waits for it to exit. It returns at once if the process
+// has already exited.
+func (a *Agent) stop() {
+	a.mu.Lock()
+	cmd, exited := a.cmd, a.exited
+	a.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(stopGrace):
+		_ = cmd.Process.Kill()
+		<-exited
 	}
 }
 
@@ -374,24 +289,26 @@ func (a *Agent) LogTail(n int) string {
 // their gossip probes go unanswered. It waits for the process to exit and
 // keeps the directory (LogTail still works); Close removes it.
 func (a *Agent) Kill() {
-	if a.cmd.Process != nil {
-		_ = a.cmd.Process.Kill()
+	a.mu.Lock()
+	cmd, exited := a.cmd, a.exited
+	a.mu.Unlock()
+	if cmd == nil {
+		return
 	}
-	<-a.exited
+	if cmd.Process != nil {
+		_ = cmd.Process.Kill()
+	}
+	<-exited
 }
 
-// Close stops the agent (SIGTERM, then SIGKILL after 5 s), waits for it to
-// exit and removes its directory. A client agent leaves the cluster
-// gracefully on SIGTERM. Close after Kill only removes the directory.
+// Close stops the agent (SIGTERM, then SIGKILL after 10 s) and waits for
+// it to exit; then it removes the agent's directory, unless that is
+// Options.DataDir. A client agent leaves the cluster gracefully on
+// SIGTERM. Close after Kill only removes the directory.
 func (a *Agent) Close() error {
-	if a.cmd.Process != nil {
-		_ = a.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-a.exited:
-		case <-time.After(5 * time.Second):
-			_ = a.cmd.Process.Kill()
-			<-a.exited
-		}
+	a.stop()
+	if a.keepDir {
+		return nil
 	}
 	return os.RemoveAll(a.Dir)
 }
@@ -421,23 +338,4 @@ func StartTWith(t testing.TB, opts Options) *Agent {
 		a.Close()
 	})
 	return a
-}
-
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
