@@ -2,24 +2,16 @@ package e2e
 
 import (
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5"
-	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/batonhq/baton/backends/consul/consultest"
 	"github.com/batonhq/baton/backends/etcd/etcdtest"
-	"github.com/batonhq/baton/e2e/internal/consulsrv"
+	"github.com/batonhq/baton/internal/testdb"
 	"github.com/batonhq/baton/internal/testenv"
 )
 
@@ -47,24 +39,14 @@ type backend struct {
 	close       func()
 }
 
-// errUnavailable marks a server that cannot be reached: the test skips
-// (or fails under BATON_TEST_REQUIRE=1).
-var errUnavailable = errors.New("unavailable")
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 func newBackend(ctx context.Context, name, dir string) (*backend, error) {
 	switch name {
 	case "etcd":
 		return newEtcd(dir)
 	case "postgres":
-		return newPostgres(ctx)
+		return newSQL(ctx, testdb.Postgres)
 	case "mysql", "mariadb":
-		return newMySQL(ctx)
+		return newSQL(ctx, testdb.MySQL)
 	case "consul":
 		return newConsul(ctx, dir)
 	}
@@ -89,143 +71,123 @@ func newEtcd(dir string) (*backend, error) {
 	}, nil
 }
 
-// openAdmin opens the database/sql pool of driver on dsn, for the test's
-// own statements, and pings it; a server that does not answer is
-// errUnavailable.
-func openAdmin(ctx context.Context, name, driver, dsn string) (*sql.DB, error) {
-	admin, err := sql.Open(driver, dsn)
+// newSQL is a backend on the shared test server of dialect d, with a table
+// of its own. The nodes connect under a name of their own too (PostgreSQL:
+// an application_name; MySQL: a user), so that the backend-restart fault
+// kills exactly their connections.
+func newSQL(ctx context.Context, d testdb.Dialect) (*backend, error) {
+	srv, err := testdb.Open(ctx, d)
 	if err != nil {
 		return nil, err
 	}
-	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	err = admin.PingContext(pctx)
-	cancel()
-	if err != nil {
-		admin.Close()
-		return nil, fmt.Errorf("%w: %s %s: %v", errUnavailable, name, dsn, err)
-	}
-	return admin, nil
-}
-
-func newPostgres(ctx context.Context) (*backend, error) {
-	dsn := testenv.Getenv("BATON_TEST_POSTGRES_DSN", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
-	cc, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		return nil, err
-	}
-	admin, err := openAdmin(ctx, "postgres", "pgx", dsn)
-	if err != nil {
-		return nil, err
-	}
-	id := randHex(4)
-	table, app := "baton_e2e_"+id, "baton_e2e_"+id
-	u, err := url.Parse(dsn)
-	if err != nil {
-		admin.Close()
-		return nil, err
-	}
+	name := testdb.NewName("baton_e2e_")
+	table := name // and the application name or user
 	ttl, poll := 3*time.Second, 250*time.Millisecond
-	return &backend{
-		name: "postgres", target: net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), nodes: 4, ttl: ttl, poll: poll,
+	be := &backend{
+		name: string(d), target: srv.Addr, nodes: 4, ttl: ttl, poll: poll,
 		grace: 30 * time.Second, crashBound: ttl + poll, handoverBound: time.Second + poll,
-		args: func(addr string) []string {
-			v := *u
-			v.Host = addr
-			q := v.Query()
-			q.Set("application_name", app)
-			v.RawQuery = q.Encode()
-			return []string{"--backend", "postgres", "--dsn", v.String(), "--table", table}
-		},
-		restart: func(ctx context.Context) error {
-			_, err := admin.ExecContext(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, app)
-			return err
-		},
-		restartKind: "pg_terminate_backend of every connection of the nodes (application_name " + app + ")",
-		close: func() {
-			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			for _, q := range []string{"DROP TABLE IF EXISTS %s_runs", "DROP TABLE IF EXISTS %s_ticks", "DROP TABLE IF EXISTS %s", "DROP SEQUENCE IF EXISTS %s_token_seq"} {
-				_, _ = admin.ExecContext(cctx, fmt.Sprintf(q, table))
-			}
-			admin.Close()
-		},
-	}, nil
+	}
+	var dropUser func(context.Context)
+	switch d {
+	case testdb.Postgres:
+		err = postgresNodes(be, srv, table, name)
+	case testdb.MySQL:
+		dropUser, err = mysqlNodes(ctx, be, srv, table, name)
+	}
+	if err != nil {
+		srv.Close()
+		return nil, err
+	}
+	be.close = func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.DropTables(cctx, table)
+		if dropUser != nil {
+			dropUser(cctx)
+		}
+		srv.Close()
+	}
+	return be, nil
 }
 
-func newMySQL(ctx context.Context) (*backend, error) {
-	dsn := testenv.Getenv("BATON_TEST_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/test?parseTime=true")
-	mc, err := mysql.ParseDSN(dsn)
+// postgresNodes sets the node flags and the restart fault of a PostgreSQL
+// backend whose nodes connect with application_name app.
+func postgresNodes(be *backend, srv *testdb.Server, table, app string) error {
+	u, err := url.Parse(srv.DSN)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	admin, err := openAdmin(ctx, "mysql", "mysql", dsn)
-	if err != nil {
-		return nil, err
+	be.args = func(addr string) []string {
+		v := *u
+		v.Host = addr
+		q := v.Query()
+		q.Set("application_name", app)
+		v.RawQuery = q.Encode()
+		return []string{"--backend", "postgres", "--dsn", v.String(), "--table", table}
 	}
-	id := randHex(4)
-	table, user := "baton_e2e_"+id, "baton_e2e_"+id
-	// A user of its own, so that the backend-restart fault kills exactly
-	// the nodes' connections.
+	be.restart = func(ctx context.Context) error {
+		_, err := srv.Admin.ExecContext(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, app)
+		return err
+	}
+	be.restartKind = "pg_terminate_backend of every connection of the nodes (application_name " + app + ")"
+	return nil
+}
+
+// mysqlNodes creates the user the nodes connect as and sets their flags
+// and the restart fault. It returns the drop of the user.
+func mysqlNodes(ctx context.Context, be *backend, srv *testdb.Server, table, user string) (dropUser func(context.Context), err error) {
+	admin := srv.Admin
 	for _, q := range []string{
 		fmt.Sprintf("CREATE USER '%s'@'%%'", user),
 		fmt.Sprintf("CREATE USER '%s'@'localhost'", user),
-		fmt.Sprintf("GRANT ALL PRIVILEGES ON `%s`.* TO '%s'@'%%'", mc.DBName, user),
-		fmt.Sprintf("GRANT ALL PRIVILEGES ON `%s`.* TO '%s'@'localhost'", mc.DBName, user),
+		fmt.Sprintf("GRANT ALL PRIVILEGES ON `%s`.* TO '%s'@'%%'", srv.DBName, user),
+		fmt.Sprintf("GRANT ALL PRIVILEGES ON `%s`.* TO '%s'@'localhost'", srv.DBName, user),
 	} {
 		if _, err := admin.ExecContext(ctx, q); err != nil {
-			admin.Close()
 			return nil, fmt.Errorf("mysql: %s: %w", q, err)
 		}
 	}
-	ttl, poll := 3*time.Second, 250*time.Millisecond
-	return &backend{
-		name: "mysql", target: mc.Addr, nodes: 4, ttl: ttl, poll: poll,
-		grace: 30 * time.Second, crashBound: ttl + poll, handoverBound: time.Second + poll,
-		args: func(addr string) []string {
-			c := mysql.NewConfig()
-			c.User, c.Net, c.Addr, c.DBName, c.ParseTime = user, "tcp", addr, mc.DBName, true
-			return []string{"--backend", "mysql", "--dsn", c.FormatDSN(), "--table", table}
-		},
-		restart: func(ctx context.Context) error {
-			rows, err := admin.QueryContext(ctx, `SELECT ID FROM information_schema.PROCESSLIST WHERE USER = ?`, user)
-			if err != nil {
+	be.args = func(addr string) []string {
+		c := mysql.NewConfig()
+		c.User, c.Net, c.Addr, c.DBName, c.ParseTime = user, "tcp", addr, srv.DBName, true
+		return []string{"--backend", "mysql", "--dsn", c.FormatDSN(), "--table", table}
+	}
+	be.restart = func(ctx context.Context) error {
+		rows, err := admin.QueryContext(ctx, `SELECT ID FROM information_schema.PROCESSLIST WHERE USER = ?`, user)
+		if err != nil {
+			return err
+		}
+		var ids []int64
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
 				return err
 			}
-			var ids []int64
-			for rows.Next() {
-				var id int64
-				if err := rows.Scan(&id); err != nil {
-					rows.Close()
-					return err
-				}
-				ids = append(ids, id)
-			}
-			rows.Close()
-			for _, id := range ids {
-				_, _ = admin.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id)) // may be gone already
-			}
-			return nil
-		},
-		restartKind: "KILL CONNECTION of every connection of the nodes (user " + user + ")",
-		close: func() {
-			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			for _, q := range []string{"DROP TABLE IF EXISTS %s_runs", "DROP TABLE IF EXISTS %s_ticks", "DROP TABLE IF EXISTS %s", "DROP TABLE IF EXISTS %s_seq"} {
-				_, _ = admin.ExecContext(cctx, fmt.Sprintf(q, table))
-			}
-			_, _ = admin.ExecContext(cctx, fmt.Sprintf("DROP USER IF EXISTS '%s'@'%%'", user))
-			_, _ = admin.ExecContext(cctx, fmt.Sprintf("DROP USER IF EXISTS '%s'@'localhost'", user))
-			admin.Close()
-		},
+			ids = append(ids, id)
+		}
+		rows.Close()
+		for _, id := range ids {
+			_, _ = admin.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id)) // may be gone already
+		}
+		return nil
+	}
+	be.restartKind = "KILL CONNECTION of every connection of the nodes (user " + user + ")"
+	return func(ctx context.Context) {
+		_, _ = admin.ExecContext(ctx, fmt.Sprintf("DROP USER IF EXISTS '%s'@'%%'", user))
+		_, _ = admin.ExecContext(ctx, fmt.Sprintf("DROP USER IF EXISTS '%s'@'localhost'", user))
 	}, nil
 }
 
+// newConsul is a single Consul server with its data in dir/consul: not a
+// dev agent, so that a restart keeps the raft state and the lock's
+// ModifyIndex (the fencing token) keeps rising.
 func newConsul(ctx context.Context, dir string) (*backend, error) {
 	bin, err := consultest.Binary()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errUnavailable, err)
+		return nil, fmt.Errorf("%w: %v", testenv.ErrUnavailable, err)
 	}
-	srv, err := consulsrv.Start(ctx, bin, filepath.Join(dir, "consul"))
+	srv, err := consultest.Start(ctx, consultest.Options{Binary: bin, DataDir: filepath.Join(dir, "consul"), NodeName: "baton-e2e"})
 	if err != nil {
 		return nil, err
 	}
@@ -241,6 +203,6 @@ func newConsul(ctx context.Context, dir string) (*backend, error) {
 		},
 		restart:     srv.Restart,
 		restartKind: "Consul server agent (non-dev, data dir kept) stopped with SIGTERM and started again",
-		close:       srv.Close,
+		close:       func() { srv.Close() },
 	}, nil
 }

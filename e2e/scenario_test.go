@@ -458,7 +458,7 @@ func runScenario(t *testing.T, name string, prof profile, seed uint64) string {
 	}()
 	ctx := context.Background()
 	be, err := newBackend(ctx, name, dir)
-	if errors.Is(err, errUnavailable) {
+	if errors.Is(err, testenv.ErrUnavailable) {
 		testenv.Unavailable(t, "%v", err)
 	}
 	if err != nil {

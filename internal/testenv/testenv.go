@@ -2,9 +2,15 @@
 package testenv
 
 import (
+	"errors"
 	"os"
 	"testing"
 )
+
+// ErrUnavailable marks an error that means a server a test needs cannot be
+// reached (or a tool it needs is missing). A caller that gets one calls
+// Unavailable instead of failing.
+var ErrUnavailable = errors.New("server unavailable")
 
 // Required reports whether tests must fail rather than skip when a server
 // they need is unreachable (BATON_TEST_REQUIRE=1, set by CI).
