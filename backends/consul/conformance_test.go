@@ -45,41 +45,6 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-func acquire(t *testing.T, b election.Backend, id string, timeout time.Duration) election.Lease {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	l, err := b.Acquire(ctx, election.Identity{ID: id, Host: "test", PID: os.Getpid()})
-	if err != nil {
-		t.Fatalf("%s: Acquire: %v", id, err)
-	}
-	return l
-}
-
-func release(t *testing.T, l election.Lease) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := l.Release(ctx); err != nil {
-		t.Errorf("Release: %v", err)
-	}
-}
-
-type result struct {
-	lease election.Lease
-	err   error
-	at    time.Time
-}
-
-func acquireAsync(ctx context.Context, b election.Backend, id string) <-chan result {
-	ch := make(chan result, 1)
-	go func() {
-		l, err := b.Acquire(ctx, election.Identity{ID: id, Host: "test", PID: os.Getpid()})
-		ch <- result{l, err, time.Now()}
-	}()
-	return ch
-}
-
 // TestHandover_Graceful measures Release on the leader to a waiting
 // follower leading, several times.
 func TestHandover_Graceful(t *testing.T) {
@@ -87,27 +52,27 @@ func TestHandover_Graceful(t *testing.T) {
 	key := newKey(t)
 	c1, c2 := newCandidate(t, a, key), newCandidate(t, a, key)
 	cands := []candidate{c1, c2}
-	l := acquire(t, c1, "c0", 30*time.Second)
+	l := electiontest.Acquire(t, c1, "c0", 30*time.Second)
 	var took []time.Duration
 	for i := range 8 {
 		next := cands[(i+1)%2]
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		ch := acquireAsync(ctx, next, "c"+strconv.Itoa(i+1))
+		ch := electiontest.AcquireAsync(ctx, next, "c"+strconv.Itoa(i+1))
 		time.Sleep(300 * time.Millisecond) // let it reach its blocking query
 		released := time.Now()
-		release(t, l)
+		electiontest.Release(t, l)
 		r := <-ch
 		cancel()
-		if r.err != nil {
-			t.Fatalf("handover %d: %v", i, r.err)
+		if r.Err != nil {
+			t.Fatalf("handover %d: %v", i, r.Err)
 		}
-		if r.lease.Token() <= l.Token() {
-			t.Errorf("handover %d: token %d <= previous %d", i, r.lease.Token(), l.Token())
+		if r.Lease.Token() <= l.Token() {
+			t.Errorf("handover %d: token %d <= previous %d", i, r.Lease.Token(), l.Token())
 		}
-		took = append(took, r.at.Sub(released))
-		l = r.lease
+		took = append(took, r.At.Sub(released))
+		l = r.Lease
 	}
-	release(t, l)
+	electiontest.Release(t, l)
 	slices.Sort(took)
 	t.Logf("graceful handover (Release called -> follower leads), %d runs: min %v, median %v, max %v",
 		len(took), took[0].Round(time.Microsecond), took[len(took)/2].Round(time.Microsecond), took[len(took)-1].Round(time.Microsecond))
@@ -125,10 +90,10 @@ func TestFailover_Crash(t *testing.T) {
 	a := sharedAgent(t)
 	key := newKey(t)
 	ca, cb := newCandidate(t, a, key), newCandidate(t, a, key)
-	la := acquire(t, ca, "a", 30*time.Second)
+	la := electiontest.Acquire(t, ca, "a", 30*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ch := acquireAsync(ctx, cb, "b")
+	ch := electiontest.AcquireAsync(ctx, cb, "b")
 	time.Sleep(time.Second)
 	ca.proxy.Blackhole()
 	cut := time.Now()
@@ -137,30 +102,30 @@ func TestFailover_Crash(t *testing.T) {
 	case <-la.Done():
 		aEnded = time.Now()
 	case r := <-ch:
-		t.Fatalf("b acquired (err %v) while a's term was open", r.err)
+		t.Fatalf("b acquired (err %v) while a's term was open", r.Err)
 	}
 	r := <-ch
-	if r.err != nil {
-		t.Fatalf("b: %v", r.err)
+	if r.Err != nil {
+		t.Fatalf("b: %v", r.Err)
 	}
 	bound := 2*consul.DefaultTTL + defaultLockDelay + time.Second
 	t.Logf("crash failover: a's term ended %v after the cut (local deadline), b led %v after the cut (bound %v)",
-		aEnded.Sub(cut).Round(time.Millisecond), r.at.Sub(cut).Round(time.Millisecond), bound)
-	if !r.at.After(aEnded) {
-		t.Errorf("b led at %v, before a's term ended at %v", r.at, aEnded)
+		aEnded.Sub(cut).Round(time.Millisecond), r.At.Sub(cut).Round(time.Millisecond), bound)
+	if !r.At.After(aEnded) {
+		t.Errorf("b led at %v, before a's term ended at %v", r.At, aEnded)
 	}
-	if took := r.at.Sub(cut); took > bound {
+	if took := r.At.Sub(cut); took > bound {
 		t.Errorf("failover took %v, want <= %v", took, bound)
 	}
 	if !errors.Is(la.Err(), election.ErrLeadershipLost) {
 		t.Errorf("a's Err() = %v, want ErrLeadershipLost", la.Err())
 	}
-	if r.lease.Token() <= la.Token() {
-		t.Errorf("b's token %d <= a's %d", r.lease.Token(), la.Token())
+	if r.Lease.Token() <= la.Token() {
+		t.Errorf("b's token %d <= a's %d", r.Lease.Token(), la.Token())
 	}
 	ca.proxy.Heal()
-	release(t, la)
-	release(t, r.lease)
+	electiontest.Release(t, la)
+	electiontest.Release(t, r.Lease)
 }
 
 // TestConsulLock_Interop checks mutual exclusion with `consul lock
@@ -203,24 +168,24 @@ func TestConsulLock_Interop(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ch := acquireAsync(ctx, c, "baton")
+	ch := electiontest.AcquireAsync(ctx, c, "baton")
 	select {
 	case r := <-ch:
-		t.Fatalf("Acquire returned while consul lock held the key: lease %v, err %v", r.lease, r.err)
+		t.Fatalf("Acquire returned while consul lock held the key: lease %v, err %v", r.Lease, r.Err)
 	case <-time.After(3 * time.Second):
 	}
 	stopped := time.Now()
 	lockCmd.Process.Signal(os.Interrupt) // consul lock releases on interrupt
-	var r result
+	var r electiontest.Result
 	select {
 	case r = <-ch:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Acquire did not return within 10s of consul lock being interrupted")
 	}
-	if r.err != nil {
-		t.Fatalf("Acquire after consul lock exited: %v", r.err)
+	if r.Err != nil {
+		t.Fatalf("Acquire after consul lock exited: %v", r.Err)
 	}
-	t.Logf("baton led %v after consul lock was interrupted", r.at.Sub(stopped).Round(time.Millisecond))
+	t.Logf("baton led %v after consul lock was interrupted", r.At.Sub(stopped).Round(time.Millisecond))
 	select {
 	case <-exited:
 	case <-time.After(10 * time.Second):
@@ -242,7 +207,7 @@ func TestConsulLock_Interop(t *testing.T) {
 	}
 
 	// 3. Once we release, `consul lock` gets it.
-	release(t, r.lease)
+	electiontest.Release(t, r.Lease)
 	out, err = exec.Command(a.Binary, "lock", httpAddr, "-timeout=10s", prefix, "touch "+ran).CombinedOutput()
 	if err != nil {
 		t.Errorf("consul lock after baton released: %v\n%s", err, out)

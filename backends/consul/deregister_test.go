@@ -14,6 +14,7 @@ import (
 	"github.com/batonhq/baton/backends/consul"
 	"github.com/batonhq/baton/backends/consul/consultest"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/internal/faultproxy"
 )
 
@@ -201,20 +202,20 @@ func deregisterWorstPhase(t *testing.T, srv *consultest.Agent, timing election.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	la := acquire(t, newBackend(ca), "a", 30*time.Second)
-	defer func() { p.Heal(); release(t, la) }()
+	la := electiontest.Acquire(t, newBackend(ca), "a", 30*time.Second)
+	defer func() { p.Heal(); electiontest.Release(t, la) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*consul.DefaultTTL+consul.MaxLockDelay)
 	defer cancel()
-	ch := acquireAsync(ctx, newBackend(cb), "b")
-	var r result
+	ch := electiontest.AcquireAsync(ctx, newBackend(cb), "b")
+	var r electiontest.Result
 	got := false
 	defer func() { // b's Acquire ends, and its lease with the trial
 		cancel()
 		if !got {
 			r = <-ch
 		}
-		if r.lease != nil {
-			release(t, r.lease)
+		if r.Lease != nil {
+			electiontest.Release(t, r.Lease)
 		}
 	}()
 	time.Sleep(500 * time.Millisecond) // b reaches its blocking query
@@ -232,17 +233,17 @@ func deregisterWorstPhase(t *testing.T, srv *consultest.Agent, timing election.T
 
 	var aEnd time.Time
 	aDone := la.Done()
-	for aEnd.IsZero() || r.at.IsZero() {
+	for aEnd.IsZero() || r.At.IsZero() {
 		select {
 		case <-aDone:
 			aEnd, aDone = time.Now(), nil
 		case r = <-ch:
 			got = true
-			if r.err != nil {
-				t.Fatalf("b: Acquire: %v", r.err)
+			if r.Err != nil {
+				t.Fatalf("b: Acquire: %v", r.Err)
 			}
 		case <-ctx.Done():
-			t.Fatalf("after the deregistration: a's term ended: %v, b led: %v (false: not yet)", !aEnd.IsZero(), !r.at.IsZero())
+			t.Fatalf("after the deregistration: a's term ended: %v, b led: %v (false: not yet)", !aEnd.IsZero(), !r.At.IsZero())
 		}
 	}
 	tm := timing.WithDefaults(consul.DefaultTTL)
@@ -251,9 +252,9 @@ func deregisterWorstPhase(t *testing.T, srv *consultest.Agent, timing election.T
 	}
 	t.Logf("catalog deregister of live node %s right after a renewal (window %v, LockDelay %v): a had %v of its term left, its term ended %v after the deregistration; b led %v after it, %v after a's term ended",
 		node, tm.TTL-tm.SafetyMargin, lockDelay, left.Round(time.Millisecond), aEnd.Sub(dereg).Round(time.Millisecond),
-		r.at.Sub(dereg).Round(time.Millisecond), r.at.Sub(aEnd).Round(time.Millisecond))
-	if !r.at.After(aEnd) {
+		r.At.Sub(dereg).Round(time.Millisecond), r.At.Sub(aEnd).Round(time.Millisecond))
+	if !r.At.After(aEnd) {
 		t.Errorf("two leaders: b led %v after the deregistration while a's term was still live; a's term ended %v later",
-			r.at.Sub(dereg).Round(time.Millisecond), aEnd.Sub(r.at).Round(time.Millisecond))
+			r.At.Sub(dereg).Round(time.Millisecond), aEnd.Sub(r.At).Round(time.Millisecond))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -17,8 +18,8 @@ func TestLedger_ClaimFinishHistory(t *testing.T) {
 	c := newCandidate(t, a, newKey(t))
 	lg := c.Ledger()
 	ctx := context.Background()
-	l := acquire(t, c, "a", 30*time.Second)
-	defer release(t, l)
+	l := electiontest.Acquire(t, c, "a", 30*time.Second)
+	defer electiontest.Release(t, l)
 
 	base := time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
 	job := "mail/daily report" // escaped in the key
@@ -101,9 +102,9 @@ func TestLedger_StaleTerm(t *testing.T) {
 	ctx := context.Background()
 	tick := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-	la := acquire(t, ca, "a", 30*time.Second)
-	release(t, la)
-	lb := acquire(t, cb, "b", 30*time.Second)
+	la := electiontest.Acquire(t, ca, "a", 30*time.Second)
+	electiontest.Release(t, la)
+	lb := electiontest.Acquire(t, cb, "b", 30*time.Second)
 	err := ca.Ledger().Claim(ctx, schedulerhost.Claim{Job: "j", Tick: tick, Token: la.Token(), Instance: "a"})
 	if !errors.Is(err, schedulerhost.ErrStaleTerm) || !errors.Is(err, election.ErrLeadershipLost) {
 		t.Errorf("Claim with a released term's token: %v, want ErrStaleTerm", err)
@@ -141,7 +142,7 @@ func TestLedger_StaleTerm(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Error("b's term still open 5s after a stale claim")
 	}
-	release(t, lb)
+	electiontest.Release(t, lb)
 	if last, _ := cb.Ledger().LastClaimed(ctx, "j"); !last.Equal(tick) {
 		t.Errorf("LastClaimed = %v, want %v (the stale claim must not count)", last, tick)
 	}

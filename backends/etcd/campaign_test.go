@@ -13,27 +13,8 @@ import (
 
 	"github.com/batonhq/baton/backends/etcd"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/electiontest"
 )
-
-func mustAcquire(t *testing.T, b election.Backend, id string) election.Lease {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	l, err := b.Acquire(ctx, election.Identity{ID: id})
-	if err != nil {
-		t.Fatalf("%s: Acquire: %v", id, err)
-	}
-	return l
-}
-
-func mustRelease(t *testing.T, l election.Lease) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := l.Release(ctx); err != nil {
-		t.Errorf("Release: %v", err)
-	}
-}
 
 // keyHeld reports whether l's key exists on the server under l's etcd
 // lease, read through cli (a path of its own).
@@ -92,8 +73,8 @@ func TestAcquire_LeaseExpiresWhileCampaigning(t *testing.T) {
 	bcli, bproxy := proxied(t)
 	b := newBackend(t, bcli, pfx, 2*time.Second)
 
-	la := mustAcquire(t, a, "a")
-	defer mustRelease(t, la)
+	la := electiontest.Acquire(t, a, "a", acquireWithin)
+	defer electiontest.Release(t, la)
 
 	type attempt struct {
 		lease election.Lease
@@ -153,22 +134,22 @@ func TestAcquire_LeaseExpiresWhileCampaigning(t *testing.T) {
 	t.Logf("b's campaign ended %v after the cut: %v", r.at.Sub(cut).Round(time.Millisecond), r.err)
 	bproxy.Heal()
 	waitFor(t, 10*time.Second, "b's new key", func() bool { return countKeys(t, check, pfx) == 2 })
-	if !isOpen(la) {
+	if !electiontest.IsOpen(la) {
 		t.Fatalf("a's term ended: %v", la.Err())
 	}
 	released := time.Now()
-	mustRelease(t, la)
+	electiontest.Release(t, la)
 
 	for r := range attempts {
 		if r.lease == nil {
 			t.Logf("b's Acquire failed again: %v", r.err)
 			continue
 		}
-		defer mustRelease(t, r.lease)
+		defer electiontest.Release(t, r.lease)
 		if !r.held {
 			t.Fatalf("b's Acquire returned a lease whose key is not held: %s", r.why)
 		}
-		if !isOpen(r.lease) {
+		if !electiontest.IsOpen(r.lease) {
 			t.Fatalf("b's new term already ended: %v", r.lease.Err())
 		}
 		if r.lease.Token() <= la.Token() {
@@ -189,17 +170,9 @@ func TestAcquire_OwnKeyDeletedWithLeaders(t *testing.T) {
 	a := newBackend(t, dial(t, server(t).Addr()), pfx, 2*time.Second)
 	b := newBackend(t, dial(t, server(t).Addr()), pfx, 2*time.Second)
 	for i := range 10 {
-		la := mustAcquire(t, a, "a")
+		la := electiontest.Acquire(t, a, "a", acquireWithin)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		type res struct {
-			l   election.Lease
-			err error
-		}
-		ch := make(chan res, 1)
-		go func() {
-			l, err := b.Acquire(ctx, election.Identity{ID: "b"})
-			ch <- res{l, err}
-		}()
+		ch := electiontest.AcquireAsync(ctx, b, "b")
 		waitFor(t, 5*time.Second, "b's key", func() bool { return countKeys(t, check, pfx) == 2 })
 		resp, err := check.Txn(ctx).Then(clientv3.OpDelete(pfx+"/", clientv3.WithPrefix())).Commit()
 		if err != nil || !resp.Succeeded {
@@ -207,13 +180,13 @@ func TestAcquire_OwnKeyDeletedWithLeaders(t *testing.T) {
 		}
 		r := <-ch
 		cancel()
-		if r.l != nil {
-			held, why := keyHeld(t, check, r.l)
-			mustRelease(t, r.l)
+		if r.Lease != nil {
+			held, why := keyHeld(t, check, r.Lease)
+			electiontest.Release(t, r.Lease)
 			t.Fatalf("trial %d: b acquired after its own key was deleted (held %v: %s)", i, held, why)
 		}
-		if !errors.Is(r.err, etcd.ErrCampaignLost) {
-			t.Errorf("trial %d: b's error = %v, want ErrCampaignLost", i, r.err)
+		if !errors.Is(r.Err, etcd.ErrCampaignLost) {
+			t.Errorf("trial %d: b's error = %v, want ErrCampaignLost", i, r.Err)
 		}
 		select {
 		case <-la.Done():
@@ -223,7 +196,7 @@ func TestAcquire_OwnKeyDeletedWithLeaders(t *testing.T) {
 		if !errors.Is(la.Err(), etcd.ErrKeyGone) || !errors.Is(la.Err(), election.ErrLeadershipLost) {
 			t.Errorf("trial %d: a's Err = %v, want ErrLeadershipLost wrapping ErrKeyGone", i, la.Err())
 		}
-		mustRelease(t, la)
+		electiontest.Release(t, la)
 	}
 }
 
@@ -269,7 +242,7 @@ func TestAcquire_CompatibleWithConcurrencyElection(t *testing.T) {
 	if err := <-ch; err != nil {
 		t.Fatal(err)
 	}
-	defer mustRelease(t, l)
+	defer electiontest.Release(t, l)
 	resp, err := concurrency.NewElection(s, pfx).Leader(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -279,14 +252,5 @@ func TestAcquire_CompatibleWithConcurrencyElection(t *testing.T) {
 	}
 	if uint64(resp.Kvs[0].CreateRevision) != l.Token() {
 		t.Errorf("leader key create revision %d != token %d", resp.Kvs[0].CreateRevision, l.Token())
-	}
-}
-
-func isOpen(l election.Lease) bool {
-	select {
-	case <-l.Done():
-		return false
-	default:
-		return true
 	}
 }

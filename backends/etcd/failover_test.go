@@ -25,7 +25,7 @@ func TestCrashFailover(t *testing.T) {
 	for i := range 3 {
 		acli, aproxy := proxied(t)
 		a := newBackend(t, acli, pfx, ttl)
-		la := mustAcquire(t, a, "a")
+		la := electiontest.Acquire(t, a, "a", acquireWithin)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		ch := make(chan election.Lease, 1)
 		go func() {
@@ -52,7 +52,7 @@ func TestCrashFailover(t *testing.T) {
 		rctx, rcancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		_ = la.Release(rctx) // stops a's goroutines; the server cannot be told
 		rcancel()
-		mustRelease(t, lb)
+		electiontest.Release(t, lb)
 	}
 	t.Logf("crash failover with TTL %v: worst %v (design bound TTL+1s = %v)", ttl, worst.Round(time.Millisecond), ttl+time.Second)
 }
@@ -106,8 +106,8 @@ func TestLease_RenewsAcrossServerRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := mustAcquire(t, b, "a")
-	defer mustRelease(t, l)
+	l := electiontest.Acquire(t, b, "a", acquireWithin)
+	defer electiontest.Release(t, l)
 	time.Sleep(timing.RenewInterval + timing.RenewInterval/2) // one renewal on the stream
 	start := time.Now()
 	if err := srv.Restart(); err != nil {

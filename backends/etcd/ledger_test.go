@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -25,8 +26,8 @@ func TestLedger_ClaimOncePerTick(t *testing.T) {
 	pfx := prefix(t)
 	b := newBackend(t, dial(t, server(t).Addr()), pfx, 2*time.Second)
 	lg := b.Ledger()
-	l := mustAcquire(t, b, "a")
-	defer mustRelease(t, l)
+	l := electiontest.Acquire(t, b, "a", acquireWithin)
+	defer electiontest.Release(t, l)
 	ctx := context.Background()
 
 	if last, err := lg.LastClaimed(ctx, "mail"); err != nil || !last.IsZero() {
@@ -72,14 +73,14 @@ func TestLedger_StaleTokenAfterTakeover(t *testing.T) {
 	acli, aproxy := proxied(t)
 	a := newBackend(t, acli, pfx, 2*time.Second)
 	b := newBackend(t, dial(t, server(t).Addr()), pfx, 2*time.Second)
-	la := mustAcquire(t, a, "a")
+	la := electiontest.Acquire(t, a, "a", acquireWithin)
 	if err := claim(t, a.Ledger(), "job", tick0, la.Token()); err != nil {
 		t.Fatal(err)
 	}
 	// a is cut off; its lease expires; b takes over and claims.
 	aproxy.Blackhole()
-	lb := mustAcquire(t, b, "b")
-	defer mustRelease(t, lb)
+	lb := electiontest.Acquire(t, b, "b", acquireWithin)
+	defer electiontest.Release(t, lb)
 	if err := claim(t, b.Ledger(), "job", tick0.Add(time.Minute), lb.Token()); err != nil {
 		t.Fatalf("b's claim: %v", err)
 	}
@@ -89,10 +90,10 @@ func TestLedger_StaleTokenAfterTakeover(t *testing.T) {
 	if !errors.Is(err, schedulerhost.ErrStaleTerm) || !errors.Is(err, election.ErrLeadershipLost) {
 		t.Fatalf("claim with the old token: err = %v, want ErrStaleTerm", err)
 	}
-	if isOpen(la) || !errors.Is(la.Err(), election.ErrLeadershipLost) {
-		t.Errorf("a's lease after a stale claim: open %v, Err %v", isOpen(la), la.Err())
+	if electiontest.IsOpen(la) || !errors.Is(la.Err(), election.ErrLeadershipLost) {
+		t.Errorf("a's lease after a stale claim: open %v, Err %v", electiontest.IsOpen(la), la.Err())
 	}
-	mustRelease(t, la)
+	electiontest.Release(t, la)
 	// A token that is not a held term is refused without a request.
 	if err := claim(t, b.Ledger(), "job", tick0.Add(3*time.Minute), lb.Token()+1000); !errors.Is(err, schedulerhost.ErrStaleTerm) {
 		t.Errorf("claim with an unknown token: %v", err)
@@ -110,7 +111,7 @@ func TestLedger_StaleClaimEndsTerm(t *testing.T) {
 	a := newBackend(t, dial(t, server(t).Addr()), pfx, 2*time.Second)
 	byClaim := 0
 	for range 5 {
-		la := mustAcquire(t, a, "a")
+		la := electiontest.Acquire(t, a, "a", acquireWithin)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if _, err := admin.Delete(ctx, pfx+"/", clientv3.WithPrefix()); err != nil {
 			t.Fatal(err)
@@ -128,7 +129,7 @@ func TestLedger_StaleClaimEndsTerm(t *testing.T) {
 		if errors.Is(la.Err(), schedulerhost.ErrStaleTerm) {
 			byClaim++ // else the key watch was first
 		}
-		mustRelease(t, la)
+		electiontest.Release(t, la)
 	}
 	t.Logf("5 trials: the stale claim itself ended the term %d times, the key watch %d times", byClaim, 5-byClaim)
 }
@@ -138,8 +139,8 @@ func TestLedger_HistoryBoundedNewestFirst(t *testing.T) {
 	cli := dial(t, server(t).Addr())
 	b := newBackend(t, cli, pfx, 2*time.Second)
 	lg := b.Ledger()
-	l := mustAcquire(t, b, "a")
-	defer mustRelease(t, l)
+	l := electiontest.Acquire(t, b, "a", acquireWithin)
+	defer electiontest.Release(t, l)
 	n := schedulerhost.DefaultHistory
 	for i := range n + 7 {
 		if err := claim(t, lg, "job", tick0.Add(time.Duration(i)*time.Second), l.Token()); err != nil {
@@ -181,8 +182,8 @@ func TestLedger_Finish(t *testing.T) {
 	pfx := prefix(t)
 	b := newBackend(t, dial(t, server(t).Addr()), pfx, 2*time.Second)
 	lg := b.Ledger()
-	l := mustAcquire(t, b, "a")
-	defer mustRelease(t, l)
+	l := electiontest.Acquire(t, b, "a", acquireWithin)
+	defer electiontest.Release(t, l)
 	ctx := context.Background()
 	if err := claim(t, lg, "job", tick0, l.Token()); err != nil {
 		t.Fatal(err)
@@ -217,7 +218,7 @@ func TestLedger_Finish(t *testing.T) {
 		t.Errorf("after Finish: %+v", got)
 	}
 	// Finish does not depend on the term: it records runs that end after a loss.
-	mustRelease(t, l)
+	electiontest.Release(t, l)
 	r.Result = schedulerhost.ResultCancelled
 	if err := lg.Finish(ctx, r); err != nil {
 		t.Errorf("Finish after release: %v", err)

@@ -19,6 +19,10 @@ import (
 	"github.com/batonhq/baton/internal/testenv"
 )
 
+// acquireWithin bounds the Acquire of a test that expects to lead at once
+// or after a handover.
+const acquireWithin = 10 * time.Second
+
 // One embedded server serves every test of the package; each test uses
 // prefixes of its own.
 var (

@@ -12,6 +12,7 @@ import (
 
 	"github.com/batonhq/baton/backends/etcd"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -23,8 +24,8 @@ func TestNested_ParentIgnoresNestedElection(t *testing.T) {
 	parent := newBackend(t, dial(t, server(t).Addr()), pfx, 2*time.Second)
 	child := newBackend(t, dial(t, server(t).Addr()), pfx+"/eu", 2*time.Second)
 
-	lc := mustAcquire(t, child, "eu-1")
-	defer mustRelease(t, lc)
+	lc := electiontest.Acquire(t, child, "eu-1", acquireWithin)
+	defer electiontest.Release(t, lc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if info, err := parent.Leader(ctx); !errors.Is(err, election.ErrNoLeader) {
@@ -37,14 +38,14 @@ func TestNested_ParentIgnoresNestedElection(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parent: Acquire while the nested election has a leader: %v", err)
 	}
-	defer mustRelease(t, lp)
+	defer electiontest.Release(t, lp)
 	if info, err := parent.Leader(ctx); err != nil || info.Identity.ID != "p-1" || info.Token != lp.Token() {
 		t.Errorf("parent: Leader() = %+v, %v; want p-1 with token %d", info, err, lp.Token())
 	}
 	if info, err := child.Leader(ctx); err != nil || info.Identity.ID != "eu-1" || info.Token != lc.Token() {
 		t.Errorf("child: Leader() = %+v, %v; want eu-1 with token %d", info, err, lc.Token())
 	}
-	if !isOpen(lc) || !isOpen(lp) {
+	if !electiontest.IsOpen(lc) || !electiontest.IsOpen(lp) {
 		t.Errorf("a term ended: child %v, parent %v", lc.Err(), lp.Err())
 	}
 }
@@ -58,12 +59,12 @@ func TestNested_NestedLedgerDoesNotBlockParent(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	lc := mustAcquire(t, child, "eu-1")
+	lc := electiontest.Acquire(t, child, "eu-1", acquireWithin)
 	tick := time.Now().UTC().Truncate(time.Second)
 	if err := child.Ledger().Claim(ctx, schedulerhost.Claim{Job: "report", Tick: tick, Token: lc.Token(), Instance: "eu-1", Started: time.Now()}); err != nil {
 		t.Fatalf("child: Claim: %v", err)
 	}
-	mustRelease(t, lc)
+	electiontest.Release(t, lc)
 
 	if info, err := parent.Leader(ctx); !errors.Is(err, election.ErrNoLeader) {
 		t.Errorf("parent: Leader() with no candidate = %+v, %v; want ErrNoLeader", info, err)
@@ -74,7 +75,7 @@ func TestNested_NestedLedgerDoesNotBlockParent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parent: Acquire with the nested election's ledger in place: %v", err)
 	}
-	mustRelease(t, lp)
+	electiontest.Release(t, lp)
 }
 
 // An election's ledger is PREFIX-ledger/, and its keys look like the
@@ -85,12 +86,12 @@ func TestNested_ElectionInsideLedgerRefused(t *testing.T) {
 	owner := newBackend(t, dial(t, server(t).Addr()), pfx, 2*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	lo := mustAcquire(t, owner, "owner")
+	lo := electiontest.Acquire(t, owner, "owner", acquireWithin)
 	tick := time.Now().UTC().Truncate(time.Second)
 	if err := owner.Ledger().Claim(ctx, schedulerhost.Claim{Job: "report", Tick: tick, Token: lo.Token(), Instance: "owner", Started: time.Now()}); err != nil {
 		t.Fatalf("Claim: %v", err)
 	}
-	mustRelease(t, lo)
+	electiontest.Release(t, lo)
 
 	for _, p := range []string{pfx + "-ledger/report", pfx + "-ledger"} {
 		b, err := etcd.New(etcd.Config{Client: dial(t, server(t).Addr()), Prefix: p})
@@ -100,7 +101,7 @@ func TestNested_ElectionInsideLedgerRefused(t *testing.T) {
 			l, aerr := b.Acquire(actx, election.Identity{ID: "intruder"})
 			acancel()
 			if aerr == nil {
-				mustRelease(t, l)
+				electiontest.Release(t, l)
 			}
 			t.Errorf("New accepted prefix %s, in the ledger of election %s: Leader() = %+v, %v; Acquire: %v", p, pfx, info, lerr, aerr)
 			continue
@@ -177,7 +178,7 @@ func TestNested_ManyCandidatesBetweenSubtrees(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no term 5 s after the earlier candidates were deleted")
 	}
-	defer mustRelease(t, l)
+	defer electiontest.Release(t, l)
 	if info, err := b.Leader(ctx); err != nil || info.Identity.ID != "c" || info.Token != l.Token() {
 		t.Errorf("Leader() = %+v, %v; want c with token %d", info, err, l.Token())
 	}

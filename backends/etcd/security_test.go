@@ -372,16 +372,8 @@ func TestSecurity_SlowPasswordCheck(t *testing.T) {
 		t.Fatalf("a: Acquire: %v", err)
 	}
 	t.Logf("a: Acquire took %v", time.Since(start).Round(time.Millisecond))
-	defer mustRelease(t, la)
-	type result struct {
-		l   election.Lease
-		err error
-	}
-	bres := make(chan result, 1)
-	go func() {
-		l, err := b.Acquire(ctx, election.Identity{ID: "b"})
-		bres <- result{l, err}
-	}()
+	defer electiontest.Release(t, la)
+	bres := electiontest.AcquireAsync(ctx, b, "b")
 
 	hold := func(name string, l election.Lease, d time.Duration) {
 		t.Helper()
@@ -390,27 +382,27 @@ func TestSecurity_SlowPasswordCheck(t *testing.T) {
 		case <-l.Done():
 			t.Fatalf("%s: term ended after %v: %v", name, time.Since(since).Round(time.Millisecond), l.Err())
 		case r := <-bres:
-			if r.err == nil {
-				r.l.Release(ctx)
+			if r.Err == nil {
+				r.Lease.Release(ctx)
 			}
-			t.Fatalf("b: Acquire returned while a leads, after %v: %v", time.Since(since).Round(time.Millisecond), r.err)
+			t.Fatalf("b: Acquire returned while a leads, after %v: %v", time.Since(since).Round(time.Millisecond), r.Err)
 		case <-time.After(d):
 		}
 	}
 	hold("a", la, 2*ttl) // several renewals of a's term and of b's campaign
-	mustRelease(t, la)
-	var r result
+	electiontest.Release(t, la)
+	var r electiontest.Result
 	select {
 	case r = <-bres:
 	case <-time.After(10 * time.Second):
 		t.Fatal("b: no term 10 s after a released")
 	}
-	if r.err != nil {
-		t.Fatalf("b: Acquire after a released: %v", r.err)
+	if r.Err != nil {
+		t.Fatalf("b: Acquire after a released: %v", r.Err)
 	}
-	defer mustRelease(t, r.l)
+	defer electiontest.Release(t, r.Lease)
 	bres = nil // b returned: hold watches b's term only
-	hold("b", r.l, ttl)
+	hold("b", r.Lease, ttl)
 }
 
 // TestSecurity_JWTTokens runs elections of a least-privilege user on
@@ -439,8 +431,8 @@ func TestSecurity_JWTTokens(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l := mustAcquire(t, b, "a")
-		t.Cleanup(func() { mustRelease(t, l) })
+		l := electiontest.Acquire(t, b, "a", acquireWithin)
+		t.Cleanup(func() { electiontest.Release(t, l) })
 		return l, logs, root
 	}
 	holds := func(t *testing.T, l election.Lease, logs *lines, root *clientv3.Client, d time.Duration) {

@@ -74,82 +74,33 @@ func RunConformance(t *testing.T, h Harness) {
 	t.Run("NetworkCutEndsTermFirst", func(t *testing.T) { testNetworkCut(t, h) })
 }
 
-func acquire(t *testing.T, c Candidate, name string, timeout time.Duration) election.Lease {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	l, err := c.Backend.Acquire(ctx, election.Identity{ID: name, Host: "conformance", PID: 1})
-	if err != nil {
-		t.Fatalf("%s: Acquire: %v", name, err)
-	}
-	if l == nil {
-		t.Fatalf("%s: Acquire returned a nil lease and no error", name)
-	}
-	return l
-}
-
-func release(t *testing.T, l election.Lease) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := l.Release(ctx); err != nil {
-		t.Errorf("Release: %v", err)
-	}
-}
-
-func isOpen(l election.Lease) bool {
-	select {
-	case <-l.Done():
-		return false
-	default:
-		return true
-	}
-}
-
-type acquired struct {
-	lease election.Lease
-	err   error
-	at    time.Time
-}
-
-// acquireAsync starts an Acquire on its own goroutine; the result arrives
-// on the returned channel. The caller must receive from it.
-func acquireAsync(ctx context.Context, c Candidate, name string) <-chan acquired {
-	ch := make(chan acquired, 1)
-	go func() {
-		l, err := c.Backend.Acquire(ctx, election.Identity{ID: name, Host: "conformance", PID: 2})
-		ch <- acquired{lease: l, err: err, at: time.Now()}
-	}()
-	return ch
-}
-
 func testAcquireRelease(t *testing.T, h Harness) {
 	newC := h.NewElection(t)
 	a := newC(t, "a")
-	l := acquire(t, a, "a", 10*h.TTL)
+	l := Acquire(t, a.Backend, "a", 10*h.TTL)
 	if l.Token() == 0 {
 		t.Errorf("Token() = 0, want a positive fencing token")
 	}
-	if err := l.Err(); err != nil || !isOpen(l) {
-		t.Fatalf("fresh lease: Err() = %v, Done open = %v; want nil, true", err, isOpen(l))
+	if err := l.Err(); err != nil || !IsOpen(l) {
+		t.Fatalf("fresh lease: Err() = %v, Done open = %v; want nil, true", err, IsOpen(l))
 	}
-	release(t, l)
-	if isOpen(l) {
+	Release(t, l)
+	if IsOpen(l) {
 		t.Fatal("Done still open after Release")
 	}
 	if err := l.Err(); !errors.Is(err, election.ErrReleased) {
 		t.Fatalf("Err() after Release = %v, want ErrReleased", err)
 	}
-	release(t, l) // idempotent
+	Release(t, l) // idempotent
 	if h.Package != "" {
 		checkNoGoroutines(t, h.Package)
 	}
 	// The election is free again at once.
-	l2 := acquire(t, newC(t, "b"), "b", h.handover())
+	l2 := Acquire(t, newC(t, "b").Backend, "b", h.handover())
 	if l2.Token() <= l.Token() {
 		t.Errorf("second term token %d <= first %d", l2.Token(), l.Token())
 	}
-	release(t, l2)
+	Release(t, l2)
 }
 
 func testOutlivesCtx(t *testing.T, h Harness) {
@@ -160,17 +111,17 @@ func testOutlivesCtx(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer release(t, l)
+	defer Release(t, l)
 	cancel()
 	// Hold across more than one TTL: renewals must not depend on ctx.
 	wait := h.TTL + h.TTL/2
 	bctx, bcancel := context.WithTimeout(context.Background(), wait)
 	defer bcancel()
 	if lb, err := b.Backend.Acquire(bctx, election.Identity{ID: "b"}); err == nil {
-		release(t, lb)
+		Release(t, lb)
 		t.Fatal("b acquired while a held the lease whose Acquire ctx was cancelled")
 	}
-	if !isOpen(l) || l.Err() != nil {
+	if !IsOpen(l) || l.Err() != nil {
 		t.Fatalf("lease ended after its Acquire ctx was cancelled: %v", l.Err())
 	}
 }
@@ -178,59 +129,59 @@ func testOutlivesCtx(t *testing.T, h Harness) {
 func testHandover(t *testing.T, h Harness) {
 	newC := h.NewElection(t)
 	a, b := newC(t, "a"), newC(t, "b")
-	la := acquire(t, a, "a", 10*h.TTL)
+	la := Acquire(t, a.Backend, "a", 10*h.TTL)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ch := acquireAsync(ctx, b, "b")
+	ch := AcquireAsync(ctx, b.Backend, "b")
 	// b must wait while a renews, across more than one TTL.
 	select {
 	case r := <-ch:
-		if r.lease != nil {
-			r.lease.Release(context.Background())
+		if r.Lease != nil {
+			r.Lease.Release(context.Background())
 		}
-		t.Fatalf("b's Acquire returned while a held the lease: %v", r.err)
+		t.Fatalf("b's Acquire returned while a held the lease: %v", r.Err)
 	case <-time.After(h.TTL + h.TTL/2):
 	}
-	if !isOpen(la) {
+	if !IsOpen(la) {
 		t.Fatalf("a's lease ended while held: %v", la.Err())
 	}
 	released := time.Now()
-	release(t, la)
+	Release(t, la)
 	r := <-ch
-	if r.err != nil {
-		t.Fatalf("b: Acquire: %v", r.err)
+	if r.Err != nil {
+		t.Fatalf("b: Acquire: %v", r.Err)
 	}
-	defer release(t, r.lease)
-	took := r.at.Sub(released)
+	defer Release(t, r.Lease)
+	took := r.At.Sub(released)
 	t.Logf("graceful handover: %v (from Release called to b leading)", took.Round(time.Microsecond))
 	if took > h.handover() {
 		t.Errorf("handover took %v, want <= %v", took, h.handover())
 	}
-	if r.lease.Token() <= la.Token() {
-		t.Errorf("b's token %d <= a's %d", r.lease.Token(), la.Token())
+	if r.Lease.Token() <= la.Token() {
+		t.Errorf("b's token %d <= a's %d", r.Lease.Token(), la.Token())
 	}
 }
 
 func testAcquireCancel(t *testing.T, h Harness) {
 	newC := h.NewElection(t)
 	a, b := newC(t, "a"), newC(t, "b")
-	la := acquire(t, a, "a", 10*h.TTL)
-	defer release(t, la)
+	la := Acquire(t, a.Backend, "a", 10*h.TTL)
+	defer Release(t, la)
 	ctx, cancel := context.WithCancel(context.Background())
-	ch := acquireAsync(ctx, b, "b")
+	ch := AcquireAsync(ctx, b.Backend, "b")
 	time.Sleep(200 * time.Millisecond)
 	cancelled := time.Now()
 	cancel()
 	select {
 	case r := <-ch:
-		if r.err == nil {
-			r.lease.Release(context.Background())
+		if r.Err == nil {
+			r.Lease.Release(context.Background())
 			t.Fatal("b acquired while a held the lease")
 		}
-		if !errors.Is(r.err, context.Canceled) {
-			t.Errorf("Acquire error = %v, want one wrapping context.Canceled", r.err)
+		if !errors.Is(r.Err, context.Canceled) {
+			t.Errorf("Acquire error = %v, want one wrapping context.Canceled", r.Err)
 		}
-		t.Logf("Acquire returned %v after cancel", r.at.Sub(cancelled).Round(time.Microsecond))
+		t.Logf("Acquire returned %v after cancel", r.At.Sub(cancelled).Round(time.Microsecond))
 	case <-time.After(time.Second):
 		t.Fatal("Acquire did not return within 1s of its ctx being cancelled")
 	}
@@ -242,10 +193,10 @@ func testExpiry(t *testing.T, h Harness) {
 	if a.Cut == nil {
 		t.Skip("backend harness cannot cut a candidate off")
 	}
-	la := acquire(t, a, "a", 10*h.TTL)
+	la := Acquire(t, a.Backend, "a", 10*h.TTL)
 	a.Cut()
-	lb := acquire(t, b, "b", 10*h.TTL)
-	if isOpen(la) {
+	lb := Acquire(t, b.Backend, "b", 10*h.TTL)
+	if IsOpen(la) {
 		t.Fatal("a's lease still open after b acquired")
 	}
 	if err := la.Err(); !errors.Is(err, election.ErrLeadershipLost) {
@@ -256,18 +207,18 @@ func testExpiry(t *testing.T, h Harness) {
 	}
 	a.Heal()
 	// Releasing a lost lease is safe and must not touch b's term.
-	release(t, la)
+	Release(t, la)
 	time.Sleep(h.TTL / 4)
-	if !isOpen(lb) {
+	if !IsOpen(lb) {
 		t.Fatalf("b's lease ended after a released its lost lease: %v", lb.Err())
 	}
-	release(t, lb)
+	Release(t, lb)
 	// Tokens also increase after a release.
-	lc := acquire(t, a, "a2", h.handover()+h.TTL)
+	lc := Acquire(t, a.Backend, "a2", h.handover()+h.TTL)
 	if lc.Token() <= lb.Token() {
 		t.Errorf("token after release %d <= previous %d", lc.Token(), lb.Token())
 	}
-	release(t, lc)
+	Release(t, lc)
 }
 
 func testReleaseBounded(t *testing.T, h Harness) {
@@ -276,7 +227,7 @@ func testReleaseBounded(t *testing.T, h Harness) {
 	if a.Cut == nil {
 		t.Skip("backend harness cannot cut a candidate off")
 	}
-	la := acquire(t, a, "a", 10*h.TTL)
+	la := Acquire(t, a.Backend, "a", 10*h.TTL)
 	a.Cut()
 	defer a.Heal()
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
@@ -286,8 +237,8 @@ func testReleaseBounded(t *testing.T, h Harness) {
 	if took := time.Since(start); took > 1300*time.Millisecond {
 		t.Errorf("Release with a 300ms ctx over a cut network took %v", took)
 	}
-	if isOpen(la) || !errors.Is(la.Err(), election.ErrReleased) {
-		t.Errorf("after Release: Done open = %v, Err = %v; want closed, ErrReleased", isOpen(la), la.Err())
+	if IsOpen(la) || !errors.Is(la.Err(), election.ErrReleased) {
+		t.Errorf("after Release: Done open = %v, Err = %v; want closed, ErrReleased", IsOpen(la), la.Err())
 	}
 }
 
@@ -303,7 +254,7 @@ func testLeaderReader(t *testing.T, h Harness) {
 	if _, err := lr.Leader(ctx); !errors.Is(err, election.ErrNoLeader) {
 		t.Errorf("Leader() before any term: err = %v, want ErrNoLeader", err)
 	}
-	la := acquire(t, a, "a", 10*h.TTL)
+	la := Acquire(t, a.Backend, "a", 10*h.TTL)
 	info, err := lr.Leader(ctx)
 	if err != nil {
 		t.Fatalf("Leader(): %v", err)
@@ -311,7 +262,7 @@ func testLeaderReader(t *testing.T, h Harness) {
 	if info.Identity.ID != "a" || info.Token != la.Token() {
 		t.Errorf("Leader() = %+v, want id a, token %d", info, la.Token())
 	}
-	release(t, la)
+	Release(t, la)
 	if _, err := lr.Leader(ctx); !errors.Is(err, election.ErrNoLeader) {
 		t.Errorf("Leader() after release: err = %v, want ErrNoLeader", err)
 	}

@@ -29,7 +29,7 @@ func RunSmoke(t *testing.T, a, b election.Backend, timeout time.Duration) {
 			}
 		}
 	}
-	la := acquire(t, Candidate{Backend: a}, "a", timeout)
+	la := Acquire(t, a, "a", timeout)
 	if lr, ok := b.(election.LeaderReader); ok {
 		info, err := lr.Leader(ctx)
 		if err != nil || info.Identity.ID != "a" || info.Token != la.Token() {
@@ -38,22 +38,22 @@ func RunSmoke(t *testing.T, a, b election.Backend, timeout time.Duration) {
 	}
 	bctx, bcancel := context.WithTimeout(context.Background(), timeout)
 	defer bcancel()
-	got := acquireAsync(bctx, Candidate{Backend: b}, "b")
+	got := AcquireAsync(bctx, b, "b")
 	select {
 	case r := <-got:
-		t.Fatalf("b: Acquire returned (%v) while a holds the election", r.err)
+		t.Fatalf("b: Acquire returned (%v) while a holds the election", r.Err)
 	case <-time.After(200 * time.Millisecond): // b is campaigning; a still leads
 	}
-	if !isOpen(la) {
+	if !IsOpen(la) {
 		t.Fatalf("a: term ended before Release: %v", la.Err())
 	}
-	release(t, la)
+	Release(t, la)
 	r := <-got
-	if r.err != nil {
-		t.Fatalf("b: Acquire after a released: %v", r.err)
+	if r.Err != nil {
+		t.Fatalf("b: Acquire after a released: %v", r.Err)
 	}
-	lb := r.lease
-	defer release(t, lb)
+	lb := r.Lease
+	defer Release(t, lb)
 	if lb.Token() <= la.Token() {
 		t.Errorf("b's token %d not above a's %d", lb.Token(), la.Token())
 	}
