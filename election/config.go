@@ -77,8 +77,5 @@ func (c Config) Validate() error {
 	if c.ReleaseTimeout < 0 {
 		errs = append(errs, fmt.Errorf("ReleaseTimeout %v: must be positive", c.ReleaseTimeout))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("election: invalid config: %w", err)
-	}
-	return nil
+	return InvalidConfig("election", errs)
 }

@@ -13,10 +13,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/schedulerhost"
 )
-
-const defaultHistory = schedulerhost.DefaultHistory
 
 // Backend is a Consul leader election on one key: a candidate creates a
 // TTL session and locks the key with it (`?acquire=`, as `consul lock`
@@ -119,7 +116,7 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (_ election
 			return nil, fmt.Errorf("consul: acquire: %w", err)
 		}
 		// Keep the session alive while waiting.
-		if err := b.keepSession(ctx, &s, id, b.cfg.RenewInterval/2); err != nil {
+		if err := b.keepSession(ctx, &s, id, b.cfg.Timing.RenewInterval/2); err != nil {
 			if err := pause("consul session, retrying", err); err != nil {
 				return nil, err
 			}
@@ -149,7 +146,7 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (_ election
 		}
 		// The lease's first deadline counts from the session's last
 		// renewal: make it recent.
-		if err := b.keepSession(ctx, &s, id, b.cfg.RenewInterval/4); err != nil {
+		if err := b.keepSession(ctx, &s, id, b.cfg.Timing.RenewInterval/4); err != nil {
 			if err := pause("consul session, retrying", err); err != nil {
 				return nil, err
 			}
@@ -164,7 +161,7 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (_ election
 			// at most LockDelay (if it used ours) before freeSince.
 			if wait := time.Until(freeSince.Add(b.cfg.LockDelay)); wait > 0 {
 				b.log.Debug("consul lock refused during the last holder's lock-delay, waiting", "identity", id.ID, "wait", wait.Round(time.Millisecond).String())
-				if err := sleep(ctx, min(wait, b.cfg.RenewInterval/2)); err != nil {
+				if err := sleep(ctx, min(wait, b.cfg.Timing.RenewInterval/2)); err != nil {
 					return nil, fmt.Errorf("consul: acquire: %w", err)
 				}
 				retry.reset()
@@ -215,7 +212,7 @@ func (b *Backend) keepSession(ctx context.Context, s *session, id election.Ident
 	// from the next candidate until the holder's deadline has passed.
 	sid, _, err := b.cfg.Client.Session().CreateNoChecks(&api.SessionEntry{
 		Name:      name,
-		TTL:       b.cfg.TTL.String(),
+		TTL:       b.cfg.Timing.TTL.String(),
 		LockDelay: b.cfg.LockDelay,
 		Behavior:  api.SessionBehaviorRelease,
 	}, wo)
@@ -391,7 +388,7 @@ func (b *Backend) get(ctx context.Context, index uint64) (*api.KVPair, *api.Quer
 
 // requestTimeout bounds one non-blocking request.
 func (b *Backend) requestTimeout() time.Duration {
-	return max(b.cfg.RenewInterval, time.Second)
+	return max(b.cfg.Timing.RenewInterval, time.Second)
 }
 
 // nextIndex is the index for the next blocking query after one that

@@ -1,7 +1,6 @@
 package consul
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -10,11 +9,12 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/schedulerhost"
 )
 
 // Limits and defaults.
 const (
-	// DefaultTTL is the session TTL when Config.TTL is zero.
+	// DefaultTTL is the session TTL when Config.Timing.TTL is zero.
 	DefaultTTL = 10 * time.Second
 	// MinTTL is the smallest session TTL a Consul server accepts (its
 	// session_ttl_min default).
@@ -27,6 +27,16 @@ const (
 	// zero.
 	DefaultWaitTime = 2 * time.Second
 )
+
+// limits are Consul's bounds and defaults for the fields every backend's
+// Config has.
+var limits = election.BackendLimits{
+	Client:         "Client",
+	DefaultTTL:     DefaultTTL,
+	MinTTL:         MinTTL,
+	MaxTTL:         MaxTTL,
+	DefaultHistory: schedulerhost.DefaultHistory,
+}
 
 // Config configures a Backend. Zero values mean the documented defaults.
 // New copies it; the caller's struct is never modified.
@@ -50,7 +60,7 @@ type Config struct {
 	Key string
 	// Timing is the lease timing. Zero TTL means DefaultTTL; TTL must be
 	// between MinTTL and MaxTTL. See election.Timing for the others.
-	election.Timing
+	Timing election.Timing
 	// LockDelay is the session's lock-delay: after Consul invalidates a
 	// session by any means other than the holder's own release, it
 	// refuses to lock the keys that session held for this long. Zero means
@@ -124,18 +134,12 @@ func MinLockDelay(t election.Timing) time.Duration {
 func LockKey(prefix string) string { return prefix + "/.lock" }
 
 func (c Config) withDefaults() Config {
-	c.Timing = c.Timing.WithDefaults(DefaultTTL)
+	c.Timing, c.History, c.Logger = limits.Defaults(c.Timing, c.History, c.Logger)
 	if c.LockDelay == 0 {
-		c.LockDelay = min(c.TTL, MaxLockDelay)
+		c.LockDelay = min(c.Timing.TTL, MaxLockDelay)
 	}
 	if c.WaitTime == 0 {
 		c.WaitTime = DefaultWaitTime
-	}
-	if c.History == 0 {
-		c.History = defaultHistory
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
 	}
 	return c
 }
@@ -144,23 +148,14 @@ func (c Config) withDefaults() Config {
 // applied. Each problem names the field and its value.
 func (c Config) Validate() error {
 	c = c.withDefaults()
-	var errs []error
-	if c.Client == nil {
-		errs = append(errs, errors.New("Client <nil>: required"))
-	}
+	errs := limits.Problems(c.Client != nil, c.Timing, c.History)
 	switch {
 	case c.Key == "":
 		errs = append(errs, fmt.Errorf("Key %q: required", c.Key))
 	case strings.HasPrefix(c.Key, "/") || strings.HasSuffix(c.Key, "/"):
 		errs = append(errs, fmt.Errorf("Key %q: must not begin or end with a slash", c.Key))
 	}
-	timingErr := c.Timing.Validate(MinTTL, 0)
-	if timingErr != nil {
-		errs = append(errs, timingErr)
-	}
-	if c.TTL > MaxTTL {
-		errs = append(errs, fmt.Errorf("TTL %v: above the server maximum %v", c.TTL, MaxTTL))
-	}
+	timingOK := c.Timing.Validate(MinTTL, 0) == nil
 	if c.LockDelay < time.Millisecond {
 		errs = append(errs, fmt.Errorf("LockDelay %v: must be at least 1ms (Consul counts whole milliseconds)", c.LockDelay))
 	} else {
@@ -170,24 +165,18 @@ func (c Config) Validate() error {
 		// Consul counts the lock-delay in whole milliseconds, dropping
 		// the rest.
 		minDelay := MinLockDelay(c.Timing)
-		if timingErr == nil && c.LockDelay.Truncate(time.Millisecond) < minDelay {
+		if timingOK && c.LockDelay.Truncate(time.Millisecond) < minDelay {
 			hint := "leave it zero (the TTL) or set at least that"
 			if minDelay > MaxLockDelay {
 				hint = fmt.Sprintf("that is above the server maximum %v: shorten the window with a smaller TTL or a larger SafetyMargin", MaxLockDelay)
 			}
 			errs = append(errs, fmt.Errorf("LockDelay %v: below MinLockDelay %v (TTL %v - SafetyMargin %v, plus a tenth): "+
 				"after a node deregistration Consul would give the key to another candidate while this leader still leads; %s",
-				c.LockDelay, minDelay, c.TTL, c.SafetyMargin, hint))
+				c.LockDelay, minDelay, c.Timing.TTL, c.Timing.SafetyMargin, hint))
 		}
 	}
 	if c.WaitTime < 0 {
 		errs = append(errs, fmt.Errorf("WaitTime %v: must be positive", c.WaitTime))
 	}
-	if c.History < 0 {
-		errs = append(errs, fmt.Errorf("History %d: must be positive", c.History))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("consul: invalid config: %w", err)
-	}
-	return nil
+	return election.InvalidConfig("consul", errs)
 }

@@ -30,12 +30,12 @@ func TestConfig_Validate(t *testing.T) {
 		{"all missing", func(c *consul.Config) { *c = consul.Config{} }, []string{"Client <nil>: required", `Key "": required`}},
 		{"slashes", func(c *consul.Config) { c.Key = "/a/" }, []string{`Key "/a/": must not begin or end with a slash`}},
 		{"trailing slash", func(c *consul.Config) { c.Key = "a/" }, []string{`Key "a/"`}},
-		{"TTL below server minimum", func(c *consul.Config) { c.TTL = 5 * time.Second }, []string{"TTL 5s: below the backend minimum 10s"}},
-		{"TTL above server maximum", func(c *consul.Config) { c.TTL = 25 * time.Hour }, []string{"TTL 25h0m0s: above the server maximum"}},
-		{"renew too slow", func(c *consul.Config) { c.RenewInterval = 6 * time.Second }, []string{"must be greater than 2*RenewInterval"}},
-		{"margin too large", func(c *consul.Config) { c.SafetyMargin = 8 * time.Second }, []string{"SafetyMargin 8s: must be less than TTL - RenewInterval"}},
+		{"TTL below server minimum", func(c *consul.Config) { c.Timing.TTL = 5 * time.Second }, []string{"TTL 5s: below the backend minimum 10s"}},
+		{"TTL above server maximum", func(c *consul.Config) { c.Timing.TTL = 25 * time.Hour }, []string{"TTL 25h0m0s: above the server maximum"}},
+		{"renew too slow", func(c *consul.Config) { c.Timing.RenewInterval = 6 * time.Second }, []string{"must be greater than 2*RenewInterval"}},
+		{"margin too large", func(c *consul.Config) { c.Timing.SafetyMargin = 8 * time.Second }, []string{"SafetyMargin 8s: must be less than TTL - RenewInterval"}},
 		{"negative durations", func(c *consul.Config) {
-			c.RenewInterval, c.SafetyMargin, c.WaitTime, c.LockDelay, c.History = -1, -1, -1, -1, -1
+			c.Timing.RenewInterval, c.Timing.SafetyMargin, c.WaitTime, c.LockDelay, c.History = -1, -1, -1, -1, -1
 		}, []string{"RenewInterval -1ns: must be positive", "SafetyMargin -1ns: must be positive",
 			"WaitTime -1ns: must be positive", "LockDelay -1ns: must be at least 1ms", "History -1: must be positive"}},
 		{"lock delay below 1ms", func(c *consul.Config) { c.LockDelay = time.Microsecond }, []string{"LockDelay 1µs: must be at least 1ms"}},
@@ -58,11 +58,11 @@ func TestConfig_Validate(t *testing.T) {
 			c.Timing = election.Timing{RenewInterval: time.Second, SafetyMargin: 7 * time.Second}
 			c.LockDelay = 3 * time.Second
 		}, []string{"LockDelay 3s: below MinLockDelay 3.3s (TTL 10s - SafetyMargin 7s, plus a tenth)"}},
-		{"long TTL, default lock delay capped below the window", func(c *consul.Config) { c.TTL = 70 * time.Second },
+		{"long TTL, default lock delay capped below the window", func(c *consul.Config) { c.Timing.TTL = 70 * time.Second },
 			[]string{"LockDelay 1m0s: below MinLockDelay 1m1.6s (TTL 1m10s - SafetyMargin 14s, plus a tenth)",
 				"that is above the server maximum 1m0s: shorten the window with a smaller TTL or a larger SafetyMargin"}},
-		{"long TTL, window shortened", func(c *consul.Config) { c.TTL, c.SafetyMargin = 70*time.Second, 20*time.Second }, nil},
-		{"long TTL, lock delay above max and below the window", func(c *consul.Config) { c.TTL, c.LockDelay = 90*time.Second, 65*time.Second },
+		{"long TTL, window shortened", func(c *consul.Config) { c.Timing.TTL, c.Timing.SafetyMargin = 70*time.Second, 20*time.Second }, nil},
+		{"long TTL, lock delay above max and below the window", func(c *consul.Config) { c.Timing.TTL, c.LockDelay = 90*time.Second, 65*time.Second },
 			[]string{"LockDelay 1m5s: above the server maximum 1m0s", "LockDelay 1m5s: below MinLockDelay 1m19.2s"}},
 	}
 	for _, tt := range tests {

@@ -25,11 +25,12 @@ const cleanupTimeout = 500 * time.Millisecond
 // election under one key prefix. Create it with New. It may be shared by
 // goroutines; a process normally runs one candidate per election.
 type Backend struct {
-	cli    *clientv3.Client
-	prefix string // Config.Prefix
-	keys   string // prefix + "/": the candidates' keys
-	timing election.Timing
-	log    *slog.Logger
+	cli     *clientv3.Client
+	prefix  string // Config.Prefix
+	keys    string // prefix + "/": the candidates' keys
+	timing  election.Timing
+	history int // runs per job the Ledger keeps
+	log     *slog.Logger
 
 	mu     sync.Mutex
 	leases map[uint64]*lease // terms handed out and not released, by token
@@ -48,12 +49,13 @@ func New(cfg Config) (*Backend, error) {
 	}
 	cfg = cfg.withDefaults()
 	return &Backend{
-		cli:    cfg.Client,
-		prefix: cfg.Prefix,
-		keys:   cfg.Prefix + "/",
-		timing: cfg.Timing,
-		log:    cfg.Logger.With("election", cfg.Prefix),
-		leases: map[uint64]*lease{},
+		cli:     cfg.Client,
+		prefix:  cfg.Prefix,
+		keys:    cfg.Prefix + "/",
+		timing:  cfg.Timing,
+		history: cfg.History,
+		log:     cfg.Logger.With("election", cfg.Prefix),
+		leases:  map[uint64]*lease{},
 	}, nil
 }
 

@@ -1,7 +1,6 @@
 package etcd
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -10,18 +9,30 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/schedulerhost"
 )
 
 // Timing limits of etcd leases.
 const (
-	// DefaultTTL is the lease TTL when Config.TTL is zero.
+	// DefaultTTL is the lease TTL when Config.Timing.TTL is zero.
 	DefaultTTL = 5 * time.Second
 	// MinTTL is the smallest TTL accepted (the server's minimum with its
 	// default election timeout).
 	MinTTL = 2 * time.Second
 )
 
+// limits are etcd's bounds and defaults for the fields every backend's
+// Config has.
+var limits = election.BackendLimits{
+	Client:         "Client",
+	DefaultTTL:     DefaultTTL,
+	MinTTL:         MinTTL,
+	TTLUnit:        time.Second,
+	DefaultHistory: schedulerhost.DefaultHistory,
+}
+
 // Config configures a Backend. Zero values mean the documented defaults.
+// New copies it; the caller's struct is never modified.
 type Config struct {
 	// Client talks to the etcd cluster. Required. TLS, authentication and
 	// endpoints come with it; the Backend never closes it. Give it a
@@ -38,17 +49,17 @@ type Config struct {
 	Prefix string
 	// Timing is the lease timing. TTL must be whole seconds, at least
 	// MinTTL; zero means DefaultTTL. See election.Timing for the others.
-	election.Timing
+	Timing election.Timing
+	// History is how many runs per job the Ledger keeps. Zero means
+	// schedulerhost.DefaultHistory.
+	History int
 	// Logger receives debug details and cleanup warnings. Nil means
 	// slog.Default().
 	Logger *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
-	c.Timing = c.Timing.WithDefaults(DefaultTTL)
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Timing, c.History, c.Logger = limits.Defaults(c.Timing, c.History, c.Logger)
 	return c
 }
 
@@ -56,10 +67,7 @@ func (c Config) withDefaults() Config {
 // applied. Each problem names the field and its value.
 func (c Config) Validate() error {
 	c = c.withDefaults()
-	var errs []error
-	if c.Client == nil {
-		errs = append(errs, errors.New("Client <nil>: required"))
-	}
+	errs := limits.Problems(c.Client != nil, c.Timing, c.History)
 	switch {
 	case c.Prefix == "":
 		errs = append(errs, fmt.Errorf("Prefix %q: required", c.Prefix))
@@ -70,13 +78,7 @@ func (c Config) Validate() error {
 			errs = append(errs, err)
 		}
 	}
-	if err := c.Timing.Validate(MinTTL, time.Second); err != nil {
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("etcd: invalid config: %w", err)
-	}
-	return nil
+	return election.InvalidConfig("etcd", errs)
 }
 
 // ledgerSuffix ends the name of the key prefix of an election's ledger:

@@ -37,6 +37,7 @@ func TestConfig_Validate(t *testing.T) {
 			[]string{"SafetyMargin 2s: must be less than TTL - RenewInterval (2s)"}},
 		{"negative durations", etcd.Config{Client: cli, Prefix: "/p", Timing: election.Timing{RenewInterval: -time.Second, SafetyMargin: -time.Second}},
 			[]string{"RenewInterval -1s: must be positive", "SafetyMargin -1s: must be positive"}},
+		{"negative history", etcd.Config{Client: cli, Prefix: "/p", History: -1}, []string{"History -1: must be positive"}},
 		{"everything at once", etcd.Config{Timing: election.Timing{TTL: 1500 * time.Millisecond}},
 			[]string{"Client <nil>", `Prefix ""`, "TTL 1.5s: below the backend minimum 2s", "TTL 1.5s: must be a whole multiple of 1s"}},
 	}
@@ -70,7 +71,7 @@ func TestNew_DoesNotMutateConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.TTL != 0 || cfg.Logger != nil {
+	if cfg.Timing.TTL != 0 || cfg.Logger != nil {
 		t.Errorf("New changed the caller's Config: %+v", cfg)
 	}
 	if got := b.Timing(); got.TTL != etcd.DefaultTTL || got.RenewInterval != etcd.DefaultTTL/3 || got.SafetyMargin != time.Second {

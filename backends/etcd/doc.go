@@ -4,7 +4,7 @@
 // # Key layout
 //
 // An election is a key prefix, Config.Prefix, e.g. "/baton/elections/reports".
-// Each Acquire grants a fresh etcd lease (TTL Config.TTL, whole seconds,
+// Each Acquire grants a fresh etcd lease (TTL Config.Timing.TTL, whole seconds,
 // at least 2 s) and puts one key under it:
 //
 //	PREFIX/<lease id in lowercase hex>  =  {"id":"node-1","host":"web-3","pid":4242,"started":"2026-..."}

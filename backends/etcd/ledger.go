@@ -14,13 +14,9 @@ import (
 	"github.com/batonhq/baton/schedulerhost"
 )
 
-// Ledger returns the election's tick ledger, keeping
-// schedulerhost.DefaultHistory runs per job. See LedgerKeeping.
-func (b *Backend) Ledger() schedulerhost.Ledger { return b.LedgerKeeping(0) }
-
-// LedgerKeeping returns the election's tick ledger, keeping the newest n
-// runs per job (n <= 0 means schedulerhost.DefaultHistory). Its keys are
-// under PREFIX + "-ledger/", outside the election:
+// Ledger returns the election's tick ledger, keeping the newest
+// Config.History runs per job. Its keys are under PREFIX + "-ledger/",
+// outside the election:
 //
 //	PREFIX-ledger/<job, path-escaped>/last                    newest claimed tick, unix nanoseconds, 20 digits
 //	PREFIX-ledger/<job, path-escaped>/runs/<tick, same form>  JSON of schedulerhost.Run
@@ -29,11 +25,8 @@ func (b *Backend) Ledger() schedulerhost.Ledger { return b.LedgerKeeping(0) }
 // still having the term's token as its create revision; it can only be
 // made with a token this Backend handed out and has not released. The
 // ledger may be used from several goroutines at once.
-func (b *Backend) LedgerKeeping(n int) schedulerhost.Ledger {
-	if n <= 0 {
-		n = schedulerhost.DefaultHistory
-	}
-	return &ledger{b: b, root: b.prefix + "-ledger/", keep: n}
+func (b *Backend) Ledger() schedulerhost.Ledger {
+	return &ledger{b: b, root: b.prefix + "-ledger/", keep: b.history}
 }
 
 type ledger struct {

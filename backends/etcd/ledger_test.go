@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/batonhq/baton/backends/etcd"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/schedulerhost"
@@ -167,14 +168,22 @@ func TestLedger_HistoryBoundedNewestFirst(t *testing.T) {
 	if runs, _ := lg.History(ctx, "job", 3); len(runs) != 3 {
 		t.Errorf("History(3) returned %d runs", len(runs))
 	}
-	small := b.LedgerKeeping(2)
+
+	// Config.History sets how many runs are kept.
+	sb, err := etcd.New(etcd.Config{Client: cli, Prefix: prefix(t), Timing: election.Timing{TTL: 2 * time.Second}, History: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := sb.Ledger()
+	ls := electiontest.Acquire(t, sb, "s", acquireWithin)
+	defer electiontest.Release(t, ls)
 	for i := range 4 {
-		if err := claim(t, small, "other", tick0.Add(time.Duration(i)*time.Second), l.Token()); err != nil {
+		if err := claim(t, small, "other", tick0.Add(time.Duration(i)*time.Second), ls.Token()); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if runs, _ := small.History(ctx, "other", 10); len(runs) != 2 {
-		t.Errorf("LedgerKeeping(2) kept %d runs", len(runs))
+		t.Errorf("History 2 kept %d runs", len(runs))
 	}
 }
 
