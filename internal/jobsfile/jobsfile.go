@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -297,6 +298,19 @@ func (d *decoder) duration(n *yaml.Node, path string) time.Duration {
 
 var jobFields = []string{"name", "schedule", "builtin", "duration", "command", "timeout", "overlap", "misfire", "misfire_grace", "max_catch_up"}
 
+// oneOf reads the string at n (path names it in errors) as one of
+// allowed, which want lists for the error. An empty string is no error
+// and gives the zero value; any other value not allowed is reported and
+// gives the zero value too.
+func oneOf[T ~string](d *decoder, n *yaml.Node, path string, allowed []T, want string) T {
+	s := d.str(n, path)
+	if s == "" || slices.Contains(allowed, T(s)) {
+		return T(s)
+	}
+	d.fail(n.Line, path, "%q: unknown (want %s)", s, want)
+	return ""
+}
+
 func (d *decoder) jobs(n *yaml.Node) []Job {
 	if n.Kind != yaml.SequenceNode {
 		d.fail(n.Line, "jobs", "%s: want a list of jobs", describe(n))
@@ -361,15 +375,7 @@ func (d *decoder) job(n *yaml.Node, path string) (Job, bool) {
 			d.fail(cf.val.Line, p, "\"\": must not be empty")
 		}
 	case hasBuiltin:
-		p := path + ".builtin"
-		s := d.str(bf.val, p)
-		switch Builtin(s) {
-		case BuiltinSleep, BuiltinLog, BuiltinFail:
-			j.Builtin = Builtin(s)
-		case "":
-		default:
-			d.fail(bf.val.Line, p, "%q: unknown (want sleep, log or fail)", s)
-		}
+		j.Builtin = oneOf(d, bf.val, path+".builtin", []Builtin{BuiltinSleep, BuiltinLog, BuiltinFail}, "sleep, log or fail")
 	}
 	if f, ok := fields["duration"]; ok {
 		p := path + ".duration"
@@ -389,26 +395,12 @@ func (d *decoder) job(n *yaml.Node, path string) (Job, bool) {
 		j.MisfireGrace = d.duration(f.val, path+".misfire_grace")
 	}
 	if f, ok := fields["overlap"]; ok {
-		p := path + ".overlap"
-		s := d.str(f.val, p)
-		switch o := schedulerhost.Overlap(s); o {
-		case schedulerhost.OverlapSkip, schedulerhost.OverlapAllow, schedulerhost.OverlapQueue:
-			j.Overlap = o
-		case "":
-		default:
-			d.fail(f.val.Line, p, "%q: unknown (want skip, allow or queue)", s)
-		}
+		j.Overlap = oneOf(d, f.val, path+".overlap",
+			[]schedulerhost.Overlap{schedulerhost.OverlapSkip, schedulerhost.OverlapAllow, schedulerhost.OverlapQueue}, "skip, allow or queue")
 	}
 	if f, ok := fields["misfire"]; ok {
-		p := path + ".misfire"
-		s := d.str(f.val, p)
-		switch m := schedulerhost.Misfire(s); m {
-		case schedulerhost.MisfireSkip, schedulerhost.MisfireRunOnce, schedulerhost.MisfireRunAll:
-			j.Misfire = m
-		case "":
-		default:
-			d.fail(f.val.Line, p, "%q: unknown (want skip, run-once or run-all)", s)
-		}
+		j.Misfire = oneOf(d, f.val, path+".misfire",
+			[]schedulerhost.Misfire{schedulerhost.MisfireSkip, schedulerhost.MisfireRunOnce, schedulerhost.MisfireRunAll}, "skip, run-once or run-all")
 	}
 	if f, ok := fields["max_catch_up"]; ok {
 		p := path + ".max_catch_up"
