@@ -32,18 +32,13 @@ type Backend struct {
 	terms map[uint64]*term // live terms of this process, by token (for the Ledger)
 }
 
-var (
-	_ election.Backend      = (*Backend)(nil)
-	_ election.LeaderReader = (*Backend)(nil)
-)
-
 // New returns a Backend for cfg after applying defaults and validating it.
 // It does not talk to Consul.
 func New(cfg Config) (*Backend, error) {
-	if err := cfg.Validate(); err != nil {
+	cfg, err := cfg.resolved()
+	if err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
 	return &Backend{cfg: cfg, log: cfg.Logger.With("election", cfg.Key), terms: map[uint64]*term{}}, nil
 }
 
@@ -74,6 +69,8 @@ type session struct {
 	sent  time.Time // when the last successful create or renew was sent
 	check bool      // renew before the next lock attempt, to learn whether it is still alive
 }
+
+var _ election.Backend = (*Backend)(nil)
 
 // Acquire implements election.Backend. It creates a session, waits with
 // blocking queries while another session holds the key, and locks the key

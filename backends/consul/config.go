@@ -147,6 +147,13 @@ func (c Config) withDefaults() Config {
 // Validate reports every problem with c at once, after defaults are
 // applied. Each problem names the field and its value.
 func (c Config) Validate() error {
+	_, err := c.resolved()
+	return err
+}
+
+// resolved returns c with its defaults applied, which New builds a Backend
+// from, and every problem with it (nil when there is none).
+func (c Config) resolved() (Config, error) {
 	c = c.withDefaults()
 	errs := limits.Problems(c.Client != nil, c.Timing, c.History)
 	switch {
@@ -178,5 +185,5 @@ func (c Config) Validate() error {
 	if c.WaitTime < 0 {
 		errs = append(errs, fmt.Errorf("WaitTime %v: must be positive", c.WaitTime))
 	}
-	return election.InvalidConfig("consul", errs)
+	return c, election.InvalidConfig("consul", errs)
 }

@@ -36,18 +36,13 @@ type Backend struct {
 	leases map[uint64]*lease // terms handed out and not released, by token
 }
 
-var (
-	_ election.Backend      = (*Backend)(nil)
-	_ election.LeaderReader = (*Backend)(nil)
-)
-
 // New copies cfg, applies defaults, validates it and returns a Backend. It
 // does not touch the server.
 func New(cfg Config) (*Backend, error) {
-	if err := cfg.Validate(); err != nil {
+	cfg, err := cfg.resolved()
+	if err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
 	return &Backend{
 		cli:     cfg.Client,
 		prefix:  cfg.Prefix,
@@ -61,6 +56,8 @@ func New(cfg Config) (*Backend, error) {
 
 // Timing returns the lease timing in use, defaults applied.
 func (b *Backend) Timing() election.Timing { return b.timing }
+
+var _ election.Backend = (*Backend)(nil)
 
 // Acquire implements election.Backend. It opens the keepalive stream of a
 // new lease (with a password, the server checks it then), grants a fresh

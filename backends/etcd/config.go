@@ -66,6 +66,13 @@ func (c Config) withDefaults() Config {
 // Validate reports every problem with c at once, after defaults are
 // applied. Each problem names the field and its value.
 func (c Config) Validate() error {
+	_, err := c.resolved()
+	return err
+}
+
+// resolved returns c with its defaults applied, which New builds a Backend
+// from, and every problem with it (nil when there is none).
+func (c Config) resolved() (Config, error) {
 	c = c.withDefaults()
 	errs := limits.Problems(c.Client != nil, c.Timing, c.History)
 	switch {
@@ -78,7 +85,7 @@ func (c Config) Validate() error {
 			errs = append(errs, err)
 		}
 	}
-	return election.InvalidConfig("etcd", errs)
+	return c, election.InvalidConfig("etcd", errs)
 }
 
 // ledgerSuffix ends the name of the key prefix of an election's ledger:
