@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/internal/testenv"
 )
 
 var testLimits = election.BackendLimits{
@@ -56,7 +57,7 @@ func TestBackendLimits_Problems(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			errs := testLimits.Problems(tc.hasClient, tc.timing, tc.history)
-			check(t, election.InvalidConfig("test", errs), tc.want)
+			testenv.WantErrors(t, election.InvalidConfig("test", errs), tc.want)
 		})
 	}
 }

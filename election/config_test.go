@@ -1,12 +1,12 @@
 package election_test
 
 import (
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/internal/testenv"
 )
 
 func TestConfig_Validate(t *testing.T) {
@@ -24,7 +24,7 @@ func TestConfig_Validate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := election.New(tc.cfg)
-			check(t, err, tc.want)
+			testenv.WantErrors(t, err, tc.want)
 		})
 	}
 }
@@ -48,25 +48,7 @@ func TestTiming_Validate(t *testing.T) {
 			[]string{"RenewInterval -1ns: must be positive", "SafetyMargin -1ns: must be positive"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			check(t, tc.t.Validate(tc.min, tc.gran), tc.want)
+			testenv.WantErrors(t, tc.t.Validate(tc.min, tc.gran), tc.want)
 		})
-	}
-}
-
-func check(t *testing.T, err error, want []string) {
-	t.Helper()
-	if want == nil {
-		if err != nil {
-			t.Fatalf("unexpected error: %v", err)
-		}
-		return
-	}
-	if err == nil {
-		t.Fatalf("no error, want %q", want)
-	}
-	for _, w := range want {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("error %q does not contain %q", err, w)
-		}
 	}
 }

@@ -1,7 +1,6 @@
 package etcd_test
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +8,7 @@ import (
 
 	"github.com/batonhq/baton/backends/etcd"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/internal/testenv"
 )
 
 func TestConfig_Validate(t *testing.T) {
@@ -43,20 +43,9 @@ func TestConfig_Validate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := tt.cfg.Validate()
+			testenv.WantErrors(t, tt.cfg.Validate(), tt.want)
 			if len(tt.want) == 0 {
-				if err != nil {
-					t.Fatalf("Validate() = %v, want nil", err)
-				}
 				return
-			}
-			if err == nil {
-				t.Fatalf("Validate() = nil, want errors %q", tt.want)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("Validate() = %q, missing %q", err, w)
-				}
 			}
 			if _, nerr := etcd.New(tt.cfg); nerr == nil {
 				t.Errorf("New accepted a config Validate rejects")

@@ -4,6 +4,7 @@ package testenv
 import (
 	"errors"
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -32,4 +33,27 @@ func Getenv(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// WantErrors checks the error of a call that validates (what carries
+// every problem at once) against want, substrings it must contain. With
+// want empty err must be nil; otherwise err must not be nil and must
+// contain each of want. A nil or unwanted error stops t (t.Fatalf); each
+// missing substring is reported with t.Errorf.
+func WantErrors(t testing.TB, err error, want []string) {
+	t.Helper()
+	if len(want) == 0 {
+		if err != nil {
+			t.Fatalf("error = %v, want nil", err)
+		}
+		return
+	}
+	if err == nil {
+		t.Fatalf("error = nil, want one containing %q", want)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error = %q\nwant it to contain %q", err, w)
+		}
+	}
 }
