@@ -15,6 +15,11 @@ import (
 	"github.com/batonhq/baton/election"
 )
 
+var (
+	_ election.Backend      = (*Backend)(nil)
+	_ election.LeaderReader = (*Backend)(nil)
+)
+
 // Backend is a Consul leader election on one key: a candidate creates a
 // TTL session and locks the key with it (`?acquire=`, as `consul lock`
 // does); whoever holds the lock leads. It implements election.Backend,
@@ -69,8 +74,6 @@ type session struct {
 	sent  time.Time // when the last successful create or renew was sent
 	check bool      // renew before the next lock attempt, to learn whether it is still alive
 }
-
-var _ election.Backend = (*Backend)(nil)
 
 // Acquire implements election.Backend. It creates a session, waits with
 // blocking queries while another session holds the key, and locks the key

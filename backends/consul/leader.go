@@ -10,8 +10,6 @@ import (
 	"github.com/batonhq/baton/election"
 )
 
-var _ election.LeaderReader = (*Backend)(nil)
-
 // Leader implements election.LeaderReader: it reads the lock key (one
 // request, bounded by ctx). It returns an error wrapping
 // election.ErrNoLeader when no session holds the key.

@@ -16,6 +16,11 @@ import (
 	"github.com/batonhq/baton/election"
 )
 
+var (
+	_ election.Backend      = (*Backend)(nil)
+	_ election.LeaderReader = (*Backend)(nil)
+)
+
 // cleanupTimeout bounds the revoke of a lease that Acquire gives up on. If
 // the server cannot be told in time, the lease (and its key) expires after
 // its TTL.
@@ -56,8 +61,6 @@ func New(cfg Config) (*Backend, error) {
 
 // Timing returns the lease timing in use, defaults applied.
 func (b *Backend) Timing() election.Timing { return b.timing }
-
-var _ election.Backend = (*Backend)(nil)
 
 // Acquire implements election.Backend. It opens the keepalive stream of a
 // new lease (with a password, the server checks it then), grants a fresh

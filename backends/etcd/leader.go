@@ -8,8 +8,6 @@ import (
 	"github.com/batonhq/baton/election"
 )
 
-var _ election.LeaderReader = (*Backend)(nil)
-
 // Leader implements election.LeaderReader: it reads the candidate key
 // with the lowest create revision directly under the prefix (linearizable
 // reads; keys of nested elections, PREFIX/eu/..., are not candidates).
