@@ -18,6 +18,7 @@ import (
 var (
 	_ election.Backend      = (*Backend)(nil)
 	_ election.LeaderReader = (*Backend)(nil)
+	_ election.Checker      = (*Backend)(nil)
 )
 
 // Backend is a Consul leader election on one key: a candidate creates a

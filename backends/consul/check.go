@@ -7,11 +7,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/consul/api"
-
-	"github.com/batonhq/baton/election"
 )
-
-var _ election.Checker = (*Backend)(nil)
 
 // Check implements election.Checker: it verifies that the agent answers and
 // that the client's ACL token may do what the election and its ledger do,

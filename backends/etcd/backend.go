@@ -19,6 +19,7 @@ import (
 var (
 	_ election.Backend      = (*Backend)(nil)
 	_ election.LeaderReader = (*Backend)(nil)
+	_ election.Checker      = (*Backend)(nil)
 )
 
 // cleanupTimeout bounds the revoke of a lease that Acquire gives up on. If

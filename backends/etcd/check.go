@@ -12,11 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/batonhq/baton/election"
 )
-
-var _ election.Checker = (*Backend)(nil)
 
 // Check implements election.Checker. It blocks until answered or ctx is
 // done, and changes nothing. It sends two requests:
