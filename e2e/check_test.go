@@ -3,8 +3,10 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -68,32 +70,10 @@ func (sc *scenario) check(from, to time.Time) string {
 	}
 
 	runtime := time.Since(sc.started).Round(time.Second)
-	var fb strings.Builder
-	kinds := make([]string, 0, len(sc.counts))
-	for k := range sc.counts {
-		kinds = append(kinds, k)
-	}
-	sort.Strings(kinds)
-	for i, k := range kinds {
-		if i > 0 {
-			fb.WriteString(", ")
-		}
-		fmt.Fprintf(&fb, "%s %d", k, sc.counts[k])
-	}
-	var ab strings.Builder
-	reasons := make([]string, 0, len(r.Accounted))
-	for k := range r.Accounted {
-		reasons = append(reasons, k)
-	}
-	sort.Strings(reasons)
-	for i, k := range reasons {
-		if i > 0 {
-			ab.WriteString("; ")
-		}
-		fmt.Fprintf(&ab, "%s %d", k, r.Accounted[k])
-	}
-	if ab.Len() == 0 {
-		ab.WriteString("none")
+	faults := joinCounts(sc.counts, ", ")
+	accounted := joinCounts(r.Accounted, "; ")
+	if accounted == "" {
+		accounted = "none"
 	}
 	name := be.name
 	if name == "mysql" {
@@ -104,8 +84,8 @@ func (sc *scenario) check(from, to time.Time) string {
     runs %d in %d terms; duplicates %d, overlaps %d, missed beyond policy %d, outside-term %d, token-order %d, drain %d, slow handovers %d
     ticks not run, accounted for by the policy or a reason the leader logged: %s
     max crash failover %v (documented bound %v), max graceful handover %v (bound %v), max start latency %v (slack %v)
-`, name, runtime, be.nodes, be.ttl, sc.seed, fb.String(), r.Runs, r.Terms, r.Duplicates, r.Overlaps, r.LostTicks, r.OutsideTerm,
-		r.TokenOrder, r.Drains, r.SlowHandovers, ab.String(),
+`, name, runtime, be.nodes, be.ttl, sc.seed, faults, r.Runs, r.Terms, r.Duplicates, r.Overlaps, r.LostTicks, r.OutsideTerm,
+		r.TokenOrder, r.Drains, r.SlowHandovers, accounted,
 		r.MaxCrashFailover.Round(time.Millisecond), be.crashBound, r.MaxHandover.Round(time.Millisecond), be.handoverBound,
 		maxLat.Round(time.Millisecond), slack)
 	t.Logf("summary:\n%s", sum)
@@ -143,6 +123,16 @@ func (sc *scenario) check(from, to time.Time) string {
 		t.Error(b.String())
 	}
 	return sum
+}
+
+// joinCounts formats m as "key n" items in the order of the keys, joined
+// by sep; "" when m is empty.
+func joinCounts(m map[string]int, sep string) string {
+	items := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		items = append(items, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(items, sep)
 }
 
 func stamp(t time.Time) string {

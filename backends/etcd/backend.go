@@ -27,7 +27,7 @@ var (
 // its TTL.
 const cleanupTimeout = 500 * time.Millisecond
 
-// Backend is an election.Backend and election.LeaderReader on etcd: one
+// Backend is an election.Backend, LeaderReader and Checker on etcd: one
 // election under one key prefix. Create it with New. It may be shared by
 // goroutines; a process normally runs one candidate per election.
 type Backend struct {

@@ -537,9 +537,10 @@ type runLine struct {
 }
 
 // parseRunLines reads the lines of rd that start with kind: "<kind> <job>
-// <tick RFC3339> <token> <instance> <unix ns> <last>".
-func parseRunLines(rd io.Reader, kind, atName string) ([]runLine, error) {
-	var out []runLine
+// <tick RFC3339> <token> <instance> <unix ns> <last>", each made a T by
+// conv.
+func parseRunLines[T any](rd io.Reader, kind, atName string, conv func(runLine) T) ([]T, error) {
+	out := []T{}
 	sc := bufio.NewScanner(rd)
 	n := 0
 	for sc.Scan() {
@@ -563,36 +564,27 @@ func parseRunLines(rd io.Reader, kind, atName string) ([]runLine, error) {
 		if err != nil {
 			return nil, fmt.Errorf("run log line %d: %s: %w", n, atName, err)
 		}
-		out = append(out, runLine{job: f[1], tick: tick, token: tok, instance: f[4], at: time.Unix(0, ns), last: f[6], line: n})
+		out = append(out, conv(runLine{job: f[1], tick: tick, token: tok, instance: f[4], at: time.Unix(0, ns), last: f[6], line: n}))
 	}
-	return out, sc.Err()
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // ParseRunLog reads the lines jobs append: "S <job> <tick RFC3339> <token>
 // <instance> <start unix ns> <catch-up 0|1>" at the start of a run, and
 // "E ..." lines at the end (ignored here).
 func ParseRunLog(rd io.Reader) ([]Start, error) {
-	lines, err := parseRunLines(rd, "S", "start")
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Start, 0, len(lines))
-	for _, l := range lines {
-		out = append(out, Start{Job: l.job, Tick: l.tick, Token: l.token, Instance: l.instance, At: l.at, CatchUp: l.last == "1", Line: l.line})
-	}
-	return out, nil
+	return parseRunLines(rd, "S", "start", func(l runLine) Start {
+		return Start{Job: l.job, Tick: l.tick, Token: l.token, Instance: l.instance, At: l.at, CatchUp: l.last == "1", Line: l.line}
+	})
 }
 
 // ParseEnds reads the "E <job> <tick RFC3339> <token> <instance> <end unix
 // ns> <status>" lines of a run log.
 func ParseEnds(rd io.Reader) ([]End, error) {
-	lines, err := parseRunLines(rd, "E", "end")
-	if err != nil {
-		return nil, err
-	}
-	out := make([]End, 0, len(lines))
-	for _, l := range lines {
-		out = append(out, End{Job: l.job, Tick: l.tick, Token: l.token, Instance: l.instance, At: l.at, Line: l.line})
-	}
-	return out, nil
+	return parseRunLines(rd, "E", "end", func(l runLine) End {
+		return End{Job: l.job, Tick: l.tick, Token: l.token, Instance: l.instance, At: l.at, Line: l.line}
+	})
 }
