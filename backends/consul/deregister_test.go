@@ -87,21 +87,10 @@ func runElector(t *testing.T, b *consul.Backend, id string) (began, ended <-chan
 func deregisterTrial(t *testing.T, srv *consultest.Agent, how string) {
 	client := consultest.StartTWith(t, consultest.Options{Join: srv.SerfLANAddr})
 	node := client.NodeName
-	admin, err := srv.Client("")
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := agentClient(t, srv, "", "")
 	key := newKey(t)
 	newBackend := func(a *consultest.Agent) *consul.Backend {
-		c, err := a.Client("")
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := consul.New(consul.Config{Client: c, Key: key, Logger: testLogger()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
+		return backendOn(t, agentClient(t, a, "", ""), key, nil)
 	}
 	aBegan, aEnded, stopA := runElector(t, newBackend(client), "a")
 	defer stopA()
@@ -177,31 +166,17 @@ func deregisterTrial(t *testing.T, srv *consultest.Agent, how string) {
 func deregisterWorstPhase(t *testing.T, srv *consultest.Agent, timing election.Timing, lockDelay time.Duration) {
 	client := consultest.StartTWith(t, consultest.Options{Join: srv.SerfLANAddr})
 	node := client.NodeName
-	admin, err := srv.Client("")
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := agentClient(t, srv, "", "")
 	key := newKey(t)
 	newBackend := func(c *api.Client) *consul.Backend {
-		b, err := consul.New(consul.Config{Client: c, Key: key, Timing: timing, LockDelay: lockDelay, Logger: testLogger()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
+		return backendOn(t, c, key, func(c *consul.Config) { c.Timing, c.LockDelay = timing, lockDelay })
 	}
 	p, err := faultproxy.New(client.HTTPAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	ca, err := client.Client(p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cb, err := srv.Client("")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, cb := agentClient(t, client, p.Addr(), ""), agentClient(t, srv, "", "")
 	la := electiontest.Acquire(t, newBackend(ca), "a", 30*time.Second)
 	defer func() { p.Heal(); electiontest.Release(t, la) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*consul.DefaultTTL+consul.MaxLockDelay)

@@ -6,7 +6,6 @@ import (
 	"github.com/batonhq/baton/backends/consul"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
-	"github.com/batonhq/baton/internal/faultproxy"
 )
 
 // Once per tick across a crash, under each misfire policy, and a deposed
@@ -18,28 +17,14 @@ import (
 // the deposed one's claim is refused all the same.
 func TestFailoverConformance(t *testing.T) {
 	a := sharedAgent(t)
-	admin, err := a.Client(a.HTTPAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := agentClient(t, a, a.HTTPAddr, "")
 	electiontest.RunFailoverConformance(t, electiontest.LedgerHarness{
 		Timing: election.Timing{TTL: consul.DefaultTTL},
 		NewElection: func(t *testing.T, timing election.Timing) func(*testing.T, string) electiontest.Candidate {
 			key := newKey(t)
 			return func(t *testing.T, name string) electiontest.Candidate {
-				p, err := faultproxy.New(a.HTTPAddr)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { p.Close() })
-				c, err := a.Client(p.Addr())
-				if err != nil {
-					t.Fatal(err)
-				}
-				b, err := consul.New(consul.Config{Client: c, Key: key, Timing: timing, Logger: testLogger()})
-				if err != nil {
-					t.Fatal(err)
-				}
+				p := proxyTo(t, a)
+				b := backendOn(t, agentClient(t, a, p.Addr(), ""), key, func(c *consul.Config) { c.Timing = timing })
 				return electiontest.Candidate{Backend: b, Cut: p.Blackhole, Heal: p.Heal, Ledger: b.Ledger(),
 					Depose: func(t *testing.T, l election.Lease) {
 						// As an operator would: destroy the holder's session.

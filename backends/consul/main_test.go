@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/consul/api"
+
 	"github.com/batonhq/baton/backends/consul"
 	"github.com/batonhq/baton/backends/consul/consultest"
 	"github.com/batonhq/baton/internal/faultproxy"
@@ -92,18 +94,44 @@ type candidate struct {
 
 func newCandidate(t testing.TB, a *consultest.Agent, key string) candidate {
 	t.Helper()
+	p := proxyTo(t, a)
+	return candidate{Backend: backendOn(t, agentClient(t, a, p.Addr(), ""), key, nil), proxy: p}
+}
+
+// proxyTo returns a fault proxy in front of agent a, closed when t ends.
+func proxyTo(t testing.TB, a *consultest.Agent) *faultproxy.Proxy {
+	t.Helper()
 	p, err := faultproxy.New(a.HTTPAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	c, err := a.Client(p.Addr())
+	return p
+}
+
+// agentClient returns a client of agent a reached at addr ("" for the
+// agent's own address) sending the ACL token token ("" for none).
+func agentClient(t testing.TB, a *consultest.Agent, addr, token string) *api.Client {
+	t.Helper()
+	c, err := a.ClientWithToken(addr, token)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := consul.New(consul.Config{Client: c, Key: key, Logger: testLogger()})
+	return c
+}
+
+// backendOn returns a Backend of the election on key that talks through
+// c and logs with testLogger. adjust, if not nil, changes the Config
+// first.
+func backendOn(t testing.TB, c *api.Client, key string, adjust func(*consul.Config)) *consul.Backend {
+	t.Helper()
+	cfg := consul.Config{Client: c, Key: key, Logger: testLogger()}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	b, err := consul.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return candidate{Backend: b, proxy: p}
+	return b
 }

@@ -41,15 +41,7 @@ session %q { policy = "write" }`, key, consultest.NodeName)
 
 func tokenBackend(t *testing.T, a *consultest.Agent, key, token string) *consul.Backend {
 	t.Helper()
-	c, err := a.ClientWithToken("", token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := consul.New(consul.Config{Client: c, Key: key, Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return backendOn(t, agentClient(t, a, "", token), key, nil)
 }
 
 // TestSecurity_ACL runs a dev agent with ACLs on (default policy deny).
