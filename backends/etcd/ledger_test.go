@@ -23,12 +23,20 @@ func claim(t *testing.T, lg schedulerhost.Ledger, job string, tick time.Time, to
 	return lg.Claim(ctx, schedulerhost.Claim{Job: job, Tick: tick, Token: token, Instance: "i1", Started: time.Now()})
 }
 
+// leadLedger makes a Backend of the election pfx talking through cli and
+// returns it, its term (acquired as "a", released when t ends) and its
+// ledger.
+func leadLedger(t *testing.T, cli *clientv3.Client, pfx string) (*etcd.Backend, election.Lease, schedulerhost.Ledger) {
+	t.Helper()
+	b := newBackend(t, cli, pfx, 2*time.Second)
+	l := electiontest.Acquire(t, b, "a", acquireWithin)
+	t.Cleanup(func() { electiontest.Release(t, l) })
+	return b, l, b.Ledger()
+}
+
 func TestLedger_ClaimOncePerTick(t *testing.T) {
 	pfx := prefix(t)
-	b := newBackend(t, dial(t, server(t).Addr()), pfx, 2*time.Second)
-	lg := b.Ledger()
-	l := electiontest.Acquire(t, b, "a", acquireWithin)
-	defer electiontest.Release(t, l)
+	b, l, lg := leadLedger(t, dial(t, server(t).Addr()), pfx)
 	ctx := context.Background()
 
 	if last, err := lg.LastClaimed(ctx, "mail"); err != nil || !last.IsZero() {
@@ -138,10 +146,7 @@ func TestLedger_StaleClaimEndsTerm(t *testing.T) {
 func TestLedger_HistoryBoundedNewestFirst(t *testing.T) {
 	pfx := prefix(t)
 	cli := dial(t, server(t).Addr())
-	b := newBackend(t, cli, pfx, 2*time.Second)
-	lg := b.Ledger()
-	l := electiontest.Acquire(t, b, "a", acquireWithin)
-	defer electiontest.Release(t, l)
+	_, l, lg := leadLedger(t, cli, pfx)
 	n := schedulerhost.DefaultHistory
 	for i := range n + 7 {
 		if err := claim(t, lg, "job", tick0.Add(time.Duration(i)*time.Second), l.Token()); err != nil {
@@ -188,11 +193,7 @@ func TestLedger_HistoryBoundedNewestFirst(t *testing.T) {
 }
 
 func TestLedger_Finish(t *testing.T) {
-	pfx := prefix(t)
-	b := newBackend(t, dial(t, server(t).Addr()), pfx, 2*time.Second)
-	lg := b.Ledger()
-	l := electiontest.Acquire(t, b, "a", acquireWithin)
-	defer electiontest.Release(t, l)
+	_, l, lg := leadLedger(t, dial(t, server(t).Addr()), prefix(t))
 	ctx := context.Background()
 	if err := claim(t, lg, "job", tick0, l.Token()); err != nil {
 		t.Fatal(err)
