@@ -86,3 +86,25 @@ func IsOpen(l election.Lease) bool {
 		return true
 	}
 }
+
+// CheckFails runs c.Check, bounded by 10 s, for a backend that cannot
+// work (wrong credentials, missing permissions, an unreachable server) and
+// returns its error. It stops t (t.Fatal) if Check succeeds, and reports
+// with t.Errorf a failure that took longer than within: such a backend
+// must fail at start, quickly and clearly, not after a timeout.
+func CheckFails(t testing.TB, c election.Checker, within time.Duration) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := c.Check(ctx)
+	took := time.Since(start)
+	if err == nil {
+		t.Fatal("Check succeeded")
+	}
+	t.Logf("Check failed after %v: %v", took.Round(time.Millisecond), err)
+	if took > within {
+		t.Errorf("Check took %v, want a failure within %v", took.Round(time.Millisecond), within)
+	}
+	return err
+}

@@ -18,9 +18,6 @@ import (
 // survived on the same address and that indexes kept rising, which a dev
 // agent cannot do.
 func TestAgent_DataDirRestartKeepsState(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a Consul server")
-	}
 	if _, err := consultest.Binary(); err != nil {
 		testenv.Unavailable(t, "%v", err)
 	}
@@ -78,9 +75,6 @@ func TestAgent_DataDirRestartKeepsState(t *testing.T) {
 // TestAgent_RestartNeedsDataDir checks that a dev agent, which keeps its
 // state in memory, refuses Restart.
 func TestAgent_RestartNeedsDataDir(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a Consul agent")
-	}
 	a := consultest.StartT(t)
 	if err := a.Restart(context.Background()); err == nil {
 		t.Fatal("Restart of a dev agent: no error")
