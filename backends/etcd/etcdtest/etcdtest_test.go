@@ -15,12 +15,20 @@ import (
 	"github.com/batonhq/baton/internal/testcerts"
 )
 
-func TestServer_RestartKeepsDataAndEndpoint(t *testing.T) {
-	s := etcdtest.Start(t)
+// plainClient returns a client of s (no TLS, no user); the caller closes
+// it.
+func plainClient(t *testing.T, s *etcdtest.Server) *clientv3.Client {
+	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Endpoint()}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cli
+}
+
+func TestServer_RestartKeepsDataAndEndpoint(t *testing.T) {
+	s := etcdtest.Start(t)
+	cli := plainClient(t, s)
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -46,10 +54,7 @@ func TestStartDir_ReusesDataDirOnNewPorts(t *testing.T) {
 		t.Fatal(err)
 	}
 	put := func(s *etcdtest.Server, k string) []byte {
-		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Endpoint()}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
-		if err != nil {
-			t.Fatal(err)
-		}
+		cli := plainClient(t, s)
 		defer cli.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
