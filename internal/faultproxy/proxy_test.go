@@ -38,6 +38,16 @@ func echoServer(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// dial connects to addr; the caller closes the connection.
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func roundTrip(c net.Conn, within time.Duration) error {
 	c.SetDeadline(time.Now().Add(within))
 	if _, err := c.Write([]byte("ping\n")); err != nil {
@@ -53,10 +63,7 @@ func TestProxy_BlackholeHealResetDelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := dial(t, p.Addr())
 	defer c.Close()
 	if err := roundTrip(c, time.Second); err != nil {
 		t.Fatalf("through the proxy: %v", err)
@@ -67,10 +74,7 @@ func TestProxy_BlackholeHealResetDelay(t *testing.T) {
 	}
 	p.Heal()
 	// The held bytes arrive after the heal; a fresh connection works too.
-	c2, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c2 := dial(t, p.Addr())
 	defer c2.Close()
 	if err := roundTrip(c2, time.Second); err != nil {
 		t.Fatalf("after heal: %v", err)
