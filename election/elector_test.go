@@ -24,6 +24,19 @@ func newElector(t *testing.T, b election.Backend, id string) *election.Elector {
 	return e
 }
 
+// runHolding runs e with a lead function that holds each term until it
+// ends, on a goroutine of its own. stop cancels Run and waits for it to
+// return.
+func runHolding(e *election.Elector) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- e.Run(ctx, func(tctx context.Context) error { <-tctx.Done(); return nil }) }()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 func TestElector_Run_ReleasesAfterLeadReturns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
@@ -187,9 +200,7 @@ func TestElector_StepDown_ShorterCooldownTakesEffect(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
 		a := newElector(t, m.Candidate(), "a")
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error)
-		go func() { done <- a.Run(ctx, func(tctx context.Context) error { <-tctx.Done(); return nil }) }()
+		stop := runHolding(a)
 		synctest.Wait()
 		a.StepDown(time.Hour)
 		synctest.Wait()
@@ -201,8 +212,7 @@ func TestElector_StepDown_ShorterCooldownTakesEffect(t *testing.T) {
 		if !a.IsLeader() {
 			t.Error("a shorter cooldown did not replace the hour-long one")
 		}
-		cancel()
-		<-done
+		stop()
 	})
 }
 
@@ -211,9 +221,7 @@ func TestElector_Ineligible_DoesNotCampaign(t *testing.T) {
 		m := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
 		a := newElector(t, m.Candidate(), "a")
 		a.SetEligible(false)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error)
-		go func() { done <- a.Run(ctx, func(tctx context.Context) error { <-tctx.Done(); return nil }) }()
+		stop := runHolding(a)
 		time.Sleep(time.Minute)
 		if a.IsLeader() {
 			t.Fatal("an ineligible elector leads")
@@ -223,8 +231,7 @@ func TestElector_Ineligible_DoesNotCampaign(t *testing.T) {
 		if !a.IsLeader() {
 			t.Fatal("eligible again but not leading")
 		}
-		cancel()
-		<-done
+		stop()
 	})
 }
 
