@@ -83,10 +83,12 @@ func (b *Backend) explain(err error) error {
 		return fmt.Errorf("%w: Consul does not know the ACL token (wrong, expired or deleted)", err)
 	case isACLError(msg):
 		return fmt.Errorf("%w: the token needs key_prefix %q write (it covers %s-ledger/) and session write on the agent's node", err, b.cfg.Key, b.cfg.Key)
-	case strings.Contains(msg, "https://") && (strings.Contains(msg, "broken pipe") || strings.Contains(msg, "connection reset")):
+	case strings.Contains(msg, "https://") && (strings.Contains(msg, "broken pipe") || strings.Contains(msg, "connection reset") ||
+		strings.Contains(msg, "client conn could not be established")):
 		// With TLS 1.3 the server checks the client certificate after the
 		// client has finished its handshake; its alert can be lost when
-		// the client writes first.
+		// the client writes first (broken pipe, reset), or the HTTP/2
+		// connection fails before the client reads it.
 		return fmt.Errorf("%w: tls: the server closed the connection right after the TLS handshake, "+
 			"as it does when it rejects the client certificate (none, or not signed by a CA it trusts)", err)
 	}
