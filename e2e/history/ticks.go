@@ -174,6 +174,7 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 	}
 }
 
+// stamp formats t for a violation, "open" when it is zero.
 func stamp(t time.Time) string {
 	if t.IsZero() {
 		return "open"
