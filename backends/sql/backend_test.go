@@ -216,7 +216,7 @@ func TestFailover_Crash(t *testing.T) {
 // missing relation.
 func TestAcquire_MissingTable(t *testing.T) {
 	forEachServer(t, func(t *testing.T, s *server) {
-		table := randomTable(t)
+		table := randomTable()
 		b := s.backend(t, s.admin, table, "missing", nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
