@@ -79,6 +79,17 @@ func writeFile(t *testing.T, name, content string) string {
 	return p
 }
 
+// waitExit waits up to within for exited to be closed and stops t
+// (t.Fatal) with msg if it is not.
+func waitExit(t *testing.T, exited <-chan struct{}, within time.Duration, msg string) {
+	t.Helper()
+	select {
+	case <-exited:
+	case <-time.After(within):
+		t.Fatal(msg)
+	}
+}
+
 // event is one line of `demo cluster` output: a node's JSON log record or
 // a line of the cluster itself.
 type event struct {
@@ -389,11 +400,7 @@ func TestCluster(t *testing.T) {
 	if err := c.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-c.exited:
-	case <-time.After(40 * time.Second):
-		t.Fatal("the cluster did not exit within 40 s of SIGINT")
-	}
+	waitExit(t, c.exited, 40*time.Second, "the cluster did not exit within 40 s of SIGINT")
 	if c.err != nil {
 		t.Errorf("cluster exit: %v, want 0", c.err)
 	}
