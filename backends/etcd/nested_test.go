@@ -16,6 +16,23 @@ import (
 	"github.com/batonhq/baton/schedulerhost"
 )
 
+// parentLeads checks that parent, whose nested election is in the state
+// that when describes, reports no leader, and that candidate p-1 then
+// wins it within 2 s. It returns p-1's lease, the caller's to release.
+func parentLeads(ctx context.Context, t *testing.T, parent *etcd.Backend, when string) election.Lease {
+	t.Helper()
+	if info, err := parent.Leader(ctx); !errors.Is(err, election.ErrNoLeader) {
+		t.Errorf("parent: Leader() with no candidate of its own, %s = %+v, %v; want ErrNoLeader", when, info, err)
+	}
+	actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+	defer acancel()
+	lp, err := parent.Acquire(actx, election.Identity{ID: "p-1"})
+	if err != nil {
+		t.Fatalf("parent: Acquire %s: %v", when, err)
+	}
+	return lp
+}
+
 // Elections may nest: P and P/eu are two elections. The candidates of
 // P/eu (keys P/eu/<lease id>) are under P/ too, but they are not P's: P
 // elects its own leader at once, and its Leader() never reports P/eu's.
@@ -28,16 +45,7 @@ func TestNested_ParentIgnoresNestedElection(t *testing.T) {
 	defer electiontest.Release(t, lc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if info, err := parent.Leader(ctx); !errors.Is(err, election.ErrNoLeader) {
-		t.Errorf("parent: Leader() with no candidate of its own = %+v, %v; want ErrNoLeader", info, err)
-	}
-
-	actx, acancel := context.WithTimeout(ctx, 2*time.Second)
-	defer acancel()
-	lp, err := parent.Acquire(actx, election.Identity{ID: "p-1"})
-	if err != nil {
-		t.Fatalf("parent: Acquire while the nested election has a leader: %v", err)
-	}
+	lp := parentLeads(ctx, t, parent, "while the nested election has a leader")
 	defer electiontest.Release(t, lp)
 	if info, err := parent.Leader(ctx); err != nil || info.Identity.ID != "p-1" || info.Token != lp.Token() {
 		t.Errorf("parent: Leader() = %+v, %v; want p-1 with token %d", info, err, lp.Token())
@@ -66,15 +74,7 @@ func TestNested_NestedLedgerDoesNotBlockParent(t *testing.T) {
 	}
 	electiontest.Release(t, lc)
 
-	if info, err := parent.Leader(ctx); !errors.Is(err, election.ErrNoLeader) {
-		t.Errorf("parent: Leader() with no candidate = %+v, %v; want ErrNoLeader", info, err)
-	}
-	actx, acancel := context.WithTimeout(ctx, 2*time.Second)
-	defer acancel()
-	lp, err := parent.Acquire(actx, election.Identity{ID: "p-1"})
-	if err != nil {
-		t.Fatalf("parent: Acquire with the nested election's ledger in place: %v", err)
-	}
+	lp := parentLeads(ctx, t, parent, "with the nested election's ledger in place")
 	electiontest.Release(t, lp)
 }
 
