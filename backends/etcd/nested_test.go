@@ -33,6 +33,18 @@ func parentLeads(ctx context.Context, t *testing.T, parent *etcd.Backend, when s
 	return lp
 }
 
+// leaveLedgerKeys leads b as id, claims a tick of job "report" in b's
+// ledger and releases: the ledger's keys, which have no lease, stay.
+func leaveLedgerKeys(ctx context.Context, t *testing.T, b *etcd.Backend, id string) {
+	t.Helper()
+	l := electiontest.Acquire(t, b, id, acquireWithin)
+	tick := time.Now().UTC().Truncate(time.Second)
+	if err := b.Ledger().Claim(ctx, schedulerhost.Claim{Job: "report", Tick: tick, Token: l.Token(), Instance: id, Started: time.Now()}); err != nil {
+		t.Fatalf("%s: Claim: %v", id, err)
+	}
+	electiontest.Release(t, l)
+}
+
 // Elections may nest: P and P/eu are two elections. The candidates of
 // P/eu (keys P/eu/<lease id>) are under P/ too, but they are not P's: P
 // elects its own leader at once, and its Leader() never reports P/eu's.
@@ -67,12 +79,7 @@ func TestNested_NestedLedgerDoesNotBlockParent(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	lc := electiontest.Acquire(t, child, "eu-1", acquireWithin)
-	tick := time.Now().UTC().Truncate(time.Second)
-	if err := child.Ledger().Claim(ctx, schedulerhost.Claim{Job: "report", Tick: tick, Token: lc.Token(), Instance: "eu-1", Started: time.Now()}); err != nil {
-		t.Fatalf("child: Claim: %v", err)
-	}
-	electiontest.Release(t, lc)
+	leaveLedgerKeys(ctx, t, child, "eu-1")
 
 	lp := parentLeads(ctx, t, parent, "with the nested election's ledger in place")
 	electiontest.Release(t, lp)
@@ -86,12 +93,7 @@ func TestNested_ElectionInsideLedgerRefused(t *testing.T) {
 	owner := newBackend(t, dial(t, server(t).Addr()), pfx, 2*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	lo := electiontest.Acquire(t, owner, "owner", acquireWithin)
-	tick := time.Now().UTC().Truncate(time.Second)
-	if err := owner.Ledger().Claim(ctx, schedulerhost.Claim{Job: "report", Tick: tick, Token: lo.Token(), Instance: "owner", Started: time.Now()}); err != nil {
-		t.Fatalf("Claim: %v", err)
-	}
-	electiontest.Release(t, lo)
+	leaveLedgerKeys(ctx, t, owner, "owner")
 
 	for _, p := range []string{pfx + "-ledger/report", pfx + "-ledger"} {
 		b, err := etcd.New(etcd.Config{Client: dial(t, server(t).Addr()), Prefix: p})
