@@ -48,6 +48,13 @@ func newCand(id string) *cand {
 	return &cand{id: id, led: make(chan struct{}), lost: make(chan struct{}), running: make(chan struct{})}
 }
 
+// closeProxy closes the candidate's proxy, if it has one.
+func (c *cand) closeProxy() {
+	if c.proxy != nil {
+		c.proxy.Close()
+	}
+}
+
 func (c *cand) markLed() {
 	c.ledOnce.Do(func() { c.ledAt = time.Now(); close(c.led) })
 }
@@ -114,9 +121,7 @@ func (s *system) launch(lane, id, mode string, viaProxy bool) (*cand, error) {
 		c.proxy, addr = p, p.Addr()
 	}
 	if err := s.start(c, lane, addr, mode); err != nil {
-		if c.proxy != nil {
-			c.proxy.Close()
-		}
+		c.closeProxy()
 		return nil, fmt.Errorf("%s: start %s: %w", s.name, id, err)
 	}
 	return c, nil
@@ -157,15 +162,11 @@ func batonRun(c *cand, b election.Backend, mode string, cleanup func()) error {
 		cancel()
 		<-done
 		cleanup()
-		if c.proxy != nil {
-			c.proxy.Close()
-		}
+		c.closeProxy()
 	}
 	c.kill = func() {
 		cancel()
-		if c.proxy != nil {
-			c.proxy.Close()
-		}
+		c.closeProxy()
 		go func() { <-done; cleanup() }()
 	}
 	return nil
@@ -273,15 +274,11 @@ func rawEtcd(e *env, ttl time.Duration) *system {
 			c.stop = func() {
 				cancel()
 				<-done
-				if c.proxy != nil {
-					c.proxy.Close()
-				}
+				c.closeProxy()
 			}
 			c.kill = func() {
 				cancel()
-				if c.proxy != nil {
-					c.proxy.Close()
-				}
+				c.closeProxy()
 			}
 			return nil
 		}}
@@ -321,15 +318,11 @@ func rawConsul(e *env, ttl time.Duration) *system {
 			c.stop = func() {
 				close(stopCh)
 				<-done
-				if c.proxy != nil {
-					c.proxy.Close()
-				}
+				c.closeProxy()
 			}
 			c.kill = func() {
 				close(stopCh)
-				if c.proxy != nil {
-					c.proxy.Close()
-				}
+				c.closeProxy()
 			}
 			return nil
 		}}

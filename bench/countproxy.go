@@ -271,13 +271,7 @@ func (h *h2Parser) feed(b []byte) {
 		pl := h.buf[9 : 9+n]
 		switch typ {
 		case 0x0: // DATA
-			if flags&0x8 != 0 && len(pl) > 0 {
-				pad := int(pl[0])
-				pl = pl[1:]
-				if pad <= len(pl) {
-					pl = pl[:len(pl)-pad]
-				}
-			}
+			pl = unpadded(flags, pl)
 			if st := h.streams[id]; st != nil {
 				h.data(st, pl)
 			}
@@ -285,13 +279,7 @@ func (h *h2Parser) feed(b []byte) {
 				delete(h.streams, id)
 			}
 		case 0x1: // HEADERS
-			if flags&0x8 != 0 && len(pl) > 0 {
-				pad := int(pl[0])
-				pl = pl[1:]
-				if pad <= len(pl) {
-					pl = pl[:len(pl)-pad]
-				}
-			}
+			pl = unpadded(flags, pl)
 			if flags&0x20 != 0 && len(pl) >= 5 {
 				pl = pl[5:]
 			}
@@ -451,4 +439,18 @@ func (m *myParser) feed(b []byte) {
 		}
 		m.buf = m.buf[4+n:]
 	}
+}
+
+// unpadded returns the payload of a DATA or HEADERS frame without its
+// padding when the frame's PADDED flag (0x8) is set, else pl as it is.
+func unpadded(flags byte, pl []byte) []byte {
+	if flags&0x8 == 0 || len(pl) == 0 {
+		return pl
+	}
+	pad := int(pl[0])
+	pl = pl[1:]
+	if pad <= len(pl) {
+		pl = pl[:len(pl)-pad]
+	}
+	return pl
 }

@@ -25,34 +25,25 @@ type crashResult struct {
 func crash(s *system, prefix string, trials, lanes int) *crashResult {
 	r := &crashResult{}
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	per := (trials + lanes - 1) / lanes
-	for l := range lanes {
-		n := min(per, trials-l*per)
-		if n <= 0 {
-			break
-		}
-		wg.Go(func() {
-			for i := range n {
-				lane := fmt.Sprintf("%s-%d-%d", prefix, l, i)
-				fo, det, ok, err := crashTrial(s, lane)
-				mu.Lock()
-				if err != nil {
-					r.errs = append(r.errs, err.Error())
+	inLanes(trials, lanes, func(l, n int) {
+		for i := range n {
+			lane := fmt.Sprintf("%s-%d-%d", prefix, l, i)
+			fo, det, ok, err := crashTrial(s, lane)
+			mu.Lock()
+			if err != nil {
+				r.errs = append(r.errs, err.Error())
+			} else {
+				r.failover.add(fo)
+				if ok {
+					r.detect.add(det)
+					r.gap.add(fo - det)
 				} else {
-					r.failover.add(fo)
-					if ok {
-						r.detect.add(det)
-						r.gap.add(fo - det)
-					} else {
-						r.undetected++
-					}
+					r.undetected++
 				}
-				mu.Unlock()
 			}
-		})
-	}
-	wg.Wait()
+			mu.Unlock()
+		}
+	})
 	return r
 }
 
@@ -94,4 +85,20 @@ func crashTrial(s *system, lane string) (failover, detect time.Duration, detecte
 	}
 	a.kill()
 	return failover, detect, detected, nil
+}
+
+// inLanes shares trials out among lanes lanes (the last may get fewer, a
+// lane none) and runs f(l, n) for each lane l that has n > 0 trials, all
+// lanes at once. It returns when every f has returned.
+func inLanes(trials, lanes int, f func(l, n int)) {
+	var wg sync.WaitGroup
+	per := (trials + lanes - 1) / lanes
+	for l := range lanes {
+		n := min(per, trials-l*per)
+		if n <= 0 {
+			break
+		}
+		wg.Go(func() { f(l, n) })
+	}
+	wg.Wait()
 }

@@ -226,23 +226,14 @@ func handoverLanes(s *system, prefix string, trials, lanes int) (dist, error) {
 	var mu sync.Mutex
 	var d dist
 	var firstErr error
-	var wg sync.WaitGroup
-	per := (trials + lanes - 1) / lanes
-	for l := range lanes {
-		n := min(per, trials-l*per)
-		if n <= 0 {
-			break
+	inLanes(trials, lanes, func(l, n int) {
+		dd, err := handover(s, fmt.Sprintf("%s-%d", prefix, l), n)
+		mu.Lock()
+		d.add(dd.s...)
+		if err != nil && firstErr == nil {
+			firstErr = err
 		}
-		wg.Go(func() {
-			dd, err := handover(s, fmt.Sprintf("%s-%d", prefix, l), n)
-			mu.Lock()
-			d.add(dd.s...)
-			if err != nil && firstErr == nil {
-				firstErr = err
-			}
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
+		mu.Unlock()
+	})
 	return d, firstErr
 }

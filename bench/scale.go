@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -114,21 +115,10 @@ func scale(e *env, kind string, n, trials int, idleWindow time.Duration) (r scal
 
 	// Idle, then handovers, on one election.
 	prefix := "/bench-scale/" + kind
-	cs := make([]*cand, n)
-	for i := range cs {
-		c, err := start(i, prefix)
-		if err != nil {
-			r.err = err
-			stopAll(cs[:i])
-			return r
-		}
-		cs[i] = c
-		time.Sleep(2 * time.Millisecond) // join in turn, as a rolling start does
-	}
-	leader := firstLed(cs, 60*time.Second)
-	if leader == nil {
-		r.err = fmt.Errorf("scale %s: no leader", kind)
-		stopAll(cs)
+	// The candidates join in turn, as a rolling start does.
+	cs, leader, err := startLed(n, 2*time.Millisecond, 60*time.Second, func(i int) (*cand, error) { return start(i, prefix) })
+	if err != nil {
+		r.err = fmt.Errorf("scale %s: %w", kind, err)
 		return r
 	}
 	time.Sleep(2 * time.Second)
@@ -169,21 +159,10 @@ func scale(e *env, kind string, n, trials int, idleWindow time.Duration) (r scal
 	c0 = e.etcdCPU()
 	for t := range trials {
 		prefix := fmt.Sprintf("/bench-scale/%s-start-%d", kind, t)
-		cs := make([]*cand, n)
 		t0 := time.Now()
-		for i := range cs {
-			c, err := start(i, prefix)
-			if err != nil {
-				r.err = err
-				stopAll(cs[:i])
-				return r
-			}
-			cs[i] = c
-		}
-		first := firstLed(cs, 30*time.Second)
-		if first == nil {
-			r.err = fmt.Errorf("scale %s: no leader at start", kind)
-			stopAll(cs)
+		cs, first, err := startLed(n, 0, 30*time.Second, func(i int) (*cand, error) { return start(i, prefix) })
+		if err != nil {
+			r.err = fmt.Errorf("scale %s: at start: %w", kind, err)
 			return r
 		}
 		r.toLeader.add(first.ledAt.Sub(t0))
@@ -191,4 +170,29 @@ func scale(e *env, kind string, n, trials int, idleWindow time.Duration) (r scal
 	}
 	r.startStopCPU = (e.etcdCPU() - c0) / time.Duration(trials)
 	return r
+}
+
+// startLed starts n candidates, start(0) to start(n-1), pausing for
+// pause after each, and returns them with the first of them to lead
+// within wait. If a start fails or none leads in time, it stops those
+// started and returns an error.
+func startLed(n int, pause, wait time.Duration, start func(i int) (*cand, error)) ([]*cand, *cand, error) {
+	cs := make([]*cand, n)
+	for i := range cs {
+		c, err := start(i)
+		if err != nil {
+			stopAll(cs[:i])
+			return nil, nil, err
+		}
+		cs[i] = c
+		if pause > 0 {
+			time.Sleep(pause)
+		}
+	}
+	first := firstLed(cs, wait)
+	if first == nil {
+		stopAll(cs)
+		return nil, nil, errors.New("no leader")
+	}
+	return cs, first, nil
 }

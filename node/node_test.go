@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -63,20 +63,7 @@ func TestNew_Validates(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.cfg)
-			if tc.want == nil {
-				if err != nil {
-					t.Errorf("New: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("New: nil error, want %q", tc.want)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q lacks %q", err, w)
-				}
-			}
+			testenv.WantErrors(t, err, tc.want)
 		})
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/batonhq/baton/backends/consul"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/internal/testenv"
 )
 
 // cutTrials is how many network-cut trials the conformance suite runs:
@@ -176,12 +177,7 @@ func TestConsulLock_Interop(t *testing.T) {
 	}
 	stopped := time.Now()
 	lockCmd.Process.Signal(os.Interrupt) // consul lock releases on interrupt
-	var r electiontest.Result
-	select {
-	case r = <-ch:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Acquire did not return within 10s of consul lock being interrupted")
-	}
+	r := electiontest.Await(t, ch, 10*time.Second, "Acquire did not return within 10s of consul lock being interrupted")
 	if r.Err != nil {
 		t.Fatalf("Acquire after consul lock exited: %v", r.Err)
 	}
@@ -217,13 +213,5 @@ func TestConsulLock_Interop(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// waitFor polls cond every 20 ms until it holds or fails t after d.
+var waitFor = testenv.WaitFor

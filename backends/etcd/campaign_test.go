@@ -14,6 +14,7 @@ import (
 	"github.com/batonhq/baton/backends/etcd"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/internal/testenv"
 )
 
 // keyHeld reports whether l's key exists on the server under l's etcd
@@ -50,17 +51,8 @@ func countKeys(t *testing.T, cli *clientv3.Client, pfx string) int64 {
 	return resp.Count
 }
 
-// waitFor polls cond every 20 ms until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// waitFor polls cond every 20 ms until it holds or fails t after d.
+var waitFor = testenv.WaitFor
 
 // etcd#19597: a campaign whose keepalives stop past the TTL (its lease
 // expires on the server while it waits behind the leader) must never

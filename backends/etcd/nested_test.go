@@ -16,6 +16,35 @@ import (
 	"github.com/batonhq/baton/schedulerhost"
 )
 
+// parentLeads checks that parent, whose nested election is in the state
+// that when describes, reports no leader, and that candidate p-1 then
+// wins it within 2 s. It returns p-1's lease, the caller's to release.
+func parentLeads(ctx context.Context, t *testing.T, parent *etcd.Backend, when string) election.Lease {
+	t.Helper()
+	if info, err := parent.Leader(ctx); !errors.Is(err, election.ErrNoLeader) {
+		t.Errorf("parent: Leader() with no candidate of its own, %s = %+v, %v; want ErrNoLeader", when, info, err)
+	}
+	actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+	defer acancel()
+	lp, err := parent.Acquire(actx, election.Identity{ID: "p-1"})
+	if err != nil {
+		t.Fatalf("parent: Acquire %s: %v", when, err)
+	}
+	return lp
+}
+
+// leaveLedgerKeys leads b as id, claims a tick of job "report" in b's
+// ledger and releases: the ledger's keys, which have no lease, stay.
+func leaveLedgerKeys(ctx context.Context, t *testing.T, b *etcd.Backend, id string) {
+	t.Helper()
+	l := electiontest.Acquire(t, b, id, acquireWithin)
+	tick := time.Now().UTC().Truncate(time.Second)
+	if err := b.Ledger().Claim(ctx, schedulerhost.Claim{Job: "report", Tick: tick, Token: l.Token(), Instance: id, Started: time.Now()}); err != nil {
+		t.Fatalf("%s: Claim: %v", id, err)
+	}
+	electiontest.Release(t, l)
+}
+
 // Elections may nest: P and P/eu are two elections. The candidates of
 // P/eu (keys P/eu/<lease id>) are under P/ too, but they are not P's: P
 // elects its own leader at once, and its Leader() never reports P/eu's.
@@ -28,16 +57,7 @@ func TestNested_ParentIgnoresNestedElection(t *testing.T) {
 	defer electiontest.Release(t, lc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if info, err := parent.Leader(ctx); !errors.Is(err, election.ErrNoLeader) {
-		t.Errorf("parent: Leader() with no candidate of its own = %+v, %v; want ErrNoLeader", info, err)
-	}
-
-	actx, acancel := context.WithTimeout(ctx, 2*time.Second)
-	defer acancel()
-	lp, err := parent.Acquire(actx, election.Identity{ID: "p-1"})
-	if err != nil {
-		t.Fatalf("parent: Acquire while the nested election has a leader: %v", err)
-	}
+	lp := parentLeads(ctx, t, parent, "while the nested election has a leader")
 	defer electiontest.Release(t, lp)
 	if info, err := parent.Leader(ctx); err != nil || info.Identity.ID != "p-1" || info.Token != lp.Token() {
 		t.Errorf("parent: Leader() = %+v, %v; want p-1 with token %d", info, err, lp.Token())
@@ -59,22 +79,9 @@ func TestNested_NestedLedgerDoesNotBlockParent(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	lc := electiontest.Acquire(t, child, "eu-1", acquireWithin)
-	tick := time.Now().UTC().Truncate(time.Second)
-	if err := child.Ledger().Claim(ctx, schedulerhost.Claim{Job: "report", Tick: tick, Token: lc.Token(), Instance: "eu-1", Started: time.Now()}); err != nil {
-		t.Fatalf("child: Claim: %v", err)
-	}
-	electiontest.Release(t, lc)
+	leaveLedgerKeys(ctx, t, child, "eu-1")
 
-	if info, err := parent.Leader(ctx); !errors.Is(err, election.ErrNoLeader) {
-		t.Errorf("parent: Leader() with no candidate = %+v, %v; want ErrNoLeader", info, err)
-	}
-	actx, acancel := context.WithTimeout(ctx, 2*time.Second)
-	defer acancel()
-	lp, err := parent.Acquire(actx, election.Identity{ID: "p-1"})
-	if err != nil {
-		t.Fatalf("parent: Acquire with the nested election's ledger in place: %v", err)
-	}
+	lp := parentLeads(ctx, t, parent, "with the nested election's ledger in place")
 	electiontest.Release(t, lp)
 }
 
@@ -86,12 +93,7 @@ func TestNested_ElectionInsideLedgerRefused(t *testing.T) {
 	owner := newBackend(t, dial(t, server(t).Addr()), pfx, 2*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	lo := electiontest.Acquire(t, owner, "owner", acquireWithin)
-	tick := time.Now().UTC().Truncate(time.Second)
-	if err := owner.Ledger().Claim(ctx, schedulerhost.Claim{Job: "report", Tick: tick, Token: lo.Token(), Instance: "owner", Started: time.Now()}); err != nil {
-		t.Fatalf("Claim: %v", err)
-	}
-	electiontest.Release(t, lo)
+	leaveLedgerKeys(ctx, t, owner, "owner")
 
 	for _, p := range []string{pfx + "-ledger/report", pfx + "-ledger"} {
 		b, err := etcd.New(etcd.Config{Client: dial(t, server(t).Addr()), Prefix: p})

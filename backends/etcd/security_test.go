@@ -383,12 +383,7 @@ func TestSecurity_SlowPasswordCheck(t *testing.T) {
 	}
 	hold("a", la, 2*ttl) // several renewals of a's term and of b's campaign
 	electiontest.Release(t, la)
-	var r electiontest.Result
-	select {
-	case r = <-bres:
-	case <-time.After(10 * time.Second):
-		t.Fatal("b: no term 10 s after a released")
-	}
+	r := electiontest.Await(t, bres, 10*time.Second, "b: no term 10 s after a released")
 	if r.Err != nil {
 		t.Fatalf("b: Acquire after a released: %v", r.Err)
 	}

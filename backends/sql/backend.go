@@ -48,8 +48,8 @@ func New(cfg Config, drv Driver) (*Backend, error) {
 	if err := drv.validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("sql: invalid config: %w", err)
+	if err := election.InvalidConfig("sql", errs); err != nil {
+		return nil, err
 	}
 	cfg = cfg.withDefaults()
 	sum := sha256.Sum256([]byte(cfg.Table + "\x00" + cfg.Election))

@@ -14,52 +14,21 @@ import (
 
 	"github.com/batonhq/baton/backends/sql"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/internal/faultproxy"
 )
 
+// acquire, release and open are electiontest's helpers, acquire with
+// this package's bound; ledger_test.go uses them too.
 func acquire(t *testing.T, b election.Backend, id string) election.Lease {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*testTTL)
-	defer cancel()
-	l, err := b.Acquire(ctx, election.Identity{ID: id, Host: "test"})
-	if err != nil {
-		t.Fatalf("%s: Acquire: %v", id, err)
-	}
-	return l
+	return electiontest.Acquire(t, b, id, 10*testTTL)
 }
 
-func release(t *testing.T, l election.Lease) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := l.Release(ctx); err != nil {
-		t.Errorf("Release: %v", err)
-	}
-}
-
-type result struct {
-	lease election.Lease
-	err   error
-	at    time.Time
-}
-
-func acquireAsync(ctx context.Context, b election.Backend, id string) <-chan result {
-	ch := make(chan result, 1)
-	go func() {
-		l, err := b.Acquire(ctx, election.Identity{ID: id, Host: "test"})
-		ch <- result{l, err, time.Now()}
-	}()
-	return ch
-}
-
-func open(l election.Lease) bool {
-	select {
-	case <-l.Done():
-		return false
-	default:
-		return true
-	}
-}
+var (
+	release = electiontest.Release
+	open    = electiontest.IsOpen
+)
 
 func ms(d time.Duration) string { return d.Round(100 * time.Microsecond).String() }
 
@@ -131,13 +100,13 @@ func TestClockSkew_AppClockDoesNotMatter(t *testing.T) {
 				cut := time.Now()
 				ctx, cancel = context.WithTimeout(context.Background(), 5*testTTL)
 				defer cancel()
-				ch := acquireAsync(ctx, cd, "candidate")
+				ch := electiontest.AcquireAsync(ctx, cd, "candidate")
 				var ended time.Time
 				select {
 				case <-la.Done():
 					ended = time.Now()
 				case r := <-ch:
-					t.Fatalf("candidate acquired (%v) before the leader's term ended", r.err)
+					t.Fatalf("candidate acquired (%v) before the leader's term ended", r.Err)
 				case <-time.After(testTTL + time.Second):
 					t.Fatal("skewed leader's term did not end within TTL + 1s of the cut")
 				}
@@ -145,14 +114,14 @@ func TestClockSkew_AppClockDoesNotMatter(t *testing.T) {
 					t.Errorf("term ended %v after its local deadline", late)
 				}
 				r := <-ch
-				if r.err != nil {
-					t.Fatalf("candidate: %v", r.err)
+				if r.Err != nil {
+					t.Fatalf("candidate: %v", r.Err)
 				}
-				defer release(t, r.lease)
+				defer release(t, r.Lease)
 				t.Logf("skew %v/%v, session tz %s/%s: leader's term ended %v after the cut (its monotonic deadline %+v), candidate led %v later",
-					skew, -skew, tz[skew < 0], tz[skew > 0], ms(ended.Sub(cut)), ms(deadline.Sub(cut)), ms(r.at.Sub(ended)))
-				if !r.at.After(ended) || r.lease.Token() <= la.Token() {
-					t.Errorf("candidate led at %v (leader ended %v), token %d after %d", r.at, ended, r.lease.Token(), la.Token())
+					skew, -skew, tz[skew < 0], tz[skew > 0], ms(ended.Sub(cut)), ms(deadline.Sub(cut)), ms(r.At.Sub(ended)))
+				if !r.At.After(ended) || r.Lease.Token() <= la.Token() {
+					t.Errorf("candidate led at %v (leader ended %v), token %d after %d", r.At, ended, r.Lease.Token(), la.Token())
 				}
 				ld.proxy.Heal()
 				release(t, la) // a no-op on the database: the token moved on
@@ -179,7 +148,7 @@ func TestHandover_Graceful(t *testing.T) {
 		for i := range 6 {
 			next := cs[(i+1)%2]
 			ctx, cancel := context.WithTimeout(context.Background(), 10*testTTL)
-			ch := acquireAsync(ctx, next, fmt.Sprintf("c%d", (i+1)%2))
+			ch := electiontest.AcquireAsync(ctx, next, fmt.Sprintf("c%d", (i+1)%2))
 			// Let the waiter reach its wait (and LISTEN), at a different
 			// phase of its poll each time.
 			time.Sleep(300*time.Millisecond + time.Duration(i)*s.poll/6)
@@ -187,11 +156,11 @@ func TestHandover_Graceful(t *testing.T) {
 			release(t, cur)
 			r := <-ch
 			cancel()
-			if r.err != nil {
-				t.Fatal(r.err)
+			if r.Err != nil {
+				t.Fatal(r.Err)
 			}
-			took = append(took, r.at.Sub(released))
-			cur = r.lease
+			took = append(took, r.At.Sub(released))
+			cur = r.Lease
 		}
 		release(t, cur)
 		slices.Sort(took)
@@ -217,22 +186,22 @@ func TestFailover_Crash(t *testing.T) {
 			b := s.candidate(t, table, "crash", candOpts{})
 			la := acquire(t, a, "a")
 			ctx, cancel := context.WithTimeout(context.Background(), 10*testTTL)
-			ch := acquireAsync(ctx, b, "b")
+			ch := electiontest.AcquireAsync(ctx, b, "b")
 			time.Sleep(time.Duration(i) * testTTL / 7) // a different renew phase each time
 			a.proxy.Blackhole()
 			cut := time.Now()
 			r := <-ch
 			cancel()
-			if r.err != nil {
-				t.Fatal(r.err)
+			if r.Err != nil {
+				t.Fatal(r.Err)
 			}
 			if open(la) {
 				t.Fatal("b leads while a's term is open")
 			}
-			took := r.at.Sub(cut)
+			took := r.At.Sub(cut)
 			worst = max(worst, took)
 			t.Logf("crash %d: b led %v after the cut", i, ms(took))
-			release(t, r.lease)
+			release(t, r.Lease)
 		}
 		bound := testTTL + s.poll + time.Second
 		t.Logf("crash failover: worst %v (TTL %v, PollInterval %v, bound %v)", ms(worst), testTTL, s.poll, bound)
@@ -247,7 +216,7 @@ func TestFailover_Crash(t *testing.T) {
 // missing relation.
 func TestAcquire_MissingTable(t *testing.T) {
 	forEachServer(t, func(t *testing.T, s *server) {
-		table := randomTable(t)
+		table := randomTable()
 		b := s.backend(t, s.admin, table, "missing", nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -406,21 +375,21 @@ func TestListen_BrokenFallsBackToPolling(t *testing.T) {
 			la := acquire(t, a, "a")
 			ctx, cancel := context.WithTimeout(context.Background(), 10*testTTL)
 			defer cancel()
-			ch := acquireAsync(ctx, bb, "b")
+			ch := electiontest.AcquireAsync(ctx, bb, "b")
 			time.Sleep(300 * time.Millisecond)
 			released := time.Now()
 			release(t, la)
 			r := <-ch
-			if r.err != nil {
-				t.Fatal(r.err)
+			if r.Err != nil {
+				t.Fatal(r.Err)
 			}
-			took := r.at.Sub(released)
+			took := r.At.Sub(released)
 			t.Logf("handover with a %s listen connection: %v (PollInterval %v)", name, ms(took), s.poll)
 			if took > s.poll+100*time.Millisecond {
 				t.Errorf("handover took %v", took)
 			}
 			start := time.Now()
-			release(t, r.lease)
+			release(t, r.Lease)
 			if d := time.Since(start); d > time.Second {
 				t.Errorf("Release took %v", d)
 			}

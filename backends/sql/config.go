@@ -23,6 +23,15 @@ const (
 	DefaultPollInterval = time.Second
 )
 
+// limits are the SQL backend's bounds and defaults for the fields every
+// backend's Config has; its client is the DB pool.
+var limits = election.BackendLimits{
+	Client:         "DB",
+	DefaultTTL:     DefaultTTL,
+	MinTTL:         MinTTL,
+	DefaultHistory: schedulerhost.DefaultHistory,
+}
+
 // Config holds the settings both dialects share. mysql.Config is this
 // type; postgres.Config has the same fields and Listen. Zero values mean
 // the documented defaults; New copies it and never mutates the caller's
@@ -72,18 +81,12 @@ type Config struct {
 // withDefaults returns c with every zero field that has a default set to
 // it.
 func (c Config) withDefaults() Config {
-	c.Timing = c.Timing.WithDefaults(DefaultTTL)
+	c.Timing, c.History, c.Logger = limits.Defaults(c.Timing, c.History, c.Logger)
 	if c.PollInterval == 0 {
 		c.PollInterval = DefaultPollInterval
 	}
 	if c.QueryTimeout == 0 {
 		c.QueryTimeout = c.Timing.TTL
-	}
-	if c.History == 0 {
-		c.History = schedulerhost.DefaultHistory
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
 	}
 	if c.wallNow == nil {
 		c.wallNow = time.Now
@@ -114,18 +117,14 @@ const MaxNameLen = 255
 // applied (a zero duration is valid, a negative one is not). Each problem
 // names the field and its value. It does no I/O.
 func (c Config) Validate() error {
-	if err := errors.Join(c.problems()...); err != nil {
-		return fmt.Errorf("sql: invalid config: %w", err)
-	}
-	return nil
+	return election.InvalidConfig("sql", c.problems())
 }
 
+// problems returns every problem with c after defaults are applied, the
+// common fields first (see election.BackendLimits), then the SQL ones.
 func (c Config) problems() []error {
 	c = c.withDefaults()
-	var errs []error
-	if c.DB == nil {
-		errs = append(errs, errors.New("DB: required"))
-	}
+	errs := limits.Problems(c.DB != nil, c.Timing, c.History)
 	switch {
 	case c.Table == "":
 		errs = append(errs, errors.New("Table: required"))
@@ -138,17 +137,11 @@ func (c Config) problems() []error {
 	case n > MaxNameLen:
 		errs = append(errs, fmt.Errorf("Election %q: %d characters, at most %d", c.Election, n, MaxNameLen))
 	}
-	if err := c.Timing.Validate(MinTTL, 0); err != nil {
-		errs = append(errs, fmt.Errorf("Timing: %w", err))
-	}
 	if c.PollInterval < 0 {
 		errs = append(errs, fmt.Errorf("PollInterval %v: must be positive", c.PollInterval))
 	}
 	if c.QueryTimeout < 0 {
 		errs = append(errs, fmt.Errorf("QueryTimeout %v: must be positive", c.QueryTimeout))
-	}
-	if c.History < 0 {
-		errs = append(errs, fmt.Errorf("History %d: must be positive", c.History))
 	}
 	return errs
 }

@@ -2,9 +2,7 @@ package sql_test
 
 import (
 	"context"
-	"crypto/rand"
 	dbsql "database/sql"
-	"encoding/hex"
 	"log/slog"
 	"net"
 	"os"
@@ -22,17 +20,8 @@ import (
 	"github.com/batonhq/baton/backends/sql/postgres"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/internal/faultproxy"
+	"github.com/batonhq/baton/internal/testdb"
 	"github.com/batonhq/baton/internal/testenv"
-)
-
-const (
-	defaultPostgresDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	defaultMySQLDSN    = "root@tcp(127.0.0.1:3306)/test?parseTime=true"
-
-	testTTL = 2 * time.Second
-	// Polling intervals in tests. PostgreSQL also LISTENs.
-	pgPoll = 500 * time.Millisecond
-	myPoll = 250 * time.Millisecond
 )
 
 // The tests of this package run every behaviour against both servers, so
@@ -42,13 +31,23 @@ const (
 // skew the Backend's wall clock through SetWallClock (export_test.go),
 // which only this package's tests can reach.
 
+// testTTL is the lease TTL of the tests; pgPoll and myPoll are their
+// polling intervals on each server (PostgreSQL also LISTENs).
+const (
+	testTTL = 2 * time.Second
+	pgPoll  = 500 * time.Millisecond
+	myPoll  = 250 * time.Millisecond
+)
+
 // server is one database server the tests run against.
 type server struct {
 	name    string
 	dialect sql.Dialect
 	target  string // host:port of the server
 	poll    time.Duration
-	admin   *dbsql.DB // direct, for schema and hand edits
+	admin   *dbsql.DB      // direct, for schema and hand edits: db.Admin
+	db      *testdb.Server // the server as internal/testdb opened it
+	kind    testdb.Dialect // which of testdb's servers it is
 
 	// open returns a pool dialing addr (a proxy) with the session time
 	// zone tz ("" for the server's).
@@ -71,15 +70,13 @@ func loadServers() {
 	for name, load := range map[string]func() (*server, error){"postgres": postgresServer, "mariadb": mariadbServer} {
 		s, err := load()
 		if err == nil {
-			s.admin = s.open(s.target, "")
-			if err = ping(s.admin); err != nil {
-				s.admin.Close()
-			}
+			s.db, err = testdb.Open(context.Background(), s.kind)
 		}
 		if err != nil {
 			serverErrs[name] = err
 			continue
 		}
+		s.admin = s.db.Admin
 		servers[name] = s
 	}
 }
@@ -87,7 +84,7 @@ func loadServers() {
 // postgresServer describes the PostgreSQL server of BATON_TEST_POSTGRES_DSN
 // (admin not yet open).
 func postgresServer() (*server, error) {
-	cfg, err := pgx.ParseConfig(testenv.Getenv("BATON_TEST_POSTGRES_DSN", defaultPostgresDSN))
+	cfg, err := pgx.ParseConfig(testdb.DSN(testdb.Postgres))
 	if err != nil {
 		return nil, err
 	}
@@ -105,6 +102,7 @@ func postgresServer() (*server, error) {
 	return &server{
 		name:    "postgres",
 		dialect: sql.Postgres,
+		kind:    testdb.Postgres,
 		target:  net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))),
 		poll:    pgPoll,
 		driver:  postgres.Driver,
@@ -118,7 +116,7 @@ func postgresServer() (*server, error) {
 // mariadbServer describes the MariaDB (or MySQL) server of
 // BATON_TEST_MYSQL_DSN (admin not yet open).
 func mariadbServer() (*server, error) {
-	cfg, err := mysqldriver.ParseDSN(testenv.Getenv("BATON_TEST_MYSQL_DSN", defaultMySQLDSN))
+	cfg, err := mysqldriver.ParseDSN(testdb.DSN(testdb.MySQL))
 	if err != nil {
 		return nil, err
 	}
@@ -128,6 +126,7 @@ func mariadbServer() (*server, error) {
 	return &server{
 		name:    "mariadb",
 		dialect: sql.MySQL,
+		kind:    testdb.MySQL,
 		target:  cfg.Addr,
 		poll:    myPoll,
 		driver:  func(func(context.Context) (*pgx.Conn, error)) sql.Driver { return mysql.Driver() },
@@ -147,12 +146,6 @@ func mariadbServer() (*server, error) {
 			return dbsql.OpenDB(conn)
 		},
 	}, nil
-}
-
-func ping(db *dbsql.DB) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	return db.PingContext(ctx)
 }
 
 // getServer returns the named server or skips (fails under
@@ -177,17 +170,14 @@ func forEachServer(t *testing.T, f func(t *testing.T, s *server)) {
 	}
 }
 
-func randomTable(t *testing.T) string {
-	var b [5]byte
-	rand.Read(b[:])
-	return "baton_t_" + hex.EncodeToString(b[:])
-}
+// randomTable returns a table name no other test run uses.
+func randomTable() string { return testdb.NewName("baton_t_") }
 
 // newTable creates the schema of a fresh table (EnsureSchema through the
 // admin pool) and drops it when t ends.
 func (s *server) newTable(t *testing.T) string {
 	t.Helper()
-	table := randomTable(t)
+	table := randomTable()
 	b := s.backend(t, s.admin, table, "schema", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -201,16 +191,8 @@ func (s *server) newTable(t *testing.T) string {
 func (s *server) dropTable(t *testing.T, table string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	stmts := []string{"DROP TABLE IF EXISTS " + table + ", " + table + "_ticks, " + table + "_runs"}
-	if s.dialect == sql.Postgres {
-		stmts = append(stmts, "DROP SEQUENCE IF EXISTS "+table+"_token_seq")
-	} else {
-		stmts[0] += ", " + table + "_seq"
-	}
-	for _, q := range stmts {
-		if _, err := s.admin.ExecContext(ctx, q); err != nil {
-			t.Errorf("drop %s: %v", table, err)
-		}
+	if err := s.db.DropTables(ctx, table); err != nil {
+		t.Errorf("drop %s: %v", table, err)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/batonhq/baton/backends/sql/postgres"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/internal/testdb"
 	"github.com/batonhq/baton/internal/testenv"
 )
 
@@ -26,7 +27,7 @@ import (
 // connect timeout of 5 s.
 func sslConfig(t *testing.T, mode string) *pgx.ConnConfig {
 	t.Helper()
-	u, err := url.Parse(testenv.Getenv("BATON_TEST_POSTGRES_DSN", defaultPostgresDSN))
+	u, err := url.Parse(testdb.DSN(testdb.Postgres))
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		t.Skipf("BATON_TEST_POSTGRES_DSN is not a postgres:// URL (%v); cannot set sslmode", err)
 	}
@@ -120,7 +121,7 @@ func TestPostgres_SSLModeVerifyFull(t *testing.T) {
 	cfg := sslConfig(t, "verify-full")
 	db := stdlib.OpenDB(*cfg)
 	defer db.Close()
-	b := s.backend(t, db, randomTable(t), "tls", nil)
+	b := s.backend(t, db, randomTable(), "tls", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := b.Check(ctx)
@@ -150,7 +151,7 @@ func TestMySQL_TLS(t *testing.T) {
 	if err := s.admin.QueryRowContext(ctx, "SHOW VARIABLES LIKE 'have_ssl'").Scan(&name, &haveSSL); err != nil {
 		t.Fatal(err)
 	}
-	base, err := mysqldriver.ParseDSN(testenv.Getenv("BATON_TEST_MYSQL_DSN", defaultMySQLDSN))
+	base, err := mysqldriver.ParseDSN(testdb.DSN(testdb.MySQL))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func TestMySQL_TLS(t *testing.T) {
 		return db
 	}
 	if haveSSL != "YES" {
-		b := s.backend(t, open("true"), randomTable(t), "tls", nil)
+		b := s.backend(t, open("true"), randomTable(), "tls", nil)
 		err := b.Check(ctx)
 		if !errors.Is(err, mysqldriver.ErrNoTLS) {
 			t.Fatalf("Check with tls=true against a server without TLS: %v, want mysqldriver.ErrNoTLS", err)

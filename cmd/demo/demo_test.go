@@ -79,6 +79,17 @@ func writeFile(t *testing.T, name, content string) string {
 	return p
 }
 
+// waitExit waits up to within for exited to be closed and stops t
+// (t.Fatal) with msg if it is not.
+func waitExit(t *testing.T, exited <-chan struct{}, within time.Duration, msg string) {
+	t.Helper()
+	select {
+	case <-exited:
+	case <-time.After(within):
+		t.Fatal(msg)
+	}
+}
+
 // event is one line of `demo cluster` output: a node's JSON log record or
 // a line of the cluster itself.
 type event struct {
@@ -268,19 +279,17 @@ func (c *cluster) pidOf(name string) int {
 
 func isAcquired(ev event) bool { return ev.msg == "acquired leadership" }
 
-const clusterJobs = `election:
-  ttl: 2s
-  shutdown_timeout: 10s
-  kill_grace: 2s
-jobs:
-  - name: tick
-    schedule: "* * * * * *"
-    builtin: log
-  - name: nap
-    schedule: "*/5 * * * * *"
-    builtin: sleep
-    duration: 2s
-`
+// clusterJobs returns the absolute path of the jobs file the cluster
+// tests give every node, testdata/cluster.yaml: a log job every second
+// and a 2 s sleep job every five.
+func clusterJobs(t *testing.T) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("testdata", "cluster.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
 
 // TestCluster drives `demo cluster` with 3 nodes through the acceptance
 // scenario of issue 3: a leader within 3 s running the jobs alone; kill -9
@@ -293,7 +302,7 @@ func TestCluster(t *testing.T) {
 		t.Skip("starts processes and waits for failovers")
 	}
 	const ttl = 2 * time.Second
-	cfg := writeFile(t, "jobs.yaml", clusterJobs)
+	cfg := clusterJobs(t)
 	c := startCluster(t, "--nodes", "3", "--config", cfg, "--log-format", "json")
 
 	// 1. A leader within 3 s, running the jobs.
@@ -391,11 +400,7 @@ func TestCluster(t *testing.T) {
 	if err := c.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-c.exited:
-	case <-time.After(40 * time.Second):
-		t.Fatal("the cluster did not exit within 40 s of SIGINT")
-	}
+	waitExit(t, c.exited, 40*time.Second, "the cluster did not exit within 40 s of SIGINT")
 	if c.err != nil {
 		t.Errorf("cluster exit: %v, want 0", c.err)
 	}
@@ -536,7 +541,7 @@ func TestCluster_EtcdctlElect(t *testing.T) {
 		}
 		t.Skipf("SKIP: %s missing: run `make tools` (set BATON_TEST_REQUIRE=1 to fail instead)", etcdctl)
 	}
-	cfg := writeFile(t, "jobs.yaml", clusterJobs)
+	cfg := clusterJobs(t)
 	c := startCluster(t, "--nodes", "2", "--config", cfg, "--log-format", "json")
 	first, _ := c.waitFor(0, 30*time.Second, "a first leader", isAcquired)
 	ep := ""

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/node"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -22,11 +20,7 @@ func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("history", flag.ContinueOnError)
-	var bf node.BackendFlags
-	bf.Register(fs)
-	var lf node.LogFlags
-	lf.Register(fs)
+	fs, bf, lf := backendFlagSet("history")
 	var jobs stringList
 	fs.Var(&jobs, "job", "job to show (repeatable; default: every job of --config)")
 	config := fs.String("config", "", "jobs file naming the jobs (default: the built-in jobs.example.yaml)")

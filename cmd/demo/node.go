@@ -21,12 +21,18 @@ import (
 // errStdinClosed is the cause of a shutdown started by --stop-on-stdin-eof.
 var errStdinClosed = errors.New("stdin closed (the cluster is gone)")
 
-func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("node", flag.ContinueOnError)
-	var bf node.BackendFlags
+// backendFlagSet returns the flag set of subcommand name, one that opens
+// a backend: the backend flags and the log flags are registered on it.
+func backendFlagSet(name string) (*flag.FlagSet, *node.BackendFlags, *node.LogFlags) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	bf, lf := new(node.BackendFlags), new(node.LogFlags)
 	bf.Register(fs)
-	var lf node.LogFlags
 	lf.Register(fs)
+	return fs, bf, lf
+}
+
+func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, bf, lf := backendFlagSet("node")
 	id := fs.String("id", "", "identity, unique per process (default HOSTNAME-PID)")
 	config := fs.String("config", "", "jobs file (default: the built-in jobs.example.yaml)")
 	httpAddr := fs.String("http", "127.0.0.1:0", "address of the status page, /status, /metrics, /healthz, /readyz and the admin endpoints;\nloopback unless you say otherwise (\"\" for none)")

@@ -173,11 +173,7 @@ func TestNode_SecondSignalExitsAtOnce(t *testing.T) {
 	if err := n.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-n.exited:
-	case <-time.After(5 * time.Second):
-		t.Fatal("still running 5 s after the second SIGTERM")
-	}
+	waitExit(t, n.exited, 5*time.Second, "still running 5 s after the second SIGTERM")
 	var ee *exec.ExitError
 	if !errors.As(n.err, &ee) || ee.ExitCode() != 2 {
 		t.Errorf("exit after the second SIGTERM: %v, want status 2", n.err)
@@ -195,11 +191,7 @@ func TestCluster_SecondSignal(t *testing.T) {
 	_ = c.cmd.Process.Signal(syscall.SIGINT)
 	c.waitFor(0, 10*time.Second, "the drain", func(ev event) bool { return ev.msg == "draining" })
 	_ = c.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-c.exited:
-	case <-time.After(10 * time.Second):
-		t.Fatal("cluster still running 10 s after the second SIGINT")
-	}
+	waitExit(t, c.exited, 10*time.Second, "cluster still running 10 s after the second SIGINT")
 	var ee *exec.ExitError
 	if !errors.As(c.err, &ee) || ee.ExitCode() != 2 {
 		t.Errorf("cluster exit: %v, want status 2", c.err)

@@ -76,6 +76,20 @@ func AcquireAsync(ctx context.Context, b election.Backend, id string) <-chan Res
 	return ch
 }
 
+// Await receives the outcome of an AcquireAsync from ch, waiting at most
+// within, and stops the test (t.Fatal with msg) if none arrives by then.
+// It blocks; call it from the test's own goroutine.
+func Await(t testing.TB, ch <-chan Result, within time.Duration, msg string) Result {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(within):
+		t.Fatal(msg)
+		return Result{}
+	}
+}
+
 // IsOpen reports whether l's term is still open (Done not closed). It
 // does not block.
 func IsOpen(l election.Lease) bool {

@@ -91,14 +91,7 @@ func TestCommand_Env(t *testing.T) {
 	// election.ContextWithToken would do, but its contexts fail
 	// election.CheckTerm inside Host.Lead; run a real term instead.
 	mem := electiontest.NewMemory(election.Timing{})
-	el, err := election.New(election.Config{Backend: mem.Candidate(), Identity: election.Identity{ID: "node-7"},
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- el.Run(ctx, host.Lead) }()
+	el, stop := lead(t, mem, "node-7", host)
 	deadline := time.Now().Add(10 * time.Second)
 	var data []byte
 	var token uint64
@@ -111,10 +104,7 @@ func TestCommand_Env(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run: %v", err)
-	}
+	stop()
 	if data == nil || token == 0 {
 		t.Fatalf("the job did not run within 10 s (token %d)", token)
 	}
@@ -158,6 +148,18 @@ func TestCommand_ExitStatus(t *testing.T) {
 	}
 }
 
+// runReady runs cmd on a goroutine of its own and returns once cmd has
+// logged "ready" to l. cancel ends Run's context; done receives Run's
+// result.
+func runReady(t *testing.T, cmd *execjob.Command, l *lines) (cancel context.CancelFunc, done <-chan error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan error, 1)
+	go func() { ch <- cmd.Run(ctx) }()
+	l.wait(t, "ready")
+	return cancel, ch
+}
+
 // TestCommand_CancelExitsOnSIGTERM: a command that exits on SIGTERM returns
 // promptly after cancellation, long before the kill grace.
 func TestCommand_CancelExitsOnSIGTERM(t *testing.T) {
@@ -165,10 +167,7 @@ func TestCommand_CancelExitsOnSIGTERM(t *testing.T) {
 	const grace = 5 * time.Second
 	cmd := &execjob.Command{Job: "polite", KillGrace: grace, Logger: slog.New(l),
 		Script: `trap 'echo got TERM; exit 7' TERM; echo ready; while :; do sleep 0.1; done`}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- cmd.Run(ctx) }()
-	l.wait(t, "ready")
+	cancel, done := runReady(t, cmd, l)
 	start := time.Now()
 	cancel()
 	err := <-done
@@ -198,10 +197,7 @@ func TestCommand_CancelKillsAfterGrace(t *testing.T) {
 		Env: append(os.Environ(), "PIDFILE="+pidFile),
 		Script: `trap 'echo ignoring TERM' TERM; sleep 60 & echo $! > "$PIDFILE"; echo ready
 while :; do sleep 0.1; done`}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- cmd.Run(ctx) }()
-	l.wait(t, "ready")
+	cancel, done := runReady(t, cmd, l)
 	start := time.Now()
 	cancel()
 	l.wait(t, "ignoring TERM")
@@ -272,14 +268,7 @@ func TestCommand_EnvCatchUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	el, err := election.New(election.Config{Backend: mem.Candidate(), Identity: election.Identity{ID: "new"},
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- el.Run(rctx, host.Lead) }()
+	_, stop := lead(t, mem, "new", host)
 	var got []string
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		data, _ := os.ReadFile(out)
@@ -288,10 +277,30 @@ func TestCommand_EnvCatchUp(t *testing.T) {
 		}
 	}
 	stop()
-	if err := <-done; err != nil {
-		t.Fatalf("Run: %v", err)
-	}
 	if len(got) < 2 || !strings.HasPrefix(got[0], "1 ") || !strings.HasPrefix(got[1], "0 ") {
 		t.Fatalf("runs (BATON_CATCH_UP BATON_TICK): %q; want a catch-up run (1) then a regular one (0)", got)
+	}
+}
+
+// lead runs an Elector for a candidate of mem named id, leading with
+// host, on a goroutine of its own, and returns it with a stop function.
+// stop cancels the Elector, waits for Run to return and stops t
+// (t.Fatalf) if Run returned an error; call it from the test's goroutine.
+func lead(t *testing.T, mem *electiontest.Memory, id string, host *schedulerhost.Host) (*election.Elector, func()) {
+	t.Helper()
+	el, err := election.New(election.Config{Backend: mem.Candidate(), Identity: election.Identity{ID: id},
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- el.Run(ctx, host.Lead) }()
+	return el, func() {
+		t.Helper()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
 	}
 }

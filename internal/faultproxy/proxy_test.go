@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/internal/faultproxy"
+	"github.com/batonhq/baton/internal/testenv"
 )
 
 // echoServer answers each line with the same line.
@@ -16,25 +17,16 @@ func echoServer(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	go func() {
+	testenv.Serve(ln, func(c net.Conn) {
+		r := bufio.NewReader(c)
 		for {
-			c, err := ln.Accept()
+			line, err := r.ReadString('\n')
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				r := bufio.NewReader(c)
-				for {
-					line, err := r.ReadString('\n')
-					if err != nil {
-						return
-					}
-					c.Write([]byte(line))
-				}
-			}()
+			c.Write([]byte(line))
 		}
-	}()
+	})
 	return ln.Addr().String()
 }
 

@@ -3,10 +3,12 @@ package testcerts_test
 import (
 	"crypto/tls"
 	"io"
+	"net"
 	"strings"
 	"testing"
 
 	"github.com/batonhq/baton/internal/testcerts"
+	"github.com/batonhq/baton/internal/testenv"
 )
 
 // TestSet_Handshake: a TLS server with the generated server certificate,
@@ -28,21 +30,12 @@ func TestSet_Handshake(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				tc := c.(*tls.Conn)
-				if tc.Handshake() == nil {
-					_, _ = io.WriteString(c, tc.ConnectionState().PeerCertificates[0].Subject.CommonName)
-				}
-			}()
+	testenv.Serve(ln, func(c net.Conn) {
+		tc := c.(*tls.Conn)
+		if tc.Handshake() == nil {
+			_, _ = io.WriteString(c, tc.ConnectionState().PeerCertificates[0].Subject.CommonName)
 		}
-	}()
+	})
 	dial := func(cfg *tls.Config) (string, error) {
 		c, err := tls.Dial("tcp", ln.Addr().String(), cfg)
 		if err != nil {

@@ -11,13 +11,32 @@ import (
 // 10 s; what names the awaited state in the failure.
 func WaitUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	if !poll(10*time.Second, 10*time.Millisecond, cond) {
+		t.Fatalf("not %s within 10 s", what)
+	}
+}
+
+// WaitFor polls cond every 20 ms and fails t when it is not true within
+// d; what names the awaited event in the failure ("timed out after D
+// waiting for WHAT").
+func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if !poll(d, 20*time.Millisecond, cond) {
+		t.Fatalf("timed out after %v waiting for %s", d, what)
+	}
+}
+
+// poll calls cond every period until it returns true, and reports
+// whether it did so before d had passed.
+func poll(d, period time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("not %s within 10 s", what)
+			return false
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(period)
 	}
+	return true
 }
 
 // Post sends POST url with an Authorization header (none when auth is

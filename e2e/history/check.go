@@ -1,0 +1,188 @@
+package history
+
+import (
+	"sort"
+	"time"
+)
+
+// bounds returns, by token, the instant after which a term may start no
+// job: the first of its loss (Lost, or Stop for a term that ended without
+// a step-down and has no Lost), its end (release or loss), the
+// kill of its process, and the start of the next term, the latest instant
+// at which the backend can have ended it. A step-down alone does not bound
+// it: the lease is held and renewed until the release, and a run fired
+// just before the step-down may start until then. Zero: open.
+func bounds(terms []Term) map[uint64]time.Time {
+	out := map[uint64]time.Time{}
+	for i, t := range terms {
+		var u time.Time
+		earlier := func(c time.Time) {
+			if !c.IsZero() && (u.IsZero() || c.Before(u)) {
+				u = c
+			}
+		}
+		switch {
+		case t.Killed:
+			earlier(t.Stop)
+		case !t.Lost.IsZero():
+			earlier(t.Lost)
+		case !t.Graceful && !t.SteppedDown:
+			earlier(t.Stop)
+		}
+		earlier(t.End)
+		for _, n := range terms[i+1:] {
+			if n.Start.After(t.Start) {
+				earlier(n.Start)
+				break
+			}
+		}
+		out[t.Token] = u
+	}
+	return out
+}
+
+type tickID struct {
+	job  string
+	tick int64
+}
+
+type runID struct {
+	job   string
+	tick  int64
+	token uint64
+}
+
+// Check judges in against every guarantee and returns what it found.
+func Check(in Input) Report {
+	r := Report{Runs: len(in.Starts), Terms: len(in.Terms)}
+	terms := append([]Term(nil), in.Terms...)
+	sort.Slice(terms, func(i, j int) bool { return terms[i].Start.Before(terms[j].Start) })
+
+	// 1. No tick started twice.
+	first := map[tickID]Start{}
+	for _, s := range in.Starts {
+		id := tickID{s.Job, s.Tick.UnixNano()}
+		if prev, dup := first[id]; dup {
+			r.add("duplicate", "job %s tick %s started twice: line %d (%s token %d) and line %d (%s token %d)",
+				s.Job, s.Tick.Format(time.RFC3339Nano), prev.Line, prev.Instance, prev.Token, s.Line, s.Instance, s.Token)
+			continue
+		}
+		first[id] = s
+	}
+
+	// 2. Tokens strictly increase with term starts.
+	for i := 1; i < len(terms); i++ {
+		if terms[i].Token <= terms[i-1].Token {
+			r.add("token-order", "term of %s started %s with token %d, not above the earlier term of %s (token %d, started %s)",
+				terms[i].Instance, terms[i].Start.Format(time.RFC3339Nano), terms[i].Token,
+				terms[i-1].Instance, terms[i-1].Token, terms[i-1].Start.Format(time.RFC3339Nano))
+		}
+	}
+
+	// 3. Every start lies within a term of its instance with its token.
+	byToken := map[uint64]Term{}
+	for _, t := range terms {
+		byToken[t.Token] = t
+	}
+	until := bounds(terms)
+	for _, s := range in.Starts {
+		t, ok := byToken[s.Token]
+		u := until[s.Token]
+		switch {
+		case !ok:
+			r.add("outside-term", "line %d: %s started job %s tick %s with token %d, which no node logged as a term",
+				s.Line, s.Instance, s.Job, s.Tick.Format(time.RFC3339Nano), s.Token)
+		case t.Instance != s.Instance:
+			r.add("outside-term", "line %d: %s started job %s with token %d, which is %s's term", s.Line, s.Instance, s.Job, s.Token, t.Instance)
+		case s.At.Before(t.Start.Add(-in.Slack)) || (!u.IsZero() && s.At.After(u.Add(in.Slack))):
+			r.add("outside-term", "line %d: %s started job %s tick %s at %s, outside its term %d [%s, %s] (stop %s, end %s, slack %v)",
+				s.Line, s.Instance, s.Job, s.Tick.Format(time.RFC3339), s.At.Format(time.RFC3339Nano), s.Token,
+				t.Start.Format(time.RFC3339Nano), stamp(u), stamp(t.Stop), stamp(t.End), in.Slack)
+		}
+	}
+
+	// 4. No two terms overlap in job starts: ordered by token, the starts
+	// of one term all come before the starts of the next.
+	type span struct {
+		token       uint64
+		first, last Start
+	}
+	spans := map[uint64]*span{}
+	for _, s := range in.Starts {
+		sp := spans[s.Token]
+		if sp == nil {
+			spans[s.Token] = &span{token: s.Token, first: s, last: s}
+			continue
+		}
+		if s.At.Before(sp.first.At) {
+			sp.first = s
+		}
+		if s.At.After(sp.last.At) {
+			sp.last = s
+		}
+	}
+	ordered := make([]*span, 0, len(spans))
+	for _, sp := range spans {
+		ordered = append(ordered, sp)
+	}
+	sort.Slice(ordered, func(i, j int) bool { return ordered[i].token < ordered[j].token })
+	for i := 1; i < len(ordered); i++ {
+		a, b := ordered[i-1], ordered[i]
+		if !b.first.At.After(a.last.At) {
+			r.add("overlap", "term %d (%s) started a run at %s (line %d), before term %d (%s) started its last at %s (line %d)",
+				b.token, b.first.Instance, b.first.At.Format(time.RFC3339Nano), b.first.Line,
+				a.token, a.last.Instance, a.last.At.Format(time.RFC3339Nano), a.last.Line)
+		}
+	}
+
+	// 5. Handover and failover times.
+	for i := 1; i < len(terms); i++ {
+		prev, next := terms[i-1], terms[i]
+		if prev.Graceful && !prev.End.IsZero() {
+			d := next.Start.Sub(prev.End)
+			r.MaxHandover = max(r.MaxHandover, d)
+			if in.HandoverBound > 0 && d > in.HandoverBound {
+				r.add("slow-handover", "%s released term %d at %s; %s led only %v later (bound %v)",
+					prev.Instance, prev.Token, prev.End.Format(time.RFC3339Nano), next.Instance, d, in.HandoverBound)
+			}
+		} else if !prev.Stop.IsZero() {
+			r.MaxFailover = max(r.MaxFailover, next.Start.Sub(prev.Stop))
+			if prev.Killed {
+				r.MaxCrashFailover = max(r.MaxCrashFailover, next.Start.Sub(prev.Stop))
+			}
+		}
+	}
+
+	// 5b. A graceful term drains: every run it started has ended by its
+	// release.
+	if in.Ends != nil {
+		ended := map[runID]End{}
+		for _, e := range in.Ends {
+			ended[runID{e.Job, e.Tick.UnixNano(), e.Token}] = e
+		}
+		for _, s := range in.Starts {
+			t, ok := byToken[s.Token]
+			if !ok || !t.Graceful || t.Killed || t.End.IsZero() {
+				continue
+			}
+			e, ok := ended[runID{s.Job, s.Tick.UnixNano(), s.Token}]
+			switch {
+			case !ok:
+				r.add("drain", "line %d: %s's run of job %s tick %s (token %d) never ended, yet the term was released gracefully at %s",
+					s.Line, s.Instance, s.Job, s.Tick.Format(time.RFC3339), s.Token, t.End.Format(time.RFC3339Nano))
+			case e.At.After(t.End.Add(in.Slack)):
+				r.add("drain", "line %d: %s's run of job %s tick %s (token %d) ended at %s (line %d), after the graceful release at %s",
+					s.Line, s.Instance, s.Job, s.Tick.Format(time.RFC3339), s.Token, e.At.Format(time.RFC3339Nano), e.Line, t.End.Format(time.RFC3339Nano))
+			}
+		}
+	}
+
+	// 6. Every tick in the window is run or accounted for by the policy.
+	for job, p := range in.Jobs {
+		if p.Every <= 0 {
+			continue
+		}
+		checkTicks(&r, in, terms, job, p, first)
+	}
+	return r
+}

@@ -1,0 +1,61 @@
+package history
+
+import (
+	"fmt"
+	"time"
+)
+
+// Violation is one broken guarantee.
+type Violation struct {
+	Kind   string // duplicate, overlap, token-order, outside-term, lost-tick, slow-handover, drain
+	Detail string
+}
+
+func (v Violation) String() string { return v.Kind + ": " + v.Detail }
+
+// Report is the checker's result.
+type Report struct {
+	Runs          int
+	Terms         int
+	Duplicates    int
+	Overlaps      int
+	OutsideTerm   int
+	TokenOrder    int
+	LostTicks     int
+	SlowHandovers int
+	Drains        int           // runs of a graceful term still going at its release
+	MaxHandover   time.Duration // graceful: release to the next term
+	MaxFailover   time.Duration // non-graceful: last sign of the old term to the next term
+	// MaxCrashFailover is the longest time from the kill of a leader to the
+	// next term's start.
+	MaxCrashFailover time.Duration
+	// Accounted counts the ticks not run that the policies account for,
+	// by reason: "logged: <the node's message>", "catch-up" (a later tick
+	// of the next term's catch-up run stands for it, run-once), "beyond
+	// grace", "skip policy", "frozen" (see Input.Frozen).
+	Accounted  map[string]int
+	Violations []Violation
+}
+
+// OK reports whether no guarantee was broken.
+func (r Report) OK() bool { return len(r.Violations) == 0 }
+
+func (r *Report) add(kind, format string, args ...any) {
+	r.Violations = append(r.Violations, Violation{Kind: kind, Detail: fmt.Sprintf(format, args...)})
+	switch kind {
+	case "duplicate":
+		r.Duplicates++
+	case "overlap":
+		r.Overlaps++
+	case "outside-term":
+		r.OutsideTerm++
+	case "token-order":
+		r.TokenOrder++
+	case "lost-tick":
+		r.LostTicks++
+	case "slow-handover":
+		r.SlowHandovers++
+	case "drain":
+		r.Drains++
+	}
+}

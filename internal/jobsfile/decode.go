@@ -1,0 +1,185 @@
+package jobsfile
+
+import (
+	"bytes"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+type decoder struct {
+	file string
+	errs []error
+}
+
+func (d *decoder) fail(line int, field, format string, args ...any) {
+	d.errs = append(d.errs, &Error{File: d.file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+func (d *decoder) decodeFile(f *File, data []byte) {
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		msg := err.Error()
+		if m := yamlLine.FindStringSubmatch(msg); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			d.fail(n, "", "%s", m[2])
+		} else if strings.Contains(msg, "EOF") {
+			d.fail(0, "", "empty file: want election: and jobs:")
+		} else {
+			d.fail(0, "", "%s", strings.TrimPrefix(msg, "yaml: "))
+		}
+		return
+	}
+	var more yaml.Node
+	if err := dec.Decode(&more); err == nil {
+		d.fail(more.Line, "", "a second YAML document: want one")
+		return
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = root.Content[0]
+	}
+	fields, ok := d.mapping(root, "", []string{"election", "jobs"})
+	if !ok {
+		return
+	}
+	if n, ok := fields["election"]; ok {
+		f.Election = d.election(n.key, n.val)
+	}
+	n, ok := fields["jobs"]
+	if !ok {
+		d.fail(root.Line, "jobs", "required: a list of jobs")
+		return
+	}
+	f.Jobs = d.jobs(n.val)
+}
+
+type field struct{ key, val *yaml.Node }
+
+// mapping checks that n is a mapping whose keys are all in known, without
+// repeats, and returns its fields by key.
+func (d *decoder) mapping(n *yaml.Node, path string, known []string) (map[string]field, bool) {
+	if n.Kind != yaml.MappingNode {
+		d.fail(n.Line, path, "%s: want a mapping of %s", describe(n), strings.Join(known, ", "))
+		return nil, false
+	}
+	out := map[string]field{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		name := k.Value
+		full := join(path, name)
+		if k.Kind != yaml.ScalarNode {
+			d.fail(k.Line, path, "%s as a key: want a field name", describe(k))
+			continue
+		}
+		if !contains(known, name) {
+			d.fail(k.Line, full, "unknown field (want one of %s)", strings.Join(known, ", "))
+			continue
+		}
+		if prev, dup := out[name]; dup {
+			d.fail(k.Line, full, "repeated (first on line %d)", prev.key.Line)
+			continue
+		}
+		out[name] = field{k, v}
+	}
+	return out, true
+}
+
+func join(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	case yaml.ScalarNode:
+		return strconv.Quote(n.Value)
+	}
+	return "nothing"
+}
+
+var electionFields = []string{"ttl", "renew_interval", "safety_margin", "retry_period", "release_timeout", "shutdown_timeout", "kill_grace", "poll_interval"}
+
+func (d *decoder) election(key, n *yaml.Node) Election {
+	e := Election{Line: key.Line}
+	fields, ok := d.mapping(n, "election", electionFields)
+	if !ok {
+		return e
+	}
+	for name, dst := range map[string]*time.Duration{
+		"ttl": &e.TTL, "renew_interval": &e.RenewInterval, "safety_margin": &e.SafetyMargin,
+		"retry_period": &e.RetryPeriod, "release_timeout": &e.ReleaseTimeout,
+		"shutdown_timeout": &e.ShutdownTimeout, "kill_grace": &e.KillGrace, "poll_interval": &e.PollInterval,
+	} {
+		if f, ok := fields[name]; ok {
+			*dst = d.duration(f.val, "election."+name)
+		}
+	}
+	return e
+}
+
+func (d *decoder) scalar(n *yaml.Node, path string) (string, bool) {
+	if n.Kind != yaml.ScalarNode {
+		d.fail(n.Line, path, "%s: want a single value", describe(n))
+		return "", false
+	}
+	return n.Value, true
+}
+
+func (d *decoder) str(n *yaml.Node, path string) string {
+	s, ok := d.scalar(n, path)
+	if !ok {
+		return ""
+	}
+	if n.Tag == "!!null" {
+		d.fail(n.Line, path, "empty: want a value")
+		return ""
+	}
+	return s
+}
+
+// duration parses a Go duration string ("5s", "1m30s"); negative values
+// are errors.
+func (d *decoder) duration(n *yaml.Node, path string) time.Duration {
+	s, ok := d.scalar(n, path)
+	if !ok {
+		return 0
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		if s == "0" {
+			return 0
+		}
+		d.fail(n.Line, path, "%q: not a duration (want e.g. \"5s\", \"1m30s\")", s)
+		return 0
+	}
+	if v < 0 {
+		d.fail(n.Line, path, "%q: must not be negative", s)
+		return 0
+	}
+	return v
+}

@@ -1,0 +1,134 @@
+package jobsfile
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/batonhq/baton/schedulerhost"
+)
+
+var jobFields = []string{"name", "schedule", "builtin", "duration", "command", "timeout", "overlap", "misfire", "misfire_grace", "max_catch_up"}
+
+// oneOf reads the string at n (path names it in errors) as one of
+// allowed, which want lists for the error. An empty string is no error
+// and gives the zero value; any other value not allowed is reported and
+// gives the zero value too.
+func oneOf[T ~string](d *decoder, n *yaml.Node, path string, allowed []T, want string) T {
+	s := d.str(n, path)
+	if s == "" || slices.Contains(allowed, T(s)) {
+		return T(s)
+	}
+	d.fail(n.Line, path, "%q: unknown (want %s)", s, want)
+	return ""
+}
+
+func (d *decoder) jobs(n *yaml.Node) []Job {
+	if n.Kind != yaml.SequenceNode {
+		d.fail(n.Line, "jobs", "%s: want a list of jobs", describe(n))
+		return nil
+	}
+	if len(n.Content) == 0 {
+		d.fail(n.Line, "jobs", "empty: want at least one job")
+		return nil
+	}
+	var out []Job
+	seen := map[string]int{}
+	for i, jn := range n.Content {
+		path := fmt.Sprintf("jobs[%d]", i)
+		j, ok := d.job(jn, path)
+		if !ok {
+			continue
+		}
+		if j.Name != "" {
+			if line, dup := seen[j.Name]; dup {
+				d.fail(jn.Line, path+".name", "%q: repeated (first on line %d)", j.Name, line)
+			}
+			seen[j.Name] = jn.Line
+		}
+		out = append(out, j)
+	}
+	return out
+}
+
+func (d *decoder) job(n *yaml.Node, path string) (Job, bool) {
+	j := Job{Line: n.Line}
+	fields, ok := d.mapping(n, path, jobFields)
+	if !ok {
+		return j, false
+	}
+	if f, ok := fields["name"]; ok {
+		j.Name = d.str(f.val, path+".name")
+	} else {
+		d.fail(n.Line, path+".name", "required")
+	}
+	if f, ok := fields["schedule"]; ok {
+		p := path + ".schedule"
+		j.Schedule = d.str(f.val, p)
+		if j.Schedule != "" {
+			if _, err := schedulerhost.ParseSchedule(j.Schedule); err != nil {
+				d.fail(f.val.Line, p, "%q: %v", j.Schedule, err)
+			}
+		}
+	} else {
+		d.fail(n.Line, path+".schedule", "required (a cron spec such as \"*/5 * * * * *\" or \"@every 10s\")")
+	}
+	bf, hasBuiltin := fields["builtin"]
+	cf, hasCommand := fields["command"]
+	switch {
+	case hasBuiltin && hasCommand:
+		d.fail(cf.key.Line, path+".command", "set together with builtin (line %d): want exactly one", bf.key.Line)
+	case !hasBuiltin && !hasCommand:
+		d.fail(n.Line, path+".command", "required: set command (run with /bin/sh -c) or builtin (sleep, log, fail)")
+	case hasCommand:
+		p := path + ".command"
+		j.Command = d.str(cf.val, p)
+		if j.Command == "" && cf.val.Tag != "!!null" && cf.val.Kind == yaml.ScalarNode {
+			d.fail(cf.val.Line, p, "\"\": must not be empty")
+		}
+	case hasBuiltin:
+		j.Builtin = oneOf(d, bf.val, path+".builtin", []Builtin{BuiltinSleep, BuiltinLog, BuiltinFail}, "sleep, log or fail")
+	}
+	if f, ok := fields["duration"]; ok {
+		p := path + ".duration"
+		j.Duration = d.duration(f.val, p)
+		if hasBuiltin && j.Builtin != "" && j.Builtin != BuiltinSleep {
+			d.fail(f.key.Line, p, "only for builtin sleep, not %s", j.Builtin)
+		} else if hasCommand {
+			d.fail(f.key.Line, p, "only for builtin sleep, not for a command")
+		}
+	} else if j.Builtin == BuiltinSleep {
+		d.fail(bf.key.Line, path+".duration", "required with builtin sleep (e.g. duration: 4s)")
+	}
+	if f, ok := fields["timeout"]; ok {
+		j.Timeout = d.duration(f.val, path+".timeout")
+	}
+	if f, ok := fields["misfire_grace"]; ok {
+		j.MisfireGrace = d.duration(f.val, path+".misfire_grace")
+	}
+	if f, ok := fields["overlap"]; ok {
+		j.Overlap = oneOf(d, f.val, path+".overlap",
+			[]schedulerhost.Overlap{schedulerhost.OverlapSkip, schedulerhost.OverlapAllow, schedulerhost.OverlapQueue}, "skip, allow or queue")
+	}
+	if f, ok := fields["misfire"]; ok {
+		j.Misfire = oneOf(d, f.val, path+".misfire",
+			[]schedulerhost.Misfire{schedulerhost.MisfireSkip, schedulerhost.MisfireRunOnce, schedulerhost.MisfireRunAll}, "skip, run-once or run-all")
+	}
+	if f, ok := fields["max_catch_up"]; ok {
+		p := path + ".max_catch_up"
+		if s, ok := d.scalar(f.val, p); ok {
+			v, err := strconv.Atoi(s)
+			switch {
+			case err != nil:
+				d.fail(f.val.Line, p, "%q: want a whole number", s)
+			case v < 0:
+				d.fail(f.val.Line, p, "%q: must not be negative", s)
+			default:
+				j.MaxCatchUp = v
+			}
+		}
+	}
+	return j, true
+}
