@@ -19,8 +19,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/batonhq/baton/backends/etcd"
-	"github.com/batonhq/baton/backends/etcd/etcdtest"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/internal/embedetcd"
 	"github.com/batonhq/baton/internal/lines"
 	"github.com/batonhq/baton/node"
 )
@@ -83,7 +83,7 @@ func runCluster(ctx, now context.Context, args []string, stdout, stderr io.Write
 		return err
 	}
 	defer os.RemoveAll(dir)
-	srv, err := etcdtest.StartDir(filepath.Join(dir, "etcd"))
+	srv, err := embedetcd.StartDir(filepath.Join(dir, "etcd"))
 	if err != nil {
 		return fmt.Errorf("demo cluster: %w", err)
 	}
