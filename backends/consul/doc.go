@@ -25,6 +25,12 @@
 // then destroys the session, which then holds nothing: a graceful
 // handover takes milliseconds.
 //
+// More in this file, after the package clause (read the source):
+// Deregistered nodes and the lock-delay, Fencing token, Interoperating with `consul lock`, Seeing the leader, Ledger.
+package consul
+
+// Details, kept out of the go doc overview above.
+//
 // # Deregistered nodes and the lock-delay
 //
 // A session belongs to the node of the agent that created it: in
@@ -98,4 +104,3 @@
 // Backend.Ledger returns a schedulerhost.Ledger kept under Key+"-ledger/":
 // each claim is a Consul transaction that checks that the claiming term's
 // session still holds the lock key.
-package consul

@@ -34,6 +34,12 @@
 // candidate waits for the nested keys too (for ever behind a nested
 // ledger's), though it never leads alongside a baton leader.
 //
+// More in this file, after the package clause (read the source):
+// Fencing token, Self-fencing, Ledger, Connections.
+package etcd
+
+// Details, kept out of the go doc overview above.
+//
 // # Fencing token
 //
 // A term's token (election.Lease.Token) is the create revision of its key.
@@ -90,4 +96,3 @@
 // Watches and reads of the campaign use clientv3.WithRequireLeader, so a
 // member cut off from its cluster's leader does not leave a candidate
 // waiting on stale data.
-package etcd
