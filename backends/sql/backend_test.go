@@ -44,7 +44,15 @@ func skewed(d time.Duration) func() time.Time {
 // clock reaches only informational fields (Identity.Started here); the
 // database session time zone reaches nothing (UTC_TIMESTAMP, timestamptz).
 // A skewed leader's term ends by its monotonic deadline.
+//
+// It runs at TTL 5 s (renewal budget 2.3 s, safety margin 1 s), not the
+// package's 2 s: under ci-loaded a 2 s leader missed its 833 ms renewal
+// budget, lost its lease on the database, and the candidate then took a
+// lease that was no longer live.
 func TestClockSkew_AppClockDoesNotMatter(t *testing.T) {
+	timing := election.Timing{TTL: 5 * time.Second}
+	ttl := timing.TTL
+	margin := timing.WithDefaults(ttl).SafetyMargin
 	forEachServer(t, func(t *testing.T, s *server) {
 		tz := map[bool]string{true: "Asia/Kathmandu", false: "America/Los_Angeles"}
 		if s.dialect == sql.MySQL {
@@ -53,8 +61,8 @@ func TestClockSkew_AppClockDoesNotMatter(t *testing.T) {
 		for _, skew := range []time.Duration{-10 * time.Minute, 10 * time.Minute} {
 			t.Run(fmt.Sprintf("leader%+v", skew), func(t *testing.T) {
 				table := s.newTable(t)
-				ld := s.candidate(t, table, "skew", candOpts{tz: tz[skew < 0], wall: skewed(skew)})
-				cd := s.candidate(t, table, "skew", candOpts{tz: tz[skew > 0], wall: skewed(-skew)})
+				ld := s.candidate(t, table, "skew", candOpts{tz: tz[skew < 0], wall: skewed(skew), timing: &timing})
+				cd := s.candidate(t, table, "skew", candOpts{tz: tz[skew > 0], wall: skewed(-skew), timing: &timing})
 
 				// The session time zones are in effect.
 				for _, c := range []struct {
@@ -79,11 +87,14 @@ func TestClockSkew_AppClockDoesNotMatter(t *testing.T) {
 				}
 
 				// The candidate, 2*skew away, cannot take the live lease.
-				ctx, cancel = context.WithTimeout(context.Background(), testTTL+testTTL/2)
+				ctx, cancel = context.WithTimeout(context.Background(), ttl+ttl/2)
 				l, err := cd.Acquire(ctx, election.Identity{ID: "candidate"})
 				cancel()
 				if err == nil {
 					release(t, l)
+					if !open(la) {
+						t.Fatalf("the leader's term ended (%v) and the candidate took the lease: the leader could not renew", la.Err())
+					}
 					t.Fatal("candidate with a skewed clock acquired a live lease")
 				}
 				if !errors.Is(err, context.DeadlineExceeded) {
@@ -98,7 +109,7 @@ func TestClockSkew_AppClockDoesNotMatter(t *testing.T) {
 				deadline := la.(election.Deadliner).Deadline()
 				ld.proxy.Blackhole()
 				cut := time.Now()
-				ctx, cancel = context.WithTimeout(context.Background(), 5*testTTL)
+				ctx, cancel = context.WithTimeout(context.Background(), 5*ttl)
 				defer cancel()
 				ch := electiontest.AcquireAsync(ctx, cd, "candidate")
 				var ended time.Time
@@ -107,11 +118,14 @@ func TestClockSkew_AppClockDoesNotMatter(t *testing.T) {
 					ended = time.Now()
 				case r := <-ch:
 					t.Fatalf("candidate acquired (%v) before the leader's term ended", r.Err)
-				case <-time.After(testTTL + time.Second):
+				case <-time.After(ttl + time.Second):
 					t.Fatal("skewed leader's term did not end within TTL + 1s of the cut")
 				}
-				if late := ended.Sub(deadline); late > 100*time.Millisecond {
-					t.Errorf("term ended %v after its local deadline", late)
+				// The deadline is on the monotonic clock; a loaded machine
+				// may deliver its timer late, never by half the margin
+				// that keeps it ahead of the database's expiry.
+				if late := ended.Sub(deadline); late > margin/2 {
+					t.Errorf("term ended %v after its local deadline (limit %v)", late, margin/2)
 				}
 				r := <-ch
 				if r.Err != nil {
@@ -130,11 +144,12 @@ func TestClockSkew_AppClockDoesNotMatter(t *testing.T) {
 	})
 }
 
+// handoverBound is what a graceful handover may take in a test: a wake-up
+// (NOTIFY, or the next poll) and two round trips, with room for a loaded
+// machine; never the TTL. How fast it is, is a benchmark's question
+// (make bench: graceful handover p50/p99).
 func handoverBound(s *server) time.Duration {
-	if s.dialect == sql.Postgres {
-		return 100 * time.Millisecond
-	}
-	return s.poll + 100*time.Millisecond
+	return s.poll + time.Second
 }
 
 // TestHandover_Graceful measures Release -> the waiting candidate leads:
@@ -385,8 +400,11 @@ func TestListen_BrokenFallsBackToPolling(t *testing.T) {
 			}
 			took := r.At.Sub(released)
 			t.Logf("handover with a %s listen connection: %v (PollInterval %v)", name, ms(took), s.poll)
-			if took > s.poll+100*time.Millisecond {
-				t.Errorf("handover took %v", took)
+			// Polling alone hands over within a poll and its round trips;
+			// the bound leaves room for a loaded machine (a release wakes
+			// no one here, so without polling the wait would not end).
+			if took > s.poll+2*time.Second {
+				t.Errorf("handover took %v, want within PollInterval + 2s", took)
 			}
 			start := time.Now()
 			release(t, r.Lease)
