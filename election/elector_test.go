@@ -33,12 +33,12 @@ func TestElector_Run_ReleasesAfterLeadReturns(t *testing.T) {
 		var cause error
 		done := make(chan error)
 		go func() {
-			done <- e.Run(ctx, func(tctx context.Context) error {
+			done <- e.Run(ctx, func(tctx context.Context, term election.Term) error {
 				<-tctx.Done()
 				cause = context.Cause(tctx)
 				time.Sleep(3 * time.Second) // drain: the lease must stay held and renewed
 				_, err := m.Leader(context.Background())
-				heldDuringDrain = err == nil && election.LeaseContext(tctx).Err() == nil
+				heldDuringDrain = err == nil && term.Context().Err() == nil
 				return nil
 			})
 		}()
@@ -72,7 +72,7 @@ func TestElector_Run_LossCancelsTermWithCause(t *testing.T) {
 		causes := make(chan error, 10)
 		done := make(chan error)
 		go func() {
-			done <- e.Run(ctx, func(tctx context.Context) error {
+			done <- e.Run(ctx, func(tctx context.Context, _ election.Term) error {
 				<-tctx.Done()
 				causes <- context.Cause(tctx)
 				return nil
@@ -100,7 +100,7 @@ func TestElector_StepDown_CoolsDownThenLeadsAgain(t *testing.T) {
 		m := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
 		a, b := newElector(t, m.Candidate(), "a"), newElector(t, m.Candidate(), "b")
 		ctx, cancel := context.WithCancel(context.Background())
-		lead := func(tctx context.Context) error { <-tctx.Done(); return nil }
+		lead := func(tctx context.Context, _ election.Term) error { <-tctx.Done(); return nil }
 		da, db := make(chan error), make(chan error)
 		go func() { da <- a.Run(ctx, lead) }()
 		synctest.Wait()
@@ -146,7 +146,7 @@ func TestElector_StepDown_ReportsTermAndCooldown(t *testing.T) {
 		drain := make(chan struct{})
 		done := make(chan error)
 		go func() {
-			done <- a.Run(ctx, func(tctx context.Context) error { <-tctx.Done(); <-drain; return nil })
+			done <- a.Run(ctx, func(tctx context.Context, _ election.Term) error { <-tctx.Done(); <-drain; return nil })
 		}()
 		synctest.Wait()
 		ti, ok := a.Term()
@@ -189,7 +189,9 @@ func TestElector_StepDown_ShorterCooldownTakesEffect(t *testing.T) {
 		a := newElector(t, m.Candidate(), "a")
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error)
-		go func() { done <- a.Run(ctx, func(tctx context.Context) error { <-tctx.Done(); return nil }) }()
+		go func() {
+			done <- a.Run(ctx, func(tctx context.Context, _ election.Term) error { <-tctx.Done(); return nil })
+		}()
 		synctest.Wait()
 		a.StepDown(time.Hour)
 		synctest.Wait()
@@ -213,7 +215,9 @@ func TestElector_Ineligible_DoesNotCampaign(t *testing.T) {
 		a.SetEligible(false)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error)
-		go func() { done <- a.Run(ctx, func(tctx context.Context) error { <-tctx.Done(); return nil }) }()
+		go func() {
+			done <- a.Run(ctx, func(tctx context.Context, _ election.Term) error { <-tctx.Done(); return nil })
+		}()
 		time.Sleep(time.Minute)
 		if a.IsLeader() {
 			t.Fatal("an ineligible elector leads")
@@ -233,11 +237,11 @@ func TestElector_Run_LeadErrorIsReturnedAfterRelease(t *testing.T) {
 		m := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
 		a := newElector(t, m.Candidate(), "a")
 		boom := errors.New("boom")
-		err := a.Run(context.Background(), func(context.Context) error { return boom })
+		err := a.Run(context.Background(), func(context.Context, election.Term) error { return boom })
 		if !errors.Is(err, boom) {
 			t.Errorf("Run = %v, want boom", err)
 		}
-		err = newElector(t, m.Candidate(), "b").Run(context.Background(), func(context.Context) error { panic("oops") })
+		err = newElector(t, m.Candidate(), "b").Run(context.Background(), func(context.Context, election.Term) error { panic("oops") })
 		if err == nil || !contains(err.Error(), "panic: oops") {
 			t.Errorf("Run with a panicking lead = %v, want the panic as an error", err)
 		}

@@ -15,8 +15,6 @@ var (
 	ErrSteppingDown = errors.New("election: stepping down")
 	// ErrNoLeader is returned by LeaderReader.Leader when nobody leads.
 	ErrNoLeader = errors.New("election: no leader")
-	// ErrNotLeader is returned by CheckTerm outside a live term.
-	ErrNotLeader = errors.New("election: not leader")
 )
 
 // LostError wraps ErrLeadershipLost with the backend's reason.

@@ -10,7 +10,7 @@
 // time), carried in the run's context (TickFromContext) together with the
 // term's fencing token (election.TokenFromContext).
 //
-// Before a run starts, the Host re-checks the term (election.CheckTerm)
+// Before a run starts, the Host re-checks the term (election.Term.Check)
 // and, with a Ledger, claims the tick in the backend, atomically with a
 // check that the term still holds; a claimed tick is never started twice.
 // A job's claims are made one at a time, in tick order. A claim whose

@@ -164,7 +164,7 @@ func TestHost_PanickingJobIsAFailedRun(t *testing.T) {
 	})
 }
 
-func TestHost_LeadWithContextWithToken(t *testing.T) {
+func TestHost_LeadWithNewTerm(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		got := make(chan uint64, 1)
 		h, err := schedulerhost.New(schedulerhost.Config{Logger: quiet, Jobs: []schedulerhost.Job{{
@@ -178,9 +178,9 @@ func TestHost_LeadWithContextWithToken(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(election.ContextWithToken(context.Background(), 7), 1500*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 		defer cancel()
-		if err := h.Lead(ctx); err != nil {
+		if err := h.Lead(ctx, election.NewTerm(context.Background(), 7)); err != nil {
 			t.Fatalf("Lead: %v", err)
 		}
 		select {
@@ -189,7 +189,7 @@ func TestHost_LeadWithContextWithToken(t *testing.T) {
 				t.Errorf("token = %d, want 7", tok)
 			}
 		default:
-			t.Error("no run under a ContextWithToken term")
+			t.Error("no run under a NewTerm term")
 		}
 	})
 }

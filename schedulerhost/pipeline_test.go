@@ -25,7 +25,7 @@ func newTestRun(t *testing.T, ctx context.Context, cfg Config) (*tickRun, *termR
 	if err != nil {
 		t.Fatal(err)
 	}
-	term, _ := h.newTerm(election.ContextWithToken(ctx, 7))
+	term, _ := h.newTerm(ctx, election.NewTerm(ctx, 7))
 	t.Cleanup(term.close)
 	tick := time.Now().Truncate(time.Second)
 	return term.newRun(h.jobs[0], tick, false, false, turn{}), term

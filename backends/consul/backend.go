@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -30,9 +29,6 @@ const defaultHistory = schedulerhost.DefaultHistory
 type Backend struct {
 	cfg Config
 	log *slog.Logger
-
-	mu    sync.Mutex
-	terms map[uint64]*term // live terms of this process, by token (for the Ledger)
 }
 
 var (
@@ -47,7 +43,7 @@ func New(cfg Config) (*Backend, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	return &Backend{cfg: cfg, log: cfg.Logger.With("election", cfg.Key), terms: map[uint64]*term{}}, nil
+	return &Backend{cfg: cfg, log: cfg.Logger.With("election", cfg.Key)}, nil
 }
 
 // Key returns the lock key.
@@ -290,9 +286,6 @@ func (b *Backend) lock(ctx context.Context, s *session, id election.Identity) (e
 			b.log.Debug("consul write token into lock key", "err", err)
 		}
 	}
-	b.mu.Lock()
-	b.terms[token] = t
-	b.mu.Unlock()
 	b.log.Debug("consul lock taken", "identity", id.ID, "session", s.id, "token", token)
 	s.id = "" // the lease owns the session now
 	return t.lease, notRefused, nil
@@ -336,9 +329,6 @@ func (b *Backend) newLease(t *term, sent time.Time, id election.Identity) *elect
 			}
 		},
 		Release: func(ctx context.Context) error {
-			b.mu.Lock()
-			delete(b.terms, t.token)
-			b.mu.Unlock()
 			wo := (&api.WriteOptions{}).WithContext(ctx)
 			// Unlock first, so that a waiting candidate takes over at
 			// once: an explicit release sets no lock-delay, a session

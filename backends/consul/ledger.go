@@ -50,54 +50,36 @@ func (l ledger) runKey(job string, tick time.Time) string {
 	return l.jobPrefix(job) + "runs/" + tick.UTC().Format(tickLayout)
 }
 
-// session finds the session of the term with token: a live lease of this
-// Backend, or the holder named in the lock key's value.
-func (l ledger) session(ctx context.Context, token uint64) (string, *term, error) {
+// session returns the session holding the lock for the term with token:
+// the session named in the lock key's value, if that value or the key's
+// ModifyIndex names token, or "" if the term no longer holds.
+func (l ledger) session(ctx context.Context, token uint64) (string, error) {
 	b := l.b
-	b.mu.Lock()
-	t := b.terms[token]
-	b.mu.Unlock()
-	if t != nil {
-		return t.session, t, nil
-	}
 	pair, _, err := b.cfg.Client.KV().Get(b.cfg.Key, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
-		return "", nil, err
+		return "", err
 	}
 	var v value
 	if pair == nil || pair.Session == "" || json.Unmarshal(pair.Value, &v) != nil || v.Session != pair.Session ||
 		(v.Token != token && pair.ModifyIndex != token) {
-		return "", nil, nil
+		return "", nil
 	}
-	return pair.Session, nil, nil
+	return pair.Session, nil
 }
 
 // Claim implements schedulerhost.Ledger.
 func (l ledger) Claim(ctx context.Context, c schedulerhost.Claim) error {
 	b := l.b
 	kv := b.cfg.Client.KV()
-	sid, t, err := l.session(ctx, c.Token)
+	sid, err := l.session(ctx, c.Token)
 	if err != nil {
 		return fmt.Errorf("consul: claim %s at %v: %w", c.Job, c.Tick, err)
 	}
 	stale := func(why string) error {
-		if t != nil {
-			t.lease.Lose(schedulerhost.ErrStaleTerm)
-		}
 		return fmt.Errorf("consul: claim %s at %v with token %d: %s: %w", c.Job, c.Tick, c.Token, why, schedulerhost.ErrStaleTerm)
 	}
 	if sid == "" {
 		return stale("not a live term")
-	}
-	if t != nil {
-		select {
-		case <-t.lease.Done():
-			return stale("term ended")
-		default:
-		}
-		if !time.Now().Before(t.lease.Deadline()) {
-			return stale("local deadline passed")
-		}
 	}
 	run, err := json.Marshal(schedulerhost.Run{Job: c.Job, Tick: c.Tick, Instance: c.Instance, Token: c.Token,
 		CatchUp: c.CatchUp, Started: c.Started, Result: schedulerhost.ResultRunning})

@@ -93,7 +93,7 @@ func TestLedger_ClaimFinishHistory(t *testing.T) {
 // TestLedger_StaleTerm checks that a term that no longer holds the lock
 // cannot claim: after a handover (the old token), and when Consul
 // destroyed the session behind a term that has not noticed yet, in which
-// case the claim also ends that term.
+// case the Host ends that term on the refusal (loseOnStale).
 func TestLedger_StaleTerm(t *testing.T) {
 	a := sharedAgent(t)
 	key := newKey(t)
@@ -133,6 +133,7 @@ func TestLedger_StaleTerm(t *testing.T) {
 	if !errors.Is(err, schedulerhost.ErrStaleTerm) {
 		t.Errorf("Claim after the session was destroyed: %v, want ErrStaleTerm", err)
 	}
+	loseOnStale(lb, err)
 	select {
 	case <-lb.Done():
 		if !errors.Is(lb.Err(), election.ErrLeadershipLost) {
@@ -154,4 +155,12 @@ func mustClient(t *testing.T) *api.Client {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// loseOnStale does what the Host does with a claim refused as stale: it
+// ends the term at once (election.Term.Lose, through election.Loser).
+func loseOnStale(l election.Lease, err error) {
+	if errors.Is(err, schedulerhost.ErrStaleTerm) {
+		l.(election.Loser).Lose(err)
+	}
 }

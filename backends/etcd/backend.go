@@ -30,9 +30,6 @@ type Backend struct {
 	keys   string // prefix + "/": the candidates' keys
 	timing election.Timing
 	log    *slog.Logger
-
-	mu     sync.Mutex
-	leases map[uint64]*lease // terms handed out and not released, by token
 }
 
 var (
@@ -53,7 +50,6 @@ func New(cfg Config) (*Backend, error) {
 		keys:   cfg.Prefix + "/",
 		timing: cfg.Timing,
 		log:    cfg.Logger.With("election", cfg.Prefix),
-		leases: map[uint64]*lease{},
 	}, nil
 }
 
@@ -126,9 +122,6 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (election.L
 		cancel()
 		return nil, err
 	}
-	b.mu.Lock()
-	b.leases[l.Token()] = l
-	b.mu.Unlock()
 	log.Debug("won election", "token", l.rev)
 	return l, nil
 }
@@ -278,21 +271,5 @@ func (b *Backend) revoke(id clientv3.LeaseID, log *slog.Logger) {
 	defer cancel()
 	if err := revokeLease(ctx, b.cli, id); err != nil {
 		log.Warn("revoking lease after failed campaign", "err", err)
-	}
-}
-
-// lookup returns the live, unreleased term of this Backend with token.
-func (b *Backend) lookup(token uint64) (*lease, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	l, ok := b.leases[token]
-	return l, ok
-}
-
-func (b *Backend) forget(l *lease) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.leases[l.Token()] == l {
-		delete(b.leases, l.Token())
 	}
 }

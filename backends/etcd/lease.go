@@ -31,7 +31,6 @@ type lease struct {
 func (l *lease) Release(ctx context.Context) error {
 	err := l.ManagedLease.Release(ctx)
 	l.ka.close()
-	l.b.forget(l)
 	if err != nil {
 		return fmt.Errorf("etcd: %w", err)
 	}

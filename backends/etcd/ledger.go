@@ -60,11 +60,13 @@ func (l *ledger) runsPrefix(job string) string {
 	return l.jobPrefix(job) + "runs/"
 }
 
-// Claim implements schedulerhost.Ledger. In one transaction it checks that
-// the term's key still exists with create revision c.Token, that c.Tick is
-// after the job's last claimed tick, then stores the tick and a "running"
-// run entry. When the term's key is gone it ends that lease (its Done
-// closes) and returns an error wrapping schedulerhost.ErrStaleTerm. When
+// Claim implements schedulerhost.Ledger. It reads the election's oldest
+// key, the leader's: if its create revision is not c.Token, the term is
+// over. Then, in one transaction, it checks that this key still exists
+// with create revision c.Token, that c.Tick is after the job's last
+// claimed tick, and stores the tick and a "running" run entry. When the
+// term's key is gone it returns an error wrapping
+// schedulerhost.ErrStaleTerm (the Host then ends the term). When
 // the job has more than the kept number of runs, the oldest are deleted in
 // a second request after the claim.
 func (l *ledger) Claim(ctx context.Context, c schedulerhost.Claim) error {
@@ -78,14 +80,12 @@ func (l *ledger) Claim(ctx context.Context, c schedulerhost.Claim) error {
 	stale := func(why string) error {
 		return fmt.Errorf("etcd: claim %s at %v with token %d: %s: %w", c.Job, c.Tick, c.Token, why, schedulerhost.ErrStaleTerm)
 	}
-	t, ok := l.b.lookup(c.Token)
-	if !ok {
-		return stale("not a held term of this process")
+	key, err := l.leaderKey(ctx, c.Token)
+	if err != nil {
+		return fmt.Errorf("etcd: claim %s at %v: %w", c.Job, c.Tick, err)
 	}
-	select {
-	case <-t.Done():
-		return stale("term over")
-	default:
+	if key == "" {
+		return stale("no leader key with that create revision")
 	}
 	val, err := json.Marshal(schedulerhost.Run{
 		Job: c.Job, Tick: c.Tick.UTC(), Instance: c.Instance, Token: c.Token,
@@ -112,16 +112,14 @@ func (l *ledger) Claim(ctx context.Context, c schedulerhost.Claim) error {
 		record,
 		[]clientv3.Op{newer})
 	resp, err := l.b.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", int64(c.Token))).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", int64(c.Token))).
 		Then(claim).
 		Commit()
 	if err != nil {
 		return fmt.Errorf("etcd: claim %s at %v: %w", c.Job, c.Tick, err)
 	}
 	if !resp.Succeeded {
-		err := stale(fmt.Sprintf("leader key %s gone", t.key))
-		t.Lose(err)
-		return err
+		return stale(fmt.Sprintf("leader key %s gone", key))
 	}
 	inner := resp.Responses[0].GetResponseTxn()
 	if !inner.Succeeded {
@@ -149,6 +147,20 @@ func parseTick(s string) time.Time {
 		return time.Time{}
 	}
 	return time.Unix(0, ns).UTC()
+}
+
+// leaderKey returns the election's oldest key, the leader's, if its create
+// revision is token, or "" if it is not (or there is none): while a term
+// holds, its key is the oldest, since every key created before it is gone.
+func (l *ledger) leaderKey(ctx context.Context, token uint64) (string, error) {
+	resp, err := l.b.cli.Get(ctx, l.b.keys, clientv3.WithFirstCreate()...)
+	if err != nil {
+		return "", err
+	}
+	if len(resp.Kvs) == 0 || uint64(resp.Kvs[0].CreateRevision) != token {
+		return "", nil
+	}
+	return string(resp.Kvs[0].Key), nil
 }
 
 // LastClaimed implements schedulerhost.Ledger.

@@ -89,6 +89,7 @@ func TestLedger_StaleTokenAfterTakeover(t *testing.T) {
 	if !errors.Is(err, schedulerhost.ErrStaleTerm) || !errors.Is(err, election.ErrLeadershipLost) {
 		t.Fatalf("claim with the old token: err = %v, want ErrStaleTerm", err)
 	}
+	loseOnStale(la, err)
 	if isOpen(la) || !errors.Is(la.Err(), election.ErrLeadershipLost) {
 		t.Errorf("a's lease after a stale claim: open %v, Err %v", isOpen(la), la.Err())
 	}
@@ -103,7 +104,8 @@ func TestLedger_StaleTokenAfterTakeover(t *testing.T) {
 }
 
 // A term whose key is deleted while its lease still looks open locally is
-// ended by the stale claim itself.
+// ended by the stale claim: the claim is refused, and the Host's
+// Term.Lose (loseOnStale here) ends the lease at once.
 func TestLedger_StaleClaimEndsTerm(t *testing.T) {
 	pfx := prefix(t)
 	admin := dial(t, server(t).Addr())
@@ -120,6 +122,7 @@ func TestLedger_StaleClaimEndsTerm(t *testing.T) {
 		if !errors.Is(err, schedulerhost.ErrStaleTerm) {
 			t.Fatalf("claim after the leader key was deleted: %v", err)
 		}
+		loseOnStale(la, err)
 		select {
 		case <-la.Done():
 		case <-time.After(time.Second):
@@ -221,5 +224,13 @@ func TestLedger_Finish(t *testing.T) {
 	r.Result = schedulerhost.ResultCancelled
 	if err := lg.Finish(ctx, r); err != nil {
 		t.Errorf("Finish after release: %v", err)
+	}
+}
+
+// loseOnStale does what the Host does with a claim refused as stale: it
+// ends the term at once (election.Term.Lose, through election.Loser).
+func loseOnStale(l election.Lease, err error) {
+	if errors.Is(err, schedulerhost.ErrStaleTerm) {
+		l.(election.Loser).Lose(err)
 	}
 }

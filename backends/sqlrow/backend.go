@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/batonhq/baton/election"
@@ -27,9 +26,6 @@ type Backend struct {
 	q       queries
 	log     *slog.Logger
 	channel string // PostgreSQL notification channel of this election
-
-	mu     sync.Mutex
-	leases map[uint64]*election.ManagedLease // live terms of this Backend, by token
 }
 
 var (
@@ -51,7 +47,6 @@ func New(cfg Config) (*Backend, error) {
 		q:       buildQueries(cfg.Dialect, cfg.Table, cfg.Timing.TTL.Microseconds()),
 		log:     cfg.Logger.With("election", cfg.Election),
 		channel: "baton_" + hex.EncodeToString(sum[:12]),
-		leases:  map[uint64]*election.ManagedLease{},
 	}, nil
 }
 
@@ -215,28 +210,7 @@ func (b *Backend) newLease(token uint64, sent time.Time) *election.ManagedLease 
 		Logger: b.log.With("token", token),
 	})
 	l.SetToken(token)
-	b.mu.Lock()
-	for t, old := range b.leases { // forget ended terms
-		select {
-		case <-old.Done():
-			delete(b.leases, t)
-		default:
-		}
-	}
-	b.leases[token] = l
-	b.mu.Unlock()
 	return l
-}
-
-// lose ends the local term with token, if this Backend holds it.
-func (b *Backend) lose(token uint64, reason error) {
-	b.mu.Lock()
-	l := b.leases[token]
-	delete(b.leases, token)
-	b.mu.Unlock()
-	if l != nil {
-		l.Lose(reason)
-	}
 }
 
 // renew extends the row of the term with token by one TTL from now by the
@@ -275,9 +249,6 @@ func (b *Backend) lossReason(ctx context.Context, token uint64) error {
 // release frees the row if it still holds token; on PostgreSQL it also
 // notifies the waiting candidates.
 func (b *Backend) release(ctx context.Context, token uint64) error {
-	b.mu.Lock()
-	delete(b.leases, token)
-	b.mu.Unlock()
 	args := []any{b.cfg.Election, int64(token)}
 	if b.cfg.Dialect == Postgres {
 		args = append(args, b.channel)

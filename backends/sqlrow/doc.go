@@ -105,8 +105,9 @@
 // same statement (PostgreSQL) or transaction (MySQL), on the lease row
 // holding the claiming token and not having expired by the database clock,
 // with the lease row share-locked so that a takeover waits for the claim
-// to commit. A stale claim (ErrStaleTerm) also ends the matching local
-// term at once, before its renew loop would notice; a tick not after the
+// to commit. A stale claim is refused with ErrStaleTerm, and the Host
+// then ends its term at once (election.Term.Lose), before the renew loop
+// would notice; a tick not after the
 // job's last claimed one is ErrTickClaimed. Finish updates the run with
 // the same job, tick and token, whether or not the term still holds.
 //

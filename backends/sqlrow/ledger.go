@@ -52,9 +52,9 @@ func checkJob(job string) error {
 // statement; on MySQL one READ COMMITTED transaction. Either way the lease
 // row is share-locked first and must hold c.Token and be live by the
 // database clock; a takeover waits for the claim to commit, and a claim
-// waits for a takeover in progress, then fails. A stale claim also ends
-// this Backend's local term with c.Token, if it has one (self-fencing: the
-// database knows before the renew loop does).
+// waits for a takeover in progress, then fails. A stale claim returns an
+// error wrapping schedulerhost.ErrStaleTerm; the Host then ends its term
+// (the database knows before the renew loop does).
 func (l *ledger) Claim(ctx context.Context, c schedulerhost.Claim) error {
 	b := l.b
 	if err := checkJob(c.Job); err != nil {
@@ -98,7 +98,6 @@ func (l *ledger) Claim(ctx context.Context, c schedulerhost.Claim) error {
 		return b.wrap(fmt.Sprintf("claim %s at %v", c.Job, c.Tick), err)
 	}
 	if stale {
-		b.lose(c.Token, fmt.Errorf("sqlrow: ledger: lease row no longer live with token %d: %w", c.Token, schedulerhost.ErrStaleTerm))
 		return fmt.Errorf("sqlrow: claim %s at %v with token %d: %w", c.Job, c.Tick, c.Token, schedulerhost.ErrStaleTerm)
 	}
 	if !claimed {

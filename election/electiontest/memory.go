@@ -28,8 +28,6 @@ type Memory struct {
 	// ledger state, guarded by mu
 	last map[string]time.Time
 	runs map[string][]schedulerhost.Run // newest last
-	// leases by token, so a stale claim can end its term
-	byToken map[uint64]*election.ManagedLease
 }
 
 type memHolder struct {
@@ -252,11 +250,5 @@ func (b *MemoryBackend) newLease(h *memHolder, sent time.Time) *election.Managed
 		},
 	})
 	l.SetToken(h.token)
-	m.mu.Lock()
-	if m.byToken == nil {
-		m.byToken = map[uint64]*election.ManagedLease{}
-	}
-	m.byToken[h.token] = l
-	m.mu.Unlock()
 	return l
 }

@@ -88,8 +88,7 @@ func TestCommand_Env(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// election.ContextWithToken would do, but its contexts fail
-	// election.CheckTerm inside Host.Lead; run a real term instead.
+	// A real term (the in-memory backend), as a node runs it.
 	mem := electiontest.NewMemory(election.Timing{})
 	el, err := election.New(election.Config{Backend: mem.Candidate(), Identity: election.Identity{ID: "node-7"},
 		Logger: slog.New(slog.DiscardHandler)})
