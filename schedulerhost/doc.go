@@ -16,9 +16,9 @@
 // A job's claims are made one at a time, in tick order. A claim whose
 // outcome stays unknown is asked again; if the Host gives up, the tick
 // counts as claimed, its run does not start, and the Host writes its
-// history entry as not started (ResultCancelled, "not started: claim
+// history entry as not started (ledger.ResultCancelled, "not started: claim
 // outcome unknown") rather than leave it "running" (if that write fails
-// too, it is logged); no leader runs the tick later (see Ledger.Claim).
+// too, it is logged); no leader runs the tick later (see ledger.Ledger.Claim).
 // A new leader reads each job's last claimed tick and applies the job's
 // Misfire policy to the ticks missed in between.
 //

@@ -12,10 +12,10 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/schedulerhost"
+	"github.com/batonhq/baton/ledger"
 )
 
-const defaultHistory = schedulerhost.DefaultHistory
+const defaultHistory = ledger.DefaultHistory
 
 // Backend is a Consul leader election on one key: a candidate creates a
 // TTL session and locks the key with it (`?acquire=`, as `consul lock`

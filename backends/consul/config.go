@@ -85,7 +85,7 @@ type Config struct {
 	// "baton " + Identity.ID + " " + Key.
 	SessionName string
 	// History is how many runs per job the ledger keeps. Zero means
-	// schedulerhost.DefaultHistory.
+	// ledger.DefaultHistory.
 	History int
 	// Logger receives retried errors (Warn) and details (Debug). Nil
 	// means slog.Default().

@@ -95,7 +95,7 @@
 //
 // # Ledger
 //
-// Backend.Ledger returns a schedulerhost.Ledger kept under Key+"-ledger/":
+// Backend.Ledger returns a ledger.Ledger kept under Key+"-ledger/":
 // each claim is a Consul transaction that checks that the claiming term's
 // session still holds the lock key.
 package consul

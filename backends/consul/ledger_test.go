@@ -9,7 +9,8 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/schedulerhost"
+	"github.com/batonhq/baton/ledger"
+	"github.com/batonhq/baton/ledger/ledgertest"
 )
 
 func TestLedger_ClaimFinishHistory(t *testing.T) {
@@ -26,42 +27,42 @@ func TestLedger_ClaimFinishHistory(t *testing.T) {
 		t.Fatalf("LastClaimed before any claim = %v, %v; want zero, nil", last, err)
 	}
 	claim := func(i int) error {
-		return lg.Claim(ctx, schedulerhost.Claim{Job: job, Tick: base.Add(time.Duration(i) * time.Minute), Token: l.Token(),
+		return lg.Claim(ctx, ledger.Claim{Job: job, Tick: base.Add(time.Duration(i) * time.Minute), Token: l.Token(),
 			Instance: "a", Started: time.Now()})
 	}
 	if err := claim(0); err != nil {
 		t.Fatalf("Claim: %v", err)
 	}
-	if err := claim(0); !errors.Is(err, schedulerhost.ErrTickClaimed) {
+	if err := claim(0); !errors.Is(err, ledger.ErrTickClaimed) {
 		t.Errorf("Claim of the same tick: %v, want ErrTickClaimed", err)
 	}
-	if err := claim(-1); !errors.Is(err, schedulerhost.ErrTickClaimed) {
+	if err := claim(-1); !errors.Is(err, ledger.ErrTickClaimed) {
 		t.Errorf("Claim of an older tick: %v, want ErrTickClaimed", err)
 	}
 	if last, err := lg.LastClaimed(ctx, job); err != nil || !last.Equal(base) {
 		t.Errorf("LastClaimed = %v, %v; want %v", last, err, base)
 	}
 	h, err := lg.History(ctx, job, 10)
-	if err != nil || len(h) != 1 || h[0].Result != schedulerhost.ResultRunning || h[0].Token != l.Token() || !h[0].Tick.Equal(base) {
+	if err != nil || len(h) != 1 || h[0].Result != ledger.ResultRunning || h[0].Token != l.Token() || !h[0].Tick.Equal(base) {
 		t.Fatalf("History = %+v, %v; want one running entry", h, err)
 	}
 	fin := h[0]
-	fin.Result, fin.Ended = schedulerhost.ResultOK, time.Now().UTC()
+	fin.Result, fin.Ended = ledger.ResultOK, time.Now().UTC()
 	if err := lg.Finish(ctx, fin); err != nil {
 		t.Fatalf("Finish: %v", err)
 	}
 	// A Finish with another token does not overwrite the entry.
 	other := fin
-	other.Token, other.Result = l.Token()+1, schedulerhost.ResultFailed
+	other.Token, other.Result = l.Token()+1, ledger.ResultFailed
 	if err := lg.Finish(ctx, other); err != nil {
 		t.Fatalf("Finish with another token: %v", err)
 	}
-	if h, _ := lg.History(ctx, job, 1); len(h) != 1 || h[0].Result != schedulerhost.ResultOK {
+	if h, _ := lg.History(ctx, job, 1); len(h) != 1 || h[0].Result != ledger.ResultOK {
 		t.Errorf("History after Finish = %+v, want result ok", h)
 	}
 
 	// The history is bounded, newest first.
-	for i := 1; i <= schedulerhost.DefaultHistory+5; i++ {
+	for i := 1; i <= ledger.DefaultHistory+5; i++ {
 		if err := claim(i); err != nil {
 			t.Fatalf("Claim %d: %v", i, err)
 		}
@@ -70,15 +71,15 @@ func TestLedger_ClaimFinishHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(h) != schedulerhost.DefaultHistory {
-		t.Errorf("History kept %d runs, want %d", len(h), schedulerhost.DefaultHistory)
+	if len(h) != ledger.DefaultHistory {
+		t.Errorf("History kept %d runs, want %d", len(h), ledger.DefaultHistory)
 	}
 	for i := 1; i < len(h); i++ {
 		if !h[i-1].Tick.After(h[i].Tick) {
 			t.Errorf("History not newest first at %d: %v then %v", i, h[i-1].Tick, h[i].Tick)
 		}
 	}
-	if want := base.Add((schedulerhost.DefaultHistory + 5) * time.Minute); len(h) > 0 && !h[0].Tick.Equal(want) {
+	if want := base.Add((ledger.DefaultHistory + 5) * time.Minute); len(h) > 0 && !h[0].Tick.Equal(want) {
 		t.Errorf("newest run tick %v, want %v", h[0].Tick, want)
 	}
 	if h, _ := lg.History(ctx, job, 3); len(h) != 3 {
@@ -104,13 +105,13 @@ func TestLedger_StaleTerm(t *testing.T) {
 	la := acquire(t, ca, "a", 30*time.Second)
 	release(t, la)
 	lb := acquire(t, cb, "b", 30*time.Second)
-	err := ca.Ledger().Claim(ctx, schedulerhost.Claim{Job: "j", Tick: tick, Token: la.Token(), Instance: "a"})
-	if !errors.Is(err, schedulerhost.ErrStaleTerm) || !errors.Is(err, election.ErrLeadershipLost) {
+	err := ca.Ledger().Claim(ctx, ledger.Claim{Job: "j", Tick: tick, Token: la.Token(), Instance: "a"})
+	if !errors.Is(err, ledger.ErrStaleTerm) || !errors.Is(err, election.ErrLeadershipLost) {
 		t.Errorf("Claim with a released term's token: %v, want ErrStaleTerm", err)
 	}
 	// b's Backend can claim with b's token, and so can a's Backend
 	// (another process's view), finding the term through the lock key.
-	if err := ca.Ledger().Claim(ctx, schedulerhost.Claim{Job: "j", Tick: tick, Token: lb.Token(), Instance: "b"}); err != nil {
+	if err := ca.Ledger().Claim(ctx, ledger.Claim{Job: "j", Tick: tick, Token: lb.Token(), Instance: "b"}); err != nil {
 		t.Errorf("Claim with the live token through another Backend: %v", err)
 	}
 
@@ -129,8 +130,8 @@ func TestLedger_StaleTerm(t *testing.T) {
 		t.Fatal(err)
 	}
 	cb.proxy.Heal()
-	err = cb.Ledger().Claim(ctx, schedulerhost.Claim{Job: "j", Tick: tick.Add(time.Minute), Token: info.Token, Instance: "b"})
-	if !errors.Is(err, schedulerhost.ErrStaleTerm) {
+	err = cb.Ledger().Claim(ctx, ledger.Claim{Job: "j", Tick: tick.Add(time.Minute), Token: info.Token, Instance: "b"})
+	if !errors.Is(err, ledger.ErrStaleTerm) {
 		t.Errorf("Claim after the session was destroyed: %v, want ErrStaleTerm", err)
 	}
 	loseOnStale(lb, err)
@@ -160,7 +161,15 @@ func mustClient(t *testing.T) *api.Client {
 // loseOnStale does what the Host does with a claim refused as stale: it
 // ends the term at once (election.Term.Lose, through election.Loser).
 func loseOnStale(l election.Lease, err error) {
-	if errors.Is(err, schedulerhost.ErrStaleTerm) {
+	if errors.Is(err, ledger.ErrStaleTerm) {
 		l.(election.Loser).Lose(err)
 	}
+}
+
+func TestLedger_Conformance(t *testing.T) {
+	a := sharedAgent(t)
+	ledgertest.Run(t, func(t *testing.T) ledgertest.Election {
+		c := newCandidate(t, a, newKey(t))
+		return ledgertest.Election{Ledger: c.Ledger(), Lead: ledgertest.Leader(c.Backend)}
+	})
 }

@@ -75,7 +75,7 @@
 //
 // # Ledger
 //
-// The ledger of claimed ticks (see schedulerhost.Ledger) lives under
+// The ledger of claimed ticks (see ledger.Ledger) lives under
 // PREFIX + "-ledger/", outside the election's prefix, so it never takes
 // part in the election. Its keys (PREFIX-ledger/<job>/last, ...) would
 // look like the candidates of an election PREFIX-ledger/<job>, so New

@@ -9,16 +9,17 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/schedulerhost"
+	"github.com/batonhq/baton/ledger"
+	"github.com/batonhq/baton/ledger/ledgertest"
 )
 
 var tick0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
-func claim(t *testing.T, lg schedulerhost.Ledger, job string, tick time.Time, token uint64) error {
+func claim(t *testing.T, lg ledger.Ledger, job string, tick time.Time, token uint64) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return lg.Claim(ctx, schedulerhost.Claim{Job: job, Tick: tick, Token: token, Instance: "i1", Started: time.Now()})
+	return lg.Claim(ctx, ledger.Claim{Job: job, Tick: tick, Token: token, Instance: "i1", Started: time.Now()})
 }
 
 func TestLedger_ClaimOncePerTick(t *testing.T) {
@@ -36,7 +37,7 @@ func TestLedger_ClaimOncePerTick(t *testing.T) {
 		t.Fatalf("first claim: %v", err)
 	}
 	for _, tick := range []time.Time{tick0, tick0.Add(-time.Minute), tick0.In(time.FixedZone("X", 3600))} {
-		if err := claim(t, lg, "mail", tick, l.Token()); !errors.Is(err, schedulerhost.ErrTickClaimed) {
+		if err := claim(t, lg, "mail", tick, l.Token()); !errors.Is(err, ledger.ErrTickClaimed) {
 			t.Errorf("claim of %v after %v: err = %v, want ErrTickClaimed", tick, tick0, err)
 		}
 	}
@@ -55,7 +56,7 @@ func TestLedger_ClaimOncePerTick(t *testing.T) {
 	if err != nil || len(runs) != 2 {
 		t.Fatalf("History = %+v, %v; want 2 runs", runs, err)
 	}
-	if !runs[0].Tick.Equal(next) || runs[0].Result != schedulerhost.ResultRunning || runs[0].Token != l.Token() || runs[0].Instance != "i1" {
+	if !runs[0].Tick.Equal(next) || runs[0].Result != ledger.ResultRunning || runs[0].Token != l.Token() || runs[0].Instance != "i1" {
 		t.Errorf("newest run = %+v", runs[0])
 	}
 	// The ledger is not part of the election.
@@ -86,7 +87,7 @@ func TestLedger_StaleTokenAfterTakeover(t *testing.T) {
 	aproxy.Heal()
 	// A claim with a's token fails whether or not a noticed yet.
 	err := claim(t, a.Ledger(), "job", tick0.Add(2*time.Minute), la.Token())
-	if !errors.Is(err, schedulerhost.ErrStaleTerm) || !errors.Is(err, election.ErrLeadershipLost) {
+	if !errors.Is(err, ledger.ErrStaleTerm) || !errors.Is(err, election.ErrLeadershipLost) {
 		t.Fatalf("claim with the old token: err = %v, want ErrStaleTerm", err)
 	}
 	loseOnStale(la, err)
@@ -95,7 +96,7 @@ func TestLedger_StaleTokenAfterTakeover(t *testing.T) {
 	}
 	mustRelease(t, la)
 	// A token that is not a held term is refused without a request.
-	if err := claim(t, b.Ledger(), "job", tick0.Add(3*time.Minute), lb.Token()+1000); !errors.Is(err, schedulerhost.ErrStaleTerm) {
+	if err := claim(t, b.Ledger(), "job", tick0.Add(3*time.Minute), lb.Token()+1000); !errors.Is(err, ledger.ErrStaleTerm) {
 		t.Errorf("claim with an unknown token: %v", err)
 	}
 	if last, _ := b.Ledger().LastClaimed(context.Background(), "job"); !last.Equal(tick0.Add(time.Minute)) {
@@ -119,7 +120,7 @@ func TestLedger_StaleClaimEndsTerm(t *testing.T) {
 		}
 		cancel()
 		err := claim(t, a.Ledger(), "job", time.Now(), la.Token())
-		if !errors.Is(err, schedulerhost.ErrStaleTerm) {
+		if !errors.Is(err, ledger.ErrStaleTerm) {
 			t.Fatalf("claim after the leader key was deleted: %v", err)
 		}
 		loseOnStale(la, err)
@@ -128,7 +129,7 @@ func TestLedger_StaleClaimEndsTerm(t *testing.T) {
 		case <-time.After(time.Second):
 			t.Fatal("lease still open after a stale claim")
 		}
-		if errors.Is(la.Err(), schedulerhost.ErrStaleTerm) {
+		if errors.Is(la.Err(), ledger.ErrStaleTerm) {
 			byClaim++ // else the key watch was first
 		}
 		mustRelease(t, la)
@@ -143,7 +144,7 @@ func TestLedger_HistoryBoundedNewestFirst(t *testing.T) {
 	lg := b.Ledger()
 	l := mustAcquire(t, b, "a")
 	defer mustRelease(t, l)
-	n := schedulerhost.DefaultHistory
+	n := ledger.DefaultHistory
 	for i := range n + 7 {
 		if err := claim(t, lg, "job", tick0.Add(time.Duration(i)*time.Second), l.Token()); err != nil {
 			t.Fatalf("claim %d: %v", i, err)
@@ -192,11 +193,11 @@ func TestLedger_Finish(t *testing.T) {
 	}
 	runs, _ := lg.History(ctx, "job", 1)
 	r := runs[0]
-	r.Ended, r.Result, r.Error = r.Started.Add(time.Second), schedulerhost.ResultFailed, "boom"
+	r.Ended, r.Result, r.Error = r.Started.Add(time.Second), ledger.ResultFailed, "boom"
 
 	wrong := r
 	wrong.Token++
-	wrong.Result = schedulerhost.ResultOK
+	wrong.Result = ledger.ResultOK
 	if err := lg.Finish(ctx, wrong); err == nil {
 		t.Error("Finish with another token succeeded")
 	}
@@ -216,12 +217,12 @@ func TestLedger_Finish(t *testing.T) {
 		t.Fatalf("History has %d runs, want 1", len(runs))
 	}
 	got := runs[0]
-	if got.Result != schedulerhost.ResultFailed || got.Error != "boom" || !got.Ended.Equal(r.Ended) || got.Token != l.Token() {
+	if got.Result != ledger.ResultFailed || got.Error != "boom" || !got.Ended.Equal(r.Ended) || got.Token != l.Token() {
 		t.Errorf("after Finish: %+v", got)
 	}
 	// Finish does not depend on the term: it records runs that end after a loss.
 	mustRelease(t, l)
-	r.Result = schedulerhost.ResultCancelled
+	r.Result = ledger.ResultCancelled
 	if err := lg.Finish(ctx, r); err != nil {
 		t.Errorf("Finish after release: %v", err)
 	}
@@ -230,7 +231,15 @@ func TestLedger_Finish(t *testing.T) {
 // loseOnStale does what the Host does with a claim refused as stale: it
 // ends the term at once (election.Term.Lose, through election.Loser).
 func loseOnStale(l election.Lease, err error) {
-	if errors.Is(err, schedulerhost.ErrStaleTerm) {
+	if errors.Is(err, ledger.ErrStaleTerm) {
 		l.(election.Loser).Lose(err)
 	}
+}
+
+func TestLedger_Conformance(t *testing.T) {
+	cli := dial(t, server(t).Addr())
+	ledgertest.Run(t, func(t *testing.T) ledgertest.Election {
+		b := newBackend(t, cli, prefix(t), 2*time.Second)
+		return ledgertest.Election{Ledger: b.Ledger(), Lead: ledgertest.Leader(b)}
+	})
 }

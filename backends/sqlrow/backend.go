@@ -16,7 +16,7 @@ import (
 
 // Backend is an election.Backend keeping one election in one row of a SQL
 // table. It also implements election.LeaderReader, and its Ledger method
-// gives the election's schedulerhost.Ledger. Its methods are safe for
+// gives the election's ledger.Ledger. Its methods are safe for
 // concurrent use; a process normally runs one candidate per election.
 //
 // A Backend starts no goroutine of its own: a waiting Acquire runs (and

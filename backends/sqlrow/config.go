@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/schedulerhost"
+	"github.com/batonhq/baton/ledger"
 )
 
 // Dialect selects the SQL spoken to the database. The zero value is not a
@@ -92,7 +92,7 @@ type Config struct {
 	// polling goes on meanwhile.
 	Listen func(ctx context.Context) (*pgx.Conn, error)
 	// History is how many runs per job the Ledger keeps. Zero means
-	// schedulerhost.DefaultHistory.
+	// ledger.DefaultHistory.
 	History int
 	// Logger receives transitions (Info) and retried errors (Warn). Nil
 	// means slog.Default().
@@ -122,7 +122,7 @@ func (c Config) withDefaults() Config {
 		c.QueryTimeout = c.Timing.TTL
 	}
 	if c.History == 0 {
-		c.History = schedulerhost.DefaultHistory
+		c.History = ledger.DefaultHistory
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -99,7 +99,7 @@
 //
 // # Ledger
 //
-// Ledger returns the election's schedulerhost.Ledger, in tables Table_ticks
+// Ledger returns the election's ledger.Ledger, in tables Table_ticks
 // (the newest claimed tick of each job, as unix nanoseconds) and Table_runs
 // (the newest History runs of each job). A claim is conditioned, in the
 // same statement (PostgreSQL) or transaction (MySQL), on the lease row

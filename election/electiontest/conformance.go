@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/schedulerhost"
+	"github.com/batonhq/baton/ledger"
 )
 
 // Candidate is one contender in a conformance election: a Backend with a
@@ -24,7 +24,7 @@ type Candidate struct {
 	Heal    func()
 	// Ledger is the backend's tick ledger for this candidate, for
 	// RunFailoverConformance; nil where only the lease rules are tested.
-	Ledger schedulerhost.Ledger
+	Ledger ledger.Ledger
 	// Depose, if set, ends the term of lease on the backend side only
 	// (revoke it, expire its row, destroy its session), as an operator or
 	// an expiry would, so that another candidate can lead while the holder

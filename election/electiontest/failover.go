@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -204,7 +205,7 @@ func testCrashPolicy(t *testing.T, h LedgerHarness, policy schedulerhost.Misfire
 	if b.c.Ledger != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		hist, err := b.c.Ledger.History(ctx, "tick", schedulerhost.DefaultHistory)
+		hist, err := b.c.Ledger.History(ctx, "tick", ledger.DefaultHistory)
 		if err != nil {
 			t.Fatalf("History: %v", err)
 		}
@@ -217,13 +218,13 @@ func testCrashPolicy(t *testing.T, h LedgerHarness, policy schedulerhost.Misfire
 			if _, ok := seen[r.Tick.UnixNano()]; ok {
 				continue
 			}
-			notRun := r.Result == schedulerhost.ResultRunning || r.Result == schedulerhost.ResultCancelled
+			notRun := r.Result == ledger.ResultRunning || r.Result == ledger.ResultCancelled
 			if r.Instance == "a" && notRun && r.Tick.Equal(lastA.Add(time.Second)) && unknown == 0 {
 				unknown++
 				t.Logf("ledger holds a's claim of tick %v, not run by anyone (%s %q)", r.Tick.Format("15:04:05"), r.Result, r.Error)
 				continue
 			}
-			if r.Result == schedulerhost.ResultCancelled {
+			if r.Result == ledger.ResultCancelled {
 				continue
 			}
 			t.Errorf("ledger has run %+v that the job never recorded", r)
@@ -270,7 +271,7 @@ func testDeposed(t *testing.T, h LedgerHarness) {
 	}
 	defer la.Release(context.Background())
 	tick := time.Now().Truncate(time.Second)
-	if err := a.Ledger.Claim(ctx, schedulerhost.Claim{Job: "j", Tick: tick, Token: la.Token(), Instance: "a", Started: time.Now()}); err != nil {
+	if err := a.Ledger.Claim(ctx, ledger.Claim{Job: "j", Tick: tick, Token: la.Token(), Instance: "a", Started: time.Now()}); err != nil {
 		t.Fatalf("leader's claim: %v", err)
 	}
 	// a is partitioned, then deposed on the backend; b leads.
@@ -287,8 +288,8 @@ func testDeposed(t *testing.T, h LedgerHarness) {
 	// a comes back before its local deadline and tries to claim the next
 	// tick with its old token.
 	a.Heal()
-	err = a.Ledger.Claim(ctx, schedulerhost.Claim{Job: "j", Tick: tick.Add(time.Second), Token: la.Token(), Instance: "a", Started: time.Now()})
-	if !errors.Is(err, schedulerhost.ErrStaleTerm) || !errors.Is(err, election.ErrLeadershipLost) {
+	err = a.Ledger.Claim(ctx, ledger.Claim{Job: "j", Tick: tick.Add(time.Second), Token: la.Token(), Instance: "a", Started: time.Now()})
+	if !errors.Is(err, ledger.ErrStaleTerm) || !errors.Is(err, election.ErrLeadershipLost) {
 		t.Fatalf("deposed leader's claim: err = %v, want ErrStaleTerm", err)
 	}
 	select {
@@ -300,7 +301,7 @@ func testDeposed(t *testing.T, h LedgerHarness) {
 		t.Errorf("deposed leader's Err() = %v, want ErrLeadershipLost", la.Err())
 	}
 	// b claims the same tick: the deposed claim left nothing behind.
-	if err := b.Ledger.Claim(ctx, schedulerhost.Claim{Job: "j", Tick: tick.Add(time.Second), Token: lb.Token(), Instance: "b", Started: time.Now()}); err != nil {
+	if err := b.Ledger.Claim(ctx, ledger.Claim{Job: "j", Tick: tick.Add(time.Second), Token: lb.Token(), Instance: "b", Started: time.Now()}); err != nil {
 		t.Errorf("new leader's claim of the same tick: %v", err)
 	}
 	last, err := b.Ledger.LastClaimed(ctx, "j")

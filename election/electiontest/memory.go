@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/schedulerhost"
+	"github.com/batonhq/baton/ledger"
 )
 
 // Memory is an in-memory leadership store: the "server" of an election
@@ -27,7 +27,7 @@ type Memory struct {
 
 	// ledger state, guarded by mu
 	last map[string]time.Time
-	runs map[string][]schedulerhost.Run // newest last
+	runs map[string][]ledger.Run // newest last
 }
 
 type memHolder struct {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/ledger/ledgertest"
 )
 
 func TestMemory_Conformance(t *testing.T) {
@@ -39,5 +40,12 @@ func TestMemory_FailoverConformance(t *testing.T) {
 					}}
 			}
 		},
+	})
+}
+
+func TestMemory_LedgerConformance(t *testing.T) {
+	ledgertest.Run(t, func(t *testing.T) ledgertest.Election {
+		m := electiontest.NewMemory(election.Timing{})
+		return ledgertest.Election{Ledger: m.Ledger(), Lead: ledgertest.Leader(m.Candidate())}
 	})
 }

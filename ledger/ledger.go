@@ -1,4 +1,4 @@
-package schedulerhost
+package ledger
 
 import (
 	"context"
