@@ -7,6 +7,7 @@ import (
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/faultproxy"
+	"github.com/batonhq/baton/schedulerhost/hosttest"
 )
 
 // Once per tick across a crash, under each misfire policy, and a deposed
@@ -22,7 +23,7 @@ func TestFailoverConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	electiontest.RunFailoverConformance(t, electiontest.LedgerHarness{
+	hosttest.RunFailoverConformance(t, hosttest.Harness{
 		Timing: election.Timing{TTL: consul.DefaultTTL},
 		NewElection: func(t *testing.T, timing election.Timing) func(*testing.T, string) electiontest.Candidate {
 			key := newKey(t)

@@ -23,12 +23,13 @@ type Candidate struct {
 	Cut     func()
 	Heal    func()
 	// Ledger is the backend's tick ledger for this candidate, for
-	// RunFailoverConformance; nil where only the lease rules are tested.
+	// hosttest.RunFailoverConformance (package schedulerhost/hosttest); nil
+	// where only the lease rules are tested.
 	Ledger ledger.Ledger
 	// Depose, if set, ends the term of lease on the backend side only
 	// (revoke it, expire its row, destroy its session), as an operator or
 	// an expiry would, so that another candidate can lead while the holder
-	// has not noticed. For RunFailoverConformance.
+	// has not noticed. For hosttest.RunFailoverConformance.
 	Depose func(t *testing.T, lease election.Lease)
 }
 

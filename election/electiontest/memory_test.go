@@ -25,24 +25,6 @@ func TestMemory_Conformance(t *testing.T) {
 	})
 }
 
-func TestMemory_FailoverConformance(t *testing.T) {
-	electiontest.RunFailoverConformance(t, electiontest.LedgerHarness{
-		Timing: election.Timing{TTL: 4 * time.Second, RenewInterval: time.Second, SafetyMargin: 2500 * time.Millisecond},
-		NewElection: func(t *testing.T, timing election.Timing) func(*testing.T, string) electiontest.Candidate {
-			m := electiontest.NewMemory(timing)
-			return func(t *testing.T, name string) electiontest.Candidate {
-				c := m.Candidate()
-				return electiontest.Candidate{Backend: c, Cut: c.Cut, Heal: c.Heal, Ledger: m.Ledger(),
-					Depose: func(t *testing.T, l election.Lease) {
-						if !m.RevokeToken(l.Token()) {
-							t.Fatalf("token %d does not hold", l.Token())
-						}
-					}}
-			}
-		},
-	})
-}
-
 func TestMemory_LedgerConformance(t *testing.T) {
 	ledgertest.Run(t, func(t *testing.T) ledgertest.Election {
 		m := electiontest.NewMemory(election.Timing{})

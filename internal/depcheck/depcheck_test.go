@@ -1,6 +1,8 @@
-// Package depcheck holds a test that keeps the core packages free of
-// backend SDKs: the dependency direction is backends -> election, never
-// the other way.
+// Package depcheck holds tests of the dependency direction: the core
+// packages (election, ledger, schedulerhost) import no backend SDK
+// (backends -> election, never the other way), and schedulerhost ->
+// ledger -> election, never the other way: no package under election/ or
+// ledger/ depends on schedulerhost, not even in its tests.
 package depcheck
 
 import (
@@ -12,6 +14,7 @@ import (
 func TestCorePackagesImportNoBackendSDK(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps",
 		"github.com/batonhq/baton/election",
+		"github.com/batonhq/baton/ledger",
 		"github.com/batonhq/baton/schedulerhost").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
@@ -21,9 +24,40 @@ func TestCorePackagesImportNoBackendSDK(t *testing.T) {
 	for _, d := range deps {
 		for _, b := range banned {
 			if strings.HasPrefix(d, b) {
-				t.Errorf("election or schedulerhost depends on %s", d)
+				t.Errorf("election, ledger or schedulerhost depends on %s", d)
 			}
 		}
 	}
-	t.Logf("election and schedulerhost: %d packages in their dependency closure, none from a backend SDK", len(deps))
+	t.Logf("election, ledger and schedulerhost: %d packages in their dependency closure, none from a backend SDK", len(deps))
+}
+
+// TestElectionAndLedgerDoNotImportScheduler lists every package under
+// election/ and ledger/ with the dependencies of its tests, and fails if
+// any of them reaches schedulerhost.
+func TestElectionAndLedgerDoNotImportScheduler(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-test",
+		"-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`,
+		"github.com/batonhq/baton/election/...",
+		"github.com/batonhq/baton/ledger/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	const sched = "github.com/batonhq/baton/schedulerhost"
+	n := 0
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		n++
+		if strings.HasPrefix(f[0], sched) {
+			t.Errorf("%s is in the dependency closure of election/... or ledger/...", f[0])
+		}
+		for _, imp := range f[1:] {
+			if strings.HasPrefix(imp, sched) {
+				t.Errorf("%s imports %s", f[0], imp)
+			}
+		}
+	}
+	t.Logf("election/... and ledger/... with their tests: %d packages, none from schedulerhost", n)
 }

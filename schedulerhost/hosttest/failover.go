@@ -1,4 +1,4 @@
-package electiontest
+package hosttest
 
 import (
 	"context"
@@ -11,17 +11,18 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
-// LedgerHarness tells RunFailoverConformance how to make elections whose
+// Harness tells RunFailoverConformance how to make elections whose
 // candidates carry a tick ledger.
-type LedgerHarness struct {
+type Harness struct {
 	// NewElection starts a fresh election (new prefix, key or table) and
 	// returns a function making candidates for it, each with its own path
 	// (Cut, Heal) and Ledger, all using timing.
-	NewElection func(t *testing.T, timing election.Timing) func(t *testing.T, name string) Candidate
+	NewElection func(t *testing.T, timing election.Timing) func(t *testing.T, name string) electiontest.Candidate
 	// Timing is the lease timing to use: valid for the backend, with a
 	// SafetyMargin wide enough that a crashed leader leaves at least two
 	// 1-second ticks unclaimed before the next leader starts.
@@ -34,7 +35,7 @@ type LedgerHarness struct {
 // started at most once, and the misfire policies cover the gap exactly as
 // documented; a deposed leader's claim is refused, its term ends, and it
 // starts nothing.
-func RunFailoverConformance(t *testing.T, h LedgerHarness) {
+func RunFailoverConformance(t *testing.T, h Harness) {
 	for _, tc := range []struct {
 		name     string
 		policy   schedulerhost.Misfire
@@ -90,13 +91,13 @@ func (r *runRecord) snapshot() []recordedRun {
 
 // hostNode is one Elector + Host on a candidate.
 type hostNode struct {
-	c       Candidate
+	c       electiontest.Candidate
 	elector *election.Elector
 	cancel  context.CancelFunc
 	done    chan error
 }
 
-func startHostNode(t *testing.T, c Candidate, name string, job schedulerhost.Job) *hostNode {
+func startHostNode(t *testing.T, c electiontest.Candidate, name string, job schedulerhost.Job) *hostNode {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if os.Getenv("BATON_TEST_LOG") != "" {
@@ -150,7 +151,7 @@ func waitLeader(t *testing.T, within time.Duration, nodes ...*hostNode) *hostNod
 	return nil
 }
 
-func testCrashPolicy(t *testing.T, h LedgerHarness, policy schedulerhost.Misfire, maxCatch int) {
+func testCrashPolicy(t *testing.T, h Harness, policy schedulerhost.Misfire, maxCatch int) {
 	newC := h.NewElection(t, h.Timing)
 	var rec runRecord
 	ttl := h.Timing.TTL
@@ -257,7 +258,7 @@ func testCrashPolicy(t *testing.T, h LedgerHarness, policy schedulerhost.Misfire
 	}
 }
 
-func testDeposed(t *testing.T, h LedgerHarness) {
+func testDeposed(t *testing.T, h Harness) {
 	newC := h.NewElection(t, h.Timing)
 	a, b := newC(t, "a"), newC(t, "b")
 	if a.Cut == nil || a.Ledger == nil || b.Depose == nil {
