@@ -48,6 +48,15 @@ type Harness struct {
 	// CutTrials is how many times the network-cut rule is tried. Zero
 	// means 20.
 	CutTrials int
+	// Handovers is how many graceful handovers in a row the repeated
+	// handover test makes, each within HandoverBound. Zero skips it.
+	Handovers int
+	// FailoverBound is how long after the leader's path is cut (no
+	// release, as in a crash) a waiting candidate may take to lead. Zero
+	// skips the crash failover test.
+	FailoverBound time.Duration
+	// FailoverTrials is how many crash failovers are tried. Zero means 1.
+	FailoverTrials int
 	// Package, if set, is the import path of the backend: after Release no
 	// goroutine may remain with a function of that package on its stack.
 	// The check sees every goroutine of the process, so do not run other
@@ -73,6 +82,8 @@ func RunConformance(t *testing.T, h Harness) {
 	t.Run("ReleaseBoundedByContext", func(t *testing.T) { testReleaseBounded(t, h) })
 	t.Run("LeaderReader", func(t *testing.T) { testLeaderReader(t, h) })
 	t.Run("NetworkCutEndsTermFirst", func(t *testing.T) { testNetworkCut(t, h) })
+	t.Run("RepeatedGracefulHandover", func(t *testing.T) { testRepeatedHandover(t, h) })
+	t.Run("CrashFailover", func(t *testing.T) { testCrashFailover(t, h) })
 }
 
 func acquire(t *testing.T, c Candidate, name string, timeout time.Duration) election.Lease {

@@ -21,7 +21,11 @@ func TestMemory_Conformance(t *testing.T) {
 			}
 		},
 		HandoverBound: 50 * time.Millisecond,
-		Package:       "github.com/batonhq/baton/election",
+		Handovers:     6,
+		// The store expires a lease TTL after its last renewal.
+		FailoverBound:  timing.TTL + time.Second,
+		FailoverTrials: 3,
+		Package:        "github.com/batonhq/baton/election",
 	})
 }
 
