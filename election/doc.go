@@ -18,9 +18,15 @@
 // the lead function learns it is stale. Jobs read the token of their term
 // with TokenFromContext.
 //
-// Optional capabilities are separate interfaces found by type assertion:
-// LeaderReader (who leads now) and Deadliner (a lease's local deadline).
+// The whole backend contract is in backend.go: Backend and Lease, and the
+// optional capabilities, separate interfaces found by type assertion:
+// LeaderReader (who leads now), Checker (reachable and set up), Deadliner
+// (a lease's local deadline) and Loser (end a lease locally at once).
 //
-// Backends build their leases with ManagedLease, which owns the renew loop
-// and the self-fencing deadline, so every backend applies the same rules.
+// Backends build their leases with package election/kit, whose
+// ManagedLease owns the renew loop and the self-fencing deadline, so every
+// backend applies the same rules; they check their Timing with
+// Timing.WithDefaults and Timing.Validate, and report loss with LostError.
+// Package electiontest holds the conformance suite every backend runs and
+// the in-memory backend, built only from the kit.
 package election

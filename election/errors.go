@@ -30,9 +30,4 @@ type lostError struct{ reason error }
 func (e *lostError) Error() string   { return ErrLeadershipLost.Error() + ": " + e.reason.Error() }
 func (e *lostError) Unwrap() []error { return []error{ErrLeadershipLost, e.reason} }
 
-// ErrRetryWatch is returned (wrapped) by a ManagedLeaseConfig.Watch that
-// stopped without learning anything about the lease, to be restarted
-// rather than end the term.
-var ErrRetryWatch = errors.New("election: watch interrupted")
-
 var errDeadlinePassed = errors.New("local deadline passed")

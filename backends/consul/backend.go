@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/kit"
 	"github.com/batonhq/baton/ledger"
 )
 
@@ -25,7 +26,7 @@ const defaultHistory = ledger.DefaultHistory
 //
 // It does not use api.Lock: it owns the session, times every renewal
 // from when it was sent, and ends a term at the local safe deadline (see
-// election.ManagedLease), which api.Lock does not do.
+// kit.ManagedLease), which api.Lock does not do.
 type Backend struct {
 	cfg Config
 	log *slog.Logger
@@ -64,7 +65,7 @@ type term struct {
 	session string
 	token   uint64
 	value   value
-	lease   *election.ManagedLease
+	lease   *kit.ManagedLease
 }
 
 // session is a Consul session being kept alive by Acquire while it waits.
@@ -291,8 +292,8 @@ func (b *Backend) lock(ctx context.Context, s *session, id election.Identity) (e
 	return t.lease, notRefused, nil
 }
 
-func (b *Backend) newLease(t *term, sent time.Time, id election.Identity) *election.ManagedLease {
-	return election.NewManagedLease(election.ManagedLeaseConfig{
+func (b *Backend) newLease(t *term, sent time.Time, id election.Identity) *kit.ManagedLease {
+	return kit.NewManagedLease(kit.ManagedLeaseConfig{
 		Timing: b.cfg.Timing,
 		Sent:   sent,
 		Renew: func(ctx context.Context) (time.Duration, error) {
@@ -317,7 +318,7 @@ func (b *Backend) newLease(t *term, sent time.Time, id election.Identity) *elect
 					if ctx.Err() != nil {
 						return ctx.Err()
 					}
-					return fmt.Errorf("%w: %v", election.ErrRetryWatch, err)
+					return fmt.Errorf("%w: %v", kit.ErrRetryWatch, err)
 				}
 				switch {
 				case pair == nil:

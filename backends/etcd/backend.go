@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/kit"
 )
 
 // cleanupTimeout bounds the revoke of a lease that Acquire gives up on. If
@@ -103,7 +104,7 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (election.L
 		return nil, b.acquireErr(ctx, "put key", err)
 	}
 	l.rev = put.Header.Revision
-	l.ManagedLease = election.NewManagedLease(election.ManagedLeaseConfig{
+	l.ManagedLease = kit.NewManagedLease(kit.ManagedLeaseConfig{
 		Timing:  b.timing,
 		Sent:    sent,
 		Renew:   l.renew,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/kit"
 )
 
 // Backend is an election.Backend keeping one election in one row of a SQL
@@ -85,7 +86,7 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (election.L
 		wait := b.cfg.PollInterval
 		free, remaining, err := b.peek(ctx)
 		if err == nil && free {
-			var l *election.ManagedLease
+			var l *kit.ManagedLease
 			l, err = b.tryAcquire(ctx, holder, log)
 			if l != nil {
 				return l, nil
@@ -137,7 +138,7 @@ func (b *Backend) peek(ctx context.Context) (free bool, remaining time.Duration,
 
 // tryAcquire runs the acquire statement once. It returns a lease, or nil
 // and no error if another candidate holds the row.
-func (b *Backend) tryAcquire(ctx context.Context, holder []byte, log *slog.Logger) (*election.ManagedLease, error) {
+func (b *Backend) tryAcquire(ctx context.Context, holder []byte, log *slog.Logger) (*kit.ManagedLease, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.QueryTimeout)
 	defer cancel()
 	var (
@@ -197,8 +198,8 @@ func (b *Backend) tryAcquire(ctx context.Context, holder []byte, log *slog.Logge
 
 // newLease starts the lease of the term with token, whose acquire was sent
 // at sent.
-func (b *Backend) newLease(token uint64, sent time.Time) *election.ManagedLease {
-	l := election.NewManagedLease(election.ManagedLeaseConfig{
+func (b *Backend) newLease(token uint64, sent time.Time) *kit.ManagedLease {
+	l := kit.NewManagedLease(kit.ManagedLeaseConfig{
 		Timing: b.cfg.Timing,
 		Sent:   sent,
 		Renew: func(ctx context.Context) (time.Duration, error) {

@@ -42,7 +42,7 @@
 //
 // # Self-fencing
 //
-// Leases are election.ManagedLease values: a term ends locally at the send
+// Leases are kit.ManagedLease values: a term ends locally at the send
 // time of the last successful renewal (or of the acquire) + TTL -
 // SafetyMargin on the monotonic clock, whatever the database has said,
 // while the database cannot give the row to anyone before that renewal's

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/kit"
 	"github.com/batonhq/baton/ledger"
 )
 
@@ -206,9 +207,9 @@ func (b *MemoryBackend) Acquire(ctx context.Context, id election.Identity) (elec
 
 var errRevoked = errors.New("memory: lease revoked")
 
-func (b *MemoryBackend) newLease(h *memHolder, sent time.Time) *election.ManagedLease {
+func (b *MemoryBackend) newLease(h *memHolder, sent time.Time) *kit.ManagedLease {
 	m := b.m
-	l := election.NewManagedLease(election.ManagedLeaseConfig{
+	l := kit.NewManagedLease(kit.ManagedLeaseConfig{
 		Timing: m.timing,
 		Sent:   sent,
 		Renew: func(ctx context.Context) (time.Duration, error) {
