@@ -61,7 +61,8 @@ func Run(t *testing.T, newElection func(t *testing.T) Election) {
 		if err := claim(tick0.Add(time.Minute)); err != nil {
 			t.Fatalf("Claim: %v", err)
 		}
-		for _, tick := range []time.Time{tick0.Add(time.Minute), tick0} {
+		// The same instant in another zone is the same tick.
+		for _, tick := range []time.Time{tick0.Add(time.Minute), tick0.Add(time.Minute).In(time.FixedZone("X", 3600)), tick0} {
 			if err := claim(tick); !errors.Is(err, ledger.ErrTickClaimed) {
 				t.Errorf("Claim at %v after %v: %v, want ErrTickClaimed", tick, tick0.Add(time.Minute), err)
 			}
@@ -73,6 +74,27 @@ func Run(t *testing.T, newElection func(t *testing.T) Election) {
 		// Another job's ticks are its own.
 		if err := e.Ledger.Claim(ctx(t), ledger.Claim{Job: "other", Tick: tick0, Token: tok, Instance: "node-a", Started: tick0}); err != nil {
 			t.Errorf("Claim of another job at an earlier tick: %v", err)
+		}
+	})
+	t.Run("JobsAreSeparate", func(t *testing.T) {
+		e := newElection(t)
+		tok := e.Lead(t)
+		// Names that share a prefix, or hold a slash or a space, are
+		// separate jobs.
+		jobs := []string{"mail", "mail/runs", "mail/daily report"}
+		for i, job := range jobs {
+			tick := tick0.Add(time.Duration(len(jobs)-i) * time.Minute) // later ticks first
+			if err := e.Ledger.Claim(ctx(t), ledger.Claim{Job: job, Tick: tick, Token: tok, Instance: "node-a", Started: tick}); err != nil {
+				t.Fatalf("Claim of %q: %v", job, err)
+			}
+		}
+		for i, job := range jobs {
+			tick := tick0.Add(time.Duration(len(jobs)-i) * time.Minute)
+			lastIs(t, e.Ledger, job, tick)
+			runs := history(t, e.Ledger, job, 10)
+			if len(runs) != 1 || runs[0].Job != job || !runs[0].Tick.Equal(tick) {
+				t.Errorf("History(%q) = %+v, want its one run", job, runs)
+			}
 		}
 	})
 	t.Run("StaleTermRefused", func(t *testing.T) {
@@ -115,17 +137,13 @@ func Run(t *testing.T, newElection func(t *testing.T) Election) {
 			r.Error != done.Error || !r.Ended.Equal(done.Ended) {
 			t.Errorf("History()[0] after Finish = %+v, want %+v", r, done)
 		}
-		// A run with no entry (another token, an unknown tick) is ignored.
-		for _, r := range []ledger.Run{
-			{Job: "report", Tick: tick0, Token: tok + 1, Result: ledger.ResultOK},
-			{Job: "report", Tick: tick0.Add(time.Hour), Token: tok, Result: ledger.ResultOK},
-		} {
-			if err := e.Ledger.Finish(ctx(t), r); err != nil {
-				t.Errorf("Finish of a run with no entry (%v, token %d): %v", r.Tick, r.Token, err)
-			}
+		// A run with no entry (trimmed, or never claimed) is ignored.
+		gone := ledger.Run{Job: "report", Tick: tick0.Add(time.Hour), Token: tok, Result: ledger.ResultOK}
+		if err := e.Ledger.Finish(ctx(t), gone); err != nil {
+			t.Errorf("Finish of a run with no entry: %v", err)
 		}
 		if runs := history(t, e.Ledger, "report", 10); len(runs) != 1 || runs[0].Result != ledger.ResultFailed {
-			t.Errorf("History after Finish of runs with no entry = %+v", runs)
+			t.Errorf("History after Finish of a run with no entry = %+v", runs)
 		}
 	})
 	t.Run("HistoryNewestFirstAndBounded", func(t *testing.T) {
