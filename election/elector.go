@@ -134,7 +134,7 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, term T
 }
 
 func (e *Elector) runTerm(ctx context.Context, lease Lease, lead func(context.Context, Term) error) error {
-	leaseCtx, cancelLease := context.WithCancelCause(ContextWithToken(context.WithoutCancel(ctx), lease.Token()))
+	leaseCtx, cancelLease := context.WithCancelCause(withToken(context.WithoutCancel(ctx), lease.Token()))
 	t := &term{token: lease.Token(), since: time.Now(), lease: lease, ctx: leaseCtx, cancel: cancelLease}
 	termCtx, cancelTerm := context.WithCancelCause(leaseCtx)
 	stepDown := make(chan struct{})

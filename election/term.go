@@ -35,16 +35,17 @@ type Term interface {
 type tokenKey struct{}
 
 // TokenFromContext returns the fencing token carried by ctx: that of the
-// term whose Context ctx derives from, or the one given to
-// ContextWithToken. ok is false when ctx carries none. Jobs read it here.
+// term whose Context ctx derives from (an Elector's, or one of NewTerm).
+// ok is false when ctx carries none. Jobs read it here; code that runs a
+// job outside an Elector passes it a context derived from
+// NewTerm(ctx, token).Context().
 func TokenFromContext(ctx context.Context) (token uint64, ok bool) {
 	token, ok = ctx.Value(tokenKey{}).(uint64)
 	return token, ok
 }
 
-// ContextWithToken returns a context that carries token as its fencing
-// token, for jobs run outside an Elector and for tests.
-func ContextWithToken(ctx context.Context, token uint64) context.Context {
+// withToken returns a context that carries token as its fencing token.
+func withToken(ctx context.Context, token uint64) context.Context {
 	return context.WithValue(ctx, tokenKey{}, token)
 }
 
@@ -52,7 +53,7 @@ func ContextWithToken(ctx context.Context, token uint64) context.Context {
 // Lose is not called, with no lease behind it: for tests, and for code
 // that leads outside an Elector. Its Context derives from ctx.
 func NewTerm(ctx context.Context, token uint64) Term {
-	c, cancel := context.WithCancelCause(ContextWithToken(ctx, token))
+	c, cancel := context.WithCancelCause(withToken(ctx, token))
 	return &term{token: token, ctx: c, cancel: cancel}
 }
 

@@ -20,5 +20,6 @@
 // the reverse.
 //
 // The in-memory backend in election/electiontest is built from this
-// package alone and is the worked example of a backend.
+// package and election's contract alone, and is the worked example of a
+// backend.
 package kit
