@@ -75,5 +75,6 @@ package schedulerhost
 //	drain.go     the end of a term: stop starting runs, wait for those in flight, cancel
 //	status.go    Status and History, for status pages
 //
-// config.go, ledger.go and errors.go hold the Config, the Ledger contract
-// and the errors.
+// config.go and errors.go hold the Config and the errors. The Ledger
+// contract is package ledger; the failover suite every backend runs with
+// real Hosts is package hosttest.
