@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/consul/api"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/kit"
 )
 
 var (
@@ -29,13 +29,10 @@ var (
 //
 // It does not use api.Lock: it owns the session, times every renewal
 // from when it was sent, and ends a term at the local safe deadline (see
-// election.ManagedLease), which api.Lock does not do.
+// kit.ManagedLease), which api.Lock does not do.
 type Backend struct {
 	cfg Config
 	log *slog.Logger
-
-	mu    sync.Mutex
-	terms map[uint64]*term // live terms of this process, by token (for the Ledger)
 }
 
 // New returns a Backend for cfg after applying defaults and validating it.
@@ -45,7 +42,7 @@ func New(cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{cfg: cfg, log: cfg.Logger.With("election", cfg.Key), terms: map[uint64]*term{}}, nil
+	return &Backend{cfg: cfg, log: cfg.Logger.With("election", cfg.Key)}, nil
 }
 
 // Key returns the lock key.
@@ -66,7 +63,7 @@ type term struct {
 	session string
 	token   uint64
 	value   value
-	lease   *election.ManagedLease
+	lease   *kit.ManagedLease
 }
 
 // session is a Consul session being kept alive by Acquire while it waits.
@@ -288,16 +285,13 @@ func (b *Backend) lock(ctx context.Context, s *session, id election.Identity) (e
 			b.log.Debug("consul write token into lock key", "err", err)
 		}
 	}
-	b.mu.Lock()
-	b.terms[token] = t
-	b.mu.Unlock()
 	b.log.Debug("consul lock taken", "identity", id.ID, "session", s.id, "token", token)
 	s.id = "" // the lease owns the session now
 	return t.lease, notRefused, nil
 }
 
-func (b *Backend) newLease(t *term, sent time.Time, id election.Identity) *election.ManagedLease {
-	return election.NewManagedLease(election.ManagedLeaseConfig{
+func (b *Backend) newLease(t *term, sent time.Time, id election.Identity) *kit.ManagedLease {
+	return kit.NewManagedLease(kit.ManagedLeaseConfig{
 		Timing: b.cfg.Timing,
 		Sent:   sent,
 		Renew: func(ctx context.Context) (time.Duration, error) {
@@ -322,7 +316,7 @@ func (b *Backend) newLease(t *term, sent time.Time, id election.Identity) *elect
 					if ctx.Err() != nil {
 						return ctx.Err()
 					}
-					return fmt.Errorf("%w: %v", election.ErrRetryWatch, err)
+					return fmt.Errorf("%w: %v", kit.ErrRetryWatch, err)
 				}
 				switch {
 				case pair == nil:
@@ -334,9 +328,6 @@ func (b *Backend) newLease(t *term, sent time.Time, id election.Identity) *elect
 			}
 		},
 		Release: func(ctx context.Context) error {
-			b.mu.Lock()
-			delete(b.terms, t.token)
-			b.mu.Unlock()
 			wo := (&api.WriteOptions{}).WithContext(ctx)
 			// Unlock first, so that a waiting candidate takes over at
 			// once: an explicit release sets no lock-delay, a session

@@ -13,7 +13,7 @@ import (
 	"github.com/batonhq/baton/backends/etcd"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
-	"github.com/batonhq/baton/schedulerhost"
+	"github.com/batonhq/baton/ledger"
 )
 
 // Elections may nest: P and P/eu are two elections. The candidates of
@@ -61,7 +61,7 @@ func TestNested_NestedLedgerDoesNotBlockParent(t *testing.T) {
 	defer cancel()
 	lc := electiontest.Acquire(t, child, "eu-1", acquireWithin)
 	tick := time.Now().UTC().Truncate(time.Second)
-	if err := child.Ledger().Claim(ctx, schedulerhost.Claim{Job: "report", Tick: tick, Token: lc.Token(), Instance: "eu-1", Started: time.Now()}); err != nil {
+	if err := child.Ledger().Claim(ctx, ledger.Claim{Job: "report", Tick: tick, Token: lc.Token(), Instance: "eu-1", Started: time.Now()}); err != nil {
 		t.Fatalf("child: Claim: %v", err)
 	}
 	electiontest.Release(t, lc)
@@ -88,7 +88,7 @@ func TestNested_ElectionInsideLedgerRefused(t *testing.T) {
 	defer cancel()
 	lo := electiontest.Acquire(t, owner, "owner", acquireWithin)
 	tick := time.Now().UTC().Truncate(time.Second)
-	if err := owner.Ledger().Claim(ctx, schedulerhost.Claim{Job: "report", Tick: tick, Token: lo.Token(), Instance: "owner", Started: time.Now()}); err != nil {
+	if err := owner.Ledger().Claim(ctx, ledger.Claim{Job: "report", Tick: tick, Token: lo.Token(), Instance: "owner", Started: time.Now()}); err != nil {
 		t.Fatalf("Claim: %v", err)
 	}
 	electiontest.Release(t, lo)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/schedulerhost"
+	"github.com/batonhq/baton/ledger"
 )
 
 // Defaults.
@@ -57,7 +57,7 @@ type Config struct {
 	// deadline instead.) Zero means the TTL.
 	QueryTimeout time.Duration
 	// History is how many runs per job the Ledger keeps. Zero means
-	// schedulerhost.DefaultHistory.
+	// ledger.DefaultHistory.
 	History int
 	// Logger receives transitions (Info) and retried errors (Warn). Nil
 	// means slog.Default().
@@ -80,7 +80,7 @@ func (c Config) withDefaults() Config {
 		c.QueryTimeout = c.Timing.TTL
 	}
 	if c.History == 0 {
-		c.History = schedulerhost.DefaultHistory
+		c.History = ledger.DefaultHistory
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -31,6 +31,11 @@ func conformance(t *testing.T, s *server, handover time.Duration) {
 		TTL:           testTTL,
 		HandoverBound: handover,
 		CutTrials:     20,
-		Package:       "github.com/batonhq/baton/backends/sql",
+		Handovers:     6,
+		// The leader stops renewing without releasing; a waiting
+		// candidate leads within TTL + PollInterval + 1s of the cut.
+		FailoverBound:  testTTL + s.poll + time.Second,
+		FailoverTrials: 3,
+		Package:        "github.com/batonhq/baton/backends/sql",
 	})
 }
