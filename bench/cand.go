@@ -153,9 +153,9 @@ func batonRun(c *cand, b election.Backend, mode string, cleanup func()) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		el.Run(ctx, func(ctx context.Context) error {
+		el.Run(ctx, func(ctx context.Context, term election.Term) error {
 			c.markLed()
-			return host.Lead(ctx)
+			return host.Lead(ctx, term)
 		})
 	}()
 	c.stop = func() {

@@ -79,8 +79,8 @@ func latenessRun(runner string, jobs int, warm, window time.Duration) (dist, int
 		if err != nil {
 			return dist{}, 0, err
 		}
-		// A real term (the in-memory backend) around Host.Lead: contexts of
-		// election.ContextWithToken fail election.CheckTerm inside Lead.
+		// A real term (the in-memory backend) around Host.Lead, as a node
+		// runs it.
 		mem := electiontest.NewMemory(election.Timing{})
 		el, err := election.New(election.Config{Backend: mem.Candidate(), Identity: election.Identity{ID: "lateness"}, Logger: quiet})
 		if err != nil {

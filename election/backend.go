@@ -49,6 +49,15 @@ type Deadliner interface {
 	Deadline() time.Time
 }
 
+// Loser is implemented by leases that can be ended locally at once, before
+// the backend or the renew loop would notice. Term.Lose calls it.
+type Loser interface {
+	// Lose ends the term: Done closes and Err wraps ErrLeadershipLost and
+	// reason. It does not block; later calls and calls after the end do
+	// nothing.
+	Lose(reason error)
+}
+
 // LeaderReader is implemented by backends that can tell who leads now, so
 // that followers can report it. It is found by type assertion.
 type LeaderReader interface {

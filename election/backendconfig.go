@@ -27,7 +27,7 @@ type BackendLimits struct {
 	// of (etcd grants leases in whole seconds).
 	TTLUnit time.Duration
 	// DefaultHistory replaces a zero History: how many runs per job the
-	// backend's ledger keeps (schedulerhost.DefaultHistory).
+	// backend's ledger keeps (ledger.DefaultHistory).
 	DefaultHistory int
 }
 

@@ -8,16 +8,25 @@
 // the backend could give the election to anyone else.
 //
 // An Elector campaigns in a loop and calls a lead function for each term
-// won, with a term context that ends with a cause: ErrSteppingDown when the
-// elector is asked to stop while the lease is still held (drain, then
-// return), or an error wrapping ErrLeadershipLost when the lease is gone
-// (stop at once). LeaseContext gives the context that ends only on loss,
-// TokenFromContext the fencing token, CheckTerm a non-blocking check to run
-// before starting anything only the leader may start.
+// won, with a term context and a Term. The term context ends with a cause:
+// ErrSteppingDown when the elector is asked to stop while the lease is
+// still held (drain, then return), or an error wrapping ErrLeadershipLost
+// when the lease is gone (stop at once). The Term is the term as a value:
+// Token is the fencing token, Check a non-blocking check to run before
+// starting anything only the leader may start, Context a context that ends
+// only on loss (work drains under it), and Lose ends the term at once when
+// the lead function learns it is stale. Jobs read the token of their term
+// with TokenFromContext.
 //
-// Optional capabilities are separate interfaces found by type assertion:
-// LeaderReader (who leads now) and Deadliner (a lease's local deadline).
+// The whole backend contract is in backend.go: Backend and Lease, and the
+// optional capabilities, separate interfaces found by type assertion:
+// LeaderReader (who leads now), Checker (reachable and set up), Deadliner
+// (a lease's local deadline) and Loser (end a lease locally at once).
 //
-// Backends build their leases with ManagedLease, which owns the renew loop
-// and the self-fencing deadline, so every backend applies the same rules.
+// Backends build their leases with package election/kit, whose
+// ManagedLease owns the renew loop and the self-fencing deadline, so every
+// backend applies the same rules; they check their Timing with
+// Timing.WithDefaults and Timing.Validate, and report loss with LostError.
+// Package electiontest holds the conformance suite every backend runs and
+// the in-memory backend, built only from the kit.
 package election

@@ -66,8 +66,8 @@ func New(cfg Config) (*Elector, error) {
 // Identity returns the candidate's identity as sent to the backend.
 func (e *Elector) Identity() Identity { return e.cfg.Identity }
 
-// Run campaigns, and for each term won calls lead with a term context on
-// the calling goroutine, then releases the lease and campaigns again. It
+// Run campaigns, and for each term won calls lead with a term context and
+// the Term on the calling goroutine, then releases the lease and campaigns again. It
 // blocks until ctx is done and the current term, if any, has been released;
 // then it returns nil. It returns early with an error only if lead returns
 // an error while its term is still live (and after releasing that term),
@@ -79,11 +79,15 @@ func (e *Elector) Identity() Identity { return e.cfg.Identity }
 //     held by another candidate, so stop at once;
 //   - ErrSteppingDown when ctx ended or StepDown was called; the lease is
 //     still held and renewed until lead returns, so lead may drain its
-//     work first, under LeaseContext(termCtx), which ends only on loss.
+//     work first, under term.Context(), which ends only on loss.
+//
+// A lead that learns from elsewhere that its term is stale calls
+// term.Lose: the lease ends at once and both contexts end with a cause
+// wrapping ErrLeadershipLost.
 //
 // The release uses a fresh context bounded by ReleaseTimeout. Run must be
 // called at most once.
-func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error) error {
+func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, term Term) error) error {
 	if !e.running.CompareAndSwap(false, true) {
 		return errors.New("election: Run called twice")
 	}
@@ -129,11 +133,10 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error)
 	}
 }
 
-func (e *Elector) runTerm(ctx context.Context, lease Lease, lead func(context.Context) error) error {
-	base, cancelLease := context.WithCancelCause(context.WithoutCancel(ctx))
-	t := &term{token: lease.Token(), since: time.Now(), lease: lease}
-	t.leaseCtx = context.WithValue(base, termKey{}, t)
-	termCtx, cancelTerm := context.WithCancelCause(t.leaseCtx)
+func (e *Elector) runTerm(ctx context.Context, lease Lease, lead func(context.Context, Term) error) error {
+	leaseCtx, cancelLease := context.WithCancelCause(withToken(context.WithoutCancel(ctx), lease.Token()))
+	t := &term{token: lease.Token(), since: time.Now(), lease: lease, ctx: leaseCtx, cancel: cancelLease}
+	termCtx, cancelTerm := context.WithCancelCause(leaseCtx)
 	stepDown := make(chan struct{})
 
 	e.mu.Lock()
@@ -175,7 +178,7 @@ func (e *Elector) runTerm(ctx context.Context, lease Lease, lead func(context.Co
 		}
 	})
 
-	leadErr := callLead(termCtx, lead)
+	leadErr := callLead(termCtx, t, lead)
 	close(finished)
 	wg.Wait()
 	termLive := termCtx.Err() == nil
@@ -212,13 +215,13 @@ func (e *Elector) runTerm(ctx context.Context, lease Lease, lead func(context.Co
 	return nil
 }
 
-func callLead(ctx context.Context, lead func(context.Context) error) (err error) {
+func callLead(ctx context.Context, t Term, lead func(context.Context, Term) error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
 		}
 	}()
-	return lead(ctx)
+	return lead(ctx, t)
 }
 
 // IsLeader reports whether this elector holds a live term right now: the
@@ -231,7 +234,7 @@ func (e *Elector) IsLeader() bool {
 	if t == nil {
 		return false
 	}
-	return CheckTerm(t.leaseCtx) == nil
+	return t.Check() == nil
 }
 
 // Term returns the live term this elector holds, if any.
@@ -239,7 +242,7 @@ func (e *Elector) Term() (TermInfo, bool) {
 	e.mu.Lock()
 	t, sd := e.cur, e.stepDown
 	e.mu.Unlock()
-	if t == nil || CheckTerm(t.leaseCtx) != nil {
+	if t == nil || t.Check() != nil {
 		return TermInfo{}, false
 	}
 	steppingDown := false

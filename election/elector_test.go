@@ -30,7 +30,9 @@ func newElector(t *testing.T, b election.Backend, id string) *election.Elector {
 func runHolding(e *election.Elector) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
-	go func() { done <- e.Run(ctx, func(tctx context.Context) error { <-tctx.Done(); return nil }) }()
+	go func() {
+		done <- e.Run(ctx, func(tctx context.Context, _ election.Term) error { <-tctx.Done(); return nil })
+	}()
 	return func() {
 		cancel()
 		<-done
@@ -46,12 +48,12 @@ func TestElector_Run_ReleasesAfterLeadReturns(t *testing.T) {
 		var cause error
 		done := make(chan error)
 		go func() {
-			done <- e.Run(ctx, func(tctx context.Context) error {
+			done <- e.Run(ctx, func(tctx context.Context, term election.Term) error {
 				<-tctx.Done()
 				cause = context.Cause(tctx)
 				time.Sleep(3 * time.Second) // drain: the lease must stay held and renewed
 				_, err := m.Leader(context.Background())
-				heldDuringDrain = err == nil && election.LeaseContext(tctx).Err() == nil
+				heldDuringDrain = err == nil && term.Context().Err() == nil
 				return nil
 			})
 		}()
@@ -85,7 +87,7 @@ func TestElector_Run_LossCancelsTermWithCause(t *testing.T) {
 		causes := make(chan error, 10)
 		done := make(chan error)
 		go func() {
-			done <- e.Run(ctx, func(tctx context.Context) error {
+			done <- e.Run(ctx, func(tctx context.Context, _ election.Term) error {
 				<-tctx.Done()
 				causes <- context.Cause(tctx)
 				return nil
@@ -113,7 +115,7 @@ func TestElector_StepDown_CoolsDownThenLeadsAgain(t *testing.T) {
 		m := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
 		a, b := newElector(t, m.Candidate(), "a"), newElector(t, m.Candidate(), "b")
 		ctx, cancel := context.WithCancel(context.Background())
-		lead := func(tctx context.Context) error { <-tctx.Done(); return nil }
+		lead := func(tctx context.Context, _ election.Term) error { <-tctx.Done(); return nil }
 		da, db := make(chan error), make(chan error)
 		go func() { da <- a.Run(ctx, lead) }()
 		synctest.Wait()
@@ -159,7 +161,7 @@ func TestElector_StepDown_ReportsTermAndCooldown(t *testing.T) {
 		drain := make(chan struct{})
 		done := make(chan error)
 		go func() {
-			done <- a.Run(ctx, func(tctx context.Context) error { <-tctx.Done(); <-drain; return nil })
+			done <- a.Run(ctx, func(tctx context.Context, _ election.Term) error { <-tctx.Done(); <-drain; return nil })
 		}()
 		synctest.Wait()
 		ti, ok := a.Term()
@@ -240,53 +242,17 @@ func TestElector_Run_LeadErrorIsReturnedAfterRelease(t *testing.T) {
 		m := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
 		a := newElector(t, m.Candidate(), "a")
 		boom := errors.New("boom")
-		err := a.Run(context.Background(), func(context.Context) error { return boom })
+		err := a.Run(context.Background(), func(context.Context, election.Term) error { return boom })
 		if !errors.Is(err, boom) {
 			t.Errorf("Run = %v, want boom", err)
 		}
-		err = newElector(t, m.Candidate(), "b").Run(context.Background(), func(context.Context) error { panic("oops") })
+		err = newElector(t, m.Candidate(), "b").Run(context.Background(), func(context.Context, election.Term) error { panic("oops") })
 		if err == nil || !contains(err.Error(), "panic: oops") {
 			t.Errorf("Run with a panicking lead = %v, want the panic as an error", err)
 		}
 		if _, err := m.Leader(context.Background()); !errors.Is(err, election.ErrNoLeader) {
 			t.Error("lease still held after Run returned an error")
 		}
-	})
-}
-
-func TestManagedLease_SelfFencesAtLocalDeadline(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		timing := election.Timing{TTL: 6 * time.Second, RenewInterval: 2 * time.Second, SafetyMargin: time.Second}
-		m := electiontest.NewMemory(timing)
-		c := m.Candidate()
-		l, err := c.Acquire(context.Background(), election.Identity{ID: "a"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Renewals at 2 s and 4 s succeed; the path is cut at 5 s, so the
-		// last renewal was sent at 4 s: the term must end at 4+6-1 = 9 s.
-		start := time.Now()
-		time.Sleep(5 * time.Second)
-		c.Cut()
-		<-l.Done()
-		if got := time.Since(start); got != 9*time.Second {
-			t.Errorf("term ended at %v, want 9s (last renewal sent + TTL - SafetyMargin)", got)
-		}
-		if !errors.Is(l.Err(), election.ErrLeadershipLost) {
-			t.Errorf("Err = %v, want ErrLeadershipLost", l.Err())
-		}
-		// The store gives the lease away only at 4+6 = 10 s.
-		other := m.Candidate()
-		lb, err := other.Acquire(context.Background(), election.Identity{ID: "b"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := time.Since(start); got != 10*time.Second {
-			t.Errorf("b acquired at %v, want 10s", got)
-		}
-		c.Heal()
-		l.Release(context.Background())
-		lb.Release(context.Background())
 	})
 }
 

@@ -15,8 +15,6 @@ var (
 	ErrSteppingDown = errors.New("election: stepping down")
 	// ErrNoLeader is returned by LeaderReader.Leader when nobody leads.
 	ErrNoLeader = errors.New("election: no leader")
-	// ErrNotLeader is returned by CheckTerm outside a live term.
-	ErrNotLeader = errors.New("election: not leader")
 )
 
 // LostError wraps ErrLeadershipLost with the backend's reason.
@@ -31,10 +29,5 @@ type lostError struct{ reason error }
 
 func (e *lostError) Error() string   { return ErrLeadershipLost.Error() + ": " + e.reason.Error() }
 func (e *lostError) Unwrap() []error { return []error{ErrLeadershipLost, e.reason} }
-
-// ErrRetryWatch is returned (wrapped) by a ManagedLeaseConfig.Watch that
-// stopped without learning anything about the lease, to be restarted
-// rather than end the term.
-var ErrRetryWatch = errors.New("election: watch interrupted")
 
 var errDeadlinePassed = errors.New("local deadline passed")

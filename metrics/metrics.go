@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -114,7 +115,7 @@ func (m *Metrics) RunStarted(job string, tick time.Time, lateness time.Duration)
 }
 
 // RunFinished implements schedulerhost.Observer.
-func (m *Metrics) RunFinished(job string, result schedulerhost.Result, took time.Duration) {
+func (m *Metrics) RunFinished(job string, result ledger.Result, took time.Duration) {
 	m.running.WithLabelValues(job).Dec()
 	m.runs.WithLabelValues(job, string(result)).Inc()
 	m.duration.WithLabelValues(job).Observe(took.Seconds())

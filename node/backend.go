@@ -26,7 +26,7 @@ import (
 	"github.com/batonhq/baton/backends/sql/mysql"
 	"github.com/batonhq/baton/backends/sql/postgres"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/schedulerhost"
+	"github.com/batonhq/baton/ledger"
 )
 
 // BackendFlags are the flags naming a backend and an election, shared by
@@ -209,8 +209,8 @@ func ConsulKey(name string) string { return consul.LockKey("service/baton/" + na
 // Opened is a backend ready to campaign on. Close it when done.
 type Opened struct {
 	Backend election.Backend
-	Ledger  schedulerhost.Ledger // nil if the backend has none
-	Where   string               // what an operator looks at: prefix, key, table+row
+	Ledger  ledger.Ledger // nil if the backend has none
+	Where   string        // what an operator looks at: prefix, key, table+row
 	close   func()
 }
 
@@ -220,7 +220,7 @@ func (o *Opened) Close() { o.close() }
 
 // ledgerer is implemented by backends that keep a tick ledger.
 type ledgerer interface {
-	Ledger() schedulerhost.Ledger
+	Ledger() ledger.Ledger
 }
 
 // Open connects to the backend the flags name, with timing t and (SQL

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -110,8 +111,8 @@ type Status struct {
 // job's last N runs from the ledger: every instance's, newest first.
 type StatusJob struct {
 	schedulerhost.JobStatus
-	History    []schedulerhost.Run `json:"history,omitempty"`
-	HistoryErr string              `json:"history_error,omitempty"`
+	History    []ledger.Run `json:"history,omitempty"`
+	HistoryErr string       `json:"history_error,omitempty"`
 }
 
 // maxStatusHistory caps ?history=N.

@@ -85,9 +85,9 @@ func TestHost_AbandonedRunDoesNotCorruptTheNextTerm(t *testing.T) {
 				}
 				// Term 1: the first run ignores its context; the drain gives
 				// up on it.
-				ctx1, stop1 := context.WithCancel(election.ContextWithToken(context.Background(), 1))
+				ctx1, stop1 := context.WithCancel(context.Background())
 				done1 := make(chan error, 1)
-				go func() { done1 <- h.Lead(ctx1) }()
+				go func() { done1 <- h.Lead(ctx1, election.NewTerm(context.Background(), 1)) }()
 				time.Sleep(1500 * time.Millisecond)
 				stop1()
 				if err := <-done1; err == nil {
@@ -97,9 +97,9 @@ func TestHost_AbandonedRunDoesNotCorruptTheNextTerm(t *testing.T) {
 					t.Fatalf("Abandoned() = %d after term 1, want 1", h.Abandoned())
 				}
 				// Term 2 on the same Host; the abandoned run returns during it.
-				ctx2, stop2 := context.WithCancel(election.ContextWithToken(context.Background(), 2))
+				ctx2, stop2 := context.WithCancel(context.Background())
 				done2 := make(chan error, 1)
-				go func() { done2 <- h.Lead(ctx2) }()
+				go func() { done2 <- h.Lead(ctx2, election.NewTerm(context.Background(), 2)) }()
 				time.Sleep(1200 * time.Millisecond)
 				close(release)
 				time.Sleep(10 * time.Second)

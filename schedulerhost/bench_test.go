@@ -28,7 +28,7 @@ func BenchmarkFireAll_SameInstant(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	t, _ := h.newTerm(election.ContextWithToken(context.Background(), 1))
+	t, _ := h.newTerm(context.Background(), election.NewTerm(context.Background(), 1))
 	t.open()
 	defer t.close()
 	due := make([]dueTick, jobs)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/ledger"
 )
 
 // Claims.
@@ -24,7 +25,7 @@ import (
 // nor a stale term) is asked again within ledgerTimeout. If the Host gives
 // up on it (the time runs out, the term ends, or a retry finds the term
 // stale), the tick may be recorded as claimed although its run never
-// starts: the Host then finishes its history entry as ResultCancelled with
+// starts: the Host then finishes its history entry as ledger.ResultCancelled with
 // an error starting "not started: claim outcome unknown", so the history
 // does not say "running" for it (best effort: that write can fail too,
 // and an attempt still in flight can land after it). The tick stays
@@ -108,7 +109,7 @@ func claimStep(next runFunc) runFunc {
 // unknownOutcome reports whether a claim's error leaves it unknown
 // whether the claim was recorded.
 func unknownOutcome(err error) bool {
-	return err != nil && !errors.Is(err, election.ErrLeadershipLost) && !errors.Is(err, ErrTickClaimed)
+	return err != nil && !errors.Is(err, election.ErrLeadershipLost) && !errors.Is(err, ledger.ErrTickClaimed)
 }
 
 // claim claims tick in the ledger; on a stale term it ends the term.
@@ -116,7 +117,7 @@ func (t *termRun) claim(j *jobState, tick time.Time, catchUp bool) error {
 	h := t.h
 	ctx, cancel := context.WithTimeout(t.base, ledgerTimeout)
 	defer cancel()
-	c := Claim{Job: j.Name, Tick: tick, Token: t.token, Instance: h.cfg.Instance, CatchUp: catchUp, Started: h.wallNow()}
+	c := ledger.Claim{Job: j.Name, Tick: tick, Token: t.token, Instance: h.cfg.Instance, CatchUp: catchUp, Started: h.wallNow()}
 	err := h.cfg.Ledger.Claim(ctx, c)
 	// An error that is neither a refusal nor a stale term leaves the claim
 	// unknown: it may have been recorded. Ask again while the term and the
@@ -134,7 +135,7 @@ func (t *termRun) claim(j *jobState, tick time.Time, catchUp bool) error {
 		}
 		c.Started = h.wallNow()
 		err = h.cfg.Ledger.Claim(ctx, c)
-		if errors.Is(err, ErrTickClaimed) {
+		if errors.Is(err, ledger.ErrTickClaimed) {
 			ours, other, herr := t.claimedByUs(ctx, j, tick)
 			switch {
 			case ours:
@@ -154,7 +155,7 @@ func (t *termRun) claim(j *jobState, tick time.Time, catchUp bool) error {
 	case errors.Is(err, election.ErrLeadershipLost):
 		h.log.Error("claim refused: term is stale; stopping", "job", j.Name, "tick", tick, "token", t.token, "err", err)
 		t.lose(err)
-	case errors.Is(err, ErrTickClaimed):
+	case errors.Is(err, ledger.ErrTickClaimed):
 		h.log.Warn("run not started: tick already claimed", "job", j.Name, "tick", tick, "token", t.token)
 	default:
 		h.log.Error("run not started: claim failed", "job", j.Name, "tick", tick, "token", t.token, "err", err)
@@ -166,8 +167,8 @@ func (t *termRun) claim(j *jobState, tick time.Time, catchUp bool) error {
 		// The claim may have been recorded: say in the history that this
 		// run did not start (Finish touches only an entry with our token).
 		now := h.wallNow()
-		t.record(j, Run{Job: j.Name, Tick: tick, Instance: h.cfg.Instance, Token: t.token, CatchUp: catchUp,
-			Started: now, Ended: now, Result: ResultCancelled, Error: "not started: claim outcome unknown: " + err.Error()})
+		t.record(j, ledger.Run{Job: j.Name, Tick: tick, Instance: h.cfg.Instance, Token: t.token, CatchUp: catchUp,
+			Started: now, Ended: now, Result: ledger.ResultCancelled, Error: "not started: claim outcome unknown: " + err.Error()})
 	}
 	return err
 }
@@ -175,7 +176,7 @@ func (t *termRun) claim(j *jobState, tick time.Time, catchUp bool) error {
 // claimedByUs reads the ledger's history for tick of j: ours says it is
 // claimed with this term's token, other that it is claimed with another.
 func (t *termRun) claimedByUs(ctx context.Context, j *jobState, tick time.Time) (ours, other bool, err error) {
-	runs, err := t.h.cfg.Ledger.History(ctx, j.Name, DefaultHistory)
+	runs, err := t.h.cfg.Ledger.History(ctx, j.Name, ledger.DefaultHistory)
 	if err != nil {
 		return false, false, err
 	}
@@ -199,7 +200,7 @@ func (t *termRun) claimInOrder(j *jobState, ticks []time.Time, tn turn) []time.T
 			break
 		}
 		err := t.claim(j, tick, true)
-		if errors.Is(err, ErrTickClaimed) {
+		if errors.Is(err, ledger.ErrTickClaimed) {
 			continue
 		}
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -21,15 +22,15 @@ import (
 // recorded first if record says so, then err is returned (an ambiguous
 // failure: the caller cannot tell whether it was recorded).
 type faultLedger struct {
-	schedulerhost.Ledger
-	fault func(tick, attempt int, c schedulerhost.Claim) (record bool, err error)
+	ledger.Ledger
+	fault func(tick, attempt int, c ledger.Claim) (record bool, err error)
 
 	mu       sync.Mutex
 	ticks    []time.Time
 	attempts map[time.Time]int
 }
 
-func (f *faultLedger) Claim(ctx context.Context, c schedulerhost.Claim) error {
+func (f *faultLedger) Claim(ctx context.Context, c ledger.Claim) error {
 	f.mu.Lock()
 	if f.attempts == nil {
 		f.attempts = map[time.Time]int{}
@@ -61,9 +62,9 @@ func (f *faultLedger) Claim(ctx context.Context, c schedulerhost.Claim) error {
 var errReset = errors.New("connection reset by peer")
 
 // history reads the job's whole history from the store, oldest first.
-func history(t *testing.T, m *electiontest.Memory, job string) []schedulerhost.Run {
+func history(t *testing.T, m *electiontest.Memory, job string) []ledger.Run {
 	t.Helper()
-	runs, err := m.Ledger().History(context.Background(), job, schedulerhost.DefaultHistory)
+	runs, err := m.Ledger().History(context.Background(), job, ledger.DefaultHistory)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,10 +80,10 @@ func history(t *testing.T, m *electiontest.Memory, job string) []schedulerhost.R
 func TestHost_ClaimRetryIsNotOvertaken(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		fault func(tick, attempt int, c schedulerhost.Claim) (bool, error)
+		fault func(tick, attempt int, c ledger.Claim) (bool, error)
 	}{
 		// The second tick's first four claims are lost (1.5 s of asking).
-		{"lost", func(tick, attempt int, c schedulerhost.Claim) (bool, error) {
+		{"lost", func(tick, attempt int, c ledger.Claim) (bool, error) {
 			if tick == 1 && attempt <= 4 {
 				return false, errReset
 			}
@@ -90,7 +91,7 @@ func TestHost_ClaimRetryIsNotOvertaken(t *testing.T) {
 		}},
 		// The second tick's first claim is recorded but its answer lost;
 		// the next four are lost too (3.1 s of asking).
-		{"recorded", func(tick, attempt int, c schedulerhost.Claim) (bool, error) {
+		{"recorded", func(tick, attempt int, c ledger.Claim) (bool, error) {
 			if tick == 1 && attempt <= 5 {
 				return attempt == 1, errReset
 			}
@@ -123,7 +124,7 @@ func TestHost_ClaimRetryIsNotOvertaken(t *testing.T) {
 					}
 				}
 				for _, r := range history(t, m, "t") {
-					if r.Result != schedulerhost.ResultOK {
+					if r.Result != ledger.ResultOK {
 						t.Errorf("history: tick %v is %q (%s), want ok", r.Tick.Format("15:04:05"), r.Result, r.Error)
 					}
 				}
@@ -150,7 +151,7 @@ func TestHost_UnknownClaimOutcomeIsRecordedAsNotStarted(t *testing.T) {
 				var st starts
 				var lost time.Time
 				fl := &faultLedger{Ledger: m.Ledger()}
-				fl.fault = func(tick, attempt int, c schedulerhost.Claim) (bool, error) {
+				fl.fault = func(tick, attempt int, c ledger.Claim) (bool, error) {
 					if tick != 1 {
 						return false, nil
 					}
@@ -182,13 +183,13 @@ func TestHost_UnknownClaimOutcomeIsRecordedAsNotStarted(t *testing.T) {
 				st.mu.Unlock()
 				found := false
 				for _, r := range history(t, m, "t") {
-					if r.Result == schedulerhost.ResultRunning {
+					if r.Result == ledger.ResultRunning {
 						t.Errorf("history: tick %v still %q after every run ended (token %d)", r.Tick.Format("15:04:05"), r.Result, r.Token)
 					}
 					if r.Tick.Equal(lost) {
 						found = true
-						if r.Result != schedulerhost.ResultCancelled || !strings.Contains(r.Error, "not started: claim outcome unknown") {
-							t.Errorf("history: the given-up tick is %q (%q), want %q with a 'not started: claim outcome unknown' error", r.Result, r.Error, schedulerhost.ResultCancelled)
+						if r.Result != ledger.ResultCancelled || !strings.Contains(r.Error, "not started: claim outcome unknown") {
+							t.Errorf("history: the given-up tick is %q (%q), want %q with a 'not started: claim outcome unknown' error", r.Result, r.Error, ledger.ResultCancelled)
 						}
 					}
 				}

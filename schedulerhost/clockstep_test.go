@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -18,11 +19,11 @@ type misfires struct {
 	skipped  atomic.Int64
 }
 
-func (o *misfires) RunStarted(string, time.Time, time.Duration)             {}
-func (o *misfires) RunFinished(string, schedulerhost.Result, time.Duration) {}
-func (o *misfires) Misfired(_ string, n int)                                { o.misfired.Add(int64(n)) }
-func (o *misfires) OverlapSkipped(string)                                   { o.skipped.Add(1) }
-func (o *misfires) Drained(time.Duration, int)                              {}
+func (o *misfires) RunStarted(string, time.Time, time.Duration)      {}
+func (o *misfires) RunFinished(string, ledger.Result, time.Duration) {}
+func (o *misfires) Misfired(_ string, n int)                         { o.misfired.Add(int64(n)) }
+func (o *misfires) OverlapSkipped(string)                            { o.skipped.Add(1) }
+func (o *misfires) Drained(time.Duration, int)                       {}
 
 // tickLog records each run's tick (with its CatchUp flag) and start time,
 // and how many runs were going at once.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+
+	"github.com/batonhq/baton/ledger"
 )
 
 // Overlap says what happens when a job's tick comes while an earlier run of
@@ -81,7 +83,7 @@ type Config struct {
 	KillGrace time.Duration
 	// Ledger, if not nil, is claimed before every run and enables
 	// misfire catch-up and run history.
-	Ledger Ledger
+	Ledger ledger.Ledger
 	// Instance identifies this instance in the ledger. Required with a
 	// Ledger.
 	Instance string
@@ -205,7 +207,7 @@ func (c Config) Validate() error {
 // goroutines; its methods must not block. Metrics implement it.
 type Observer interface {
 	RunStarted(job string, tick time.Time, lateness time.Duration)
-	RunFinished(job string, result Result, took time.Duration)
+	RunFinished(job string, result ledger.Result, took time.Duration)
 	Misfired(job string, ticks int)
 	OverlapSkipped(job string)
 	Drained(took time.Duration, left int)

@@ -10,15 +10,15 @@
 // time), carried in the run's context (TickFromContext) together with the
 // term's fencing token (election.TokenFromContext).
 //
-// Before a run starts, the Host re-checks the term (election.CheckTerm)
+// Before a run starts, the Host re-checks the term (election.Term.Check)
 // and, with a Ledger, claims the tick in the backend, atomically with a
 // check that the term still holds; a claimed tick is never started twice.
 // A job's claims are made one at a time, in tick order. A claim whose
 // outcome stays unknown is asked again; if the Host gives up, the tick
 // counts as claimed, its run does not start, and the Host writes its
-// history entry as not started (ResultCancelled, "not started: claim
+// history entry as not started (ledger.ResultCancelled, "not started: claim
 // outcome unknown") rather than leave it "running" (if that write fails
-// too, it is logged); no leader runs the tick later (see Ledger.Claim).
+// too, it is logged); no leader runs the tick later (see ledger.Ledger.Claim).
 // A new leader reads each job's last claimed tick and applies the job's
 // Misfire policy to the ticks missed in between.
 //
@@ -75,5 +75,6 @@ package schedulerhost
 //	drain.go     the end of a term: stop starting runs, wait for those in flight, cancel
 //	status.go    Status and History, for status pages
 //
-// config.go, ledger.go and errors.go hold the Config, the Ledger contract
-// and the errors.
+// config.go and errors.go hold the Config and the errors. The Ledger
+// contract is package ledger; the failover suite every backend runs with
+// real Hosts is package hosttest.

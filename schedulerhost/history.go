@@ -3,6 +3,8 @@ package schedulerhost
 import (
 	"context"
 	"time"
+
+	"github.com/batonhq/baton/ledger"
 )
 
 // History: every run that starts, and every claimed tick that does not,
@@ -23,9 +25,9 @@ type pastRun struct {
 	err                  string
 }
 
-var resultCodes = []Result{ResultRunning, ResultOK, ResultFailed, ResultTimeout, ResultCancelled}
+var resultCodes = []ledger.Result{ledger.ResultRunning, ledger.ResultOK, ledger.ResultFailed, ledger.ResultTimeout, ledger.ResultCancelled}
 
-func resultCode(r Result) uint8 {
+func resultCode(r ledger.Result) uint8 {
 	for i, c := range resultCodes {
 		if c == r {
 			return uint8(i)
@@ -48,7 +50,7 @@ func fromNanos(n int64) time.Time {
 	return time.Unix(0, n).UTC()
 }
 
-func (j *jobState) keep(r Run) {
+func (j *jobState) keep(r ledger.Run) {
 	p := pastRun{tick: nanos(r.Tick), started: nanos(r.Started), ended: nanos(r.Ended), token: r.Token,
 		result: resultCode(r.Result), catchUp: r.CatchUp, err: r.Error}
 	if len(j.recent) < recentRuns {
@@ -61,14 +63,14 @@ func (j *jobState) keep(r Run) {
 
 // recentNewestFirst returns up to n recent runs, newest first. j.mu is
 // held.
-func (j *jobState) recentNewestFirst(n int, instance string) []Run {
-	out := make([]Run, 0, min(n, len(j.recent)))
+func (j *jobState) recentNewestFirst(n int, instance string) []ledger.Run {
+	out := make([]ledger.Run, 0, min(n, len(j.recent)))
 	for i := range len(j.recent) {
 		if len(out) == n {
 			break
 		}
 		p := j.recent[(j.oldest+len(j.recent)-1-i)%len(j.recent)]
-		out = append(out, Run{Job: j.Name, Tick: fromNanos(p.tick), Instance: instance, Token: p.token, CatchUp: p.catchUp,
+		out = append(out, ledger.Run{Job: j.Name, Tick: fromNanos(p.tick), Instance: instance, Token: p.token, CatchUp: p.catchUp,
 			Started: fromNanos(p.started), Ended: fromNanos(p.ended), Result: resultCodes[p.result], Error: p.err})
 	}
 	return out
@@ -78,12 +80,12 @@ func (j *jobState) recentNewestFirst(n int, instance string) []Run {
 // ended before its run could start.
 func (t *termRun) finishNotStarted(j *jobState, tick time.Time, catchUp bool) {
 	now := t.h.wallNow()
-	t.record(j, Run{Job: j.Name, Tick: tick, Instance: t.h.cfg.Instance, Token: t.token, CatchUp: catchUp,
-		Started: now, Ended: now, Result: ResultCancelled, Error: "claimed but not started: term ended"})
+	t.record(j, ledger.Run{Job: j.Name, Tick: tick, Instance: t.h.cfg.Instance, Token: t.token, CatchUp: catchUp,
+		Started: now, Ended: now, Result: ledger.ResultCancelled, Error: "claimed but not started: term ended"})
 }
 
 // record keeps r in j's local history and stores it in the ledger.
-func (t *termRun) record(j *jobState, r Run) {
+func (t *termRun) record(j *jobState, r ledger.Run) {
 	h := t.h
 	j.mu.Lock()
 	j.keep(r)
@@ -107,8 +109,8 @@ func (t *termRun) write(r *tickRun) {
 }
 
 // entry is the history entry of r, a finished run.
-func (r *tickRun) entry() Run {
-	e := Run{Job: r.job.Name, Tick: r.tick.Time, Instance: r.t.h.cfg.Instance, Token: r.t.token, CatchUp: r.tick.CatchUp,
+func (r *tickRun) entry() ledger.Run {
+	e := ledger.Run{Job: r.job.Name, Tick: r.tick.Time, Instance: r.t.h.cfg.Instance, Token: r.t.token, CatchUp: r.tick.CatchUp,
 		Started: r.started, Ended: r.ended, Result: r.result}
 	if r.err != nil {
 		e.Error = r.err.Error()

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/batonhq/baton/election"
 	"github.com/robfig/cron/v3"
 )
 
@@ -102,10 +103,14 @@ func (h *Host) Abandoned() int {
 	return n
 }
 
-// Lead runs the jobs until ctx ends, then stops starting runs and waits for
-// the runs in flight, and returns. Call it with a term context from
-// election.Elector.Run (or one made with election.ContextWithToken). It
-// blocks; it must not be called concurrently with itself.
+// Lead runs the jobs of term until ctx ends, then stops starting runs and
+// waits for the runs in flight, and returns. It is a lead function for
+// election.Elector.Run: elector.Run(ctx, host.Lead). Outside an Elector,
+// pass a term from election.NewTerm. It blocks; it must not be called
+// concurrently with itself.
+//
+// Runs go under term.Context(), not ctx: a graceful stop does not cancel
+// them. Before each start Lead calls term.Check.
 //
 // How it stops depends on context.Cause(ctx):
 //   - wrapping election.ErrLeadershipLost: runs are cancelled at once (their
@@ -115,10 +120,10 @@ func (h *Host) Abandoned() int {
 //     going for up to ShutdownTimeout, then are cancelled with
 //     ErrShutdownTimeout, then Lead waits up to KillGrace more.
 //
-// If the ledger says the term is stale, Lead stops as on a loss and returns
-// an error wrapping election.ErrLeadershipLost. It returns an error too if
+// If the ledger says the term is stale, Lead calls term.Lose, stops as on
+// a loss and returns an error wrapping election.ErrLeadershipLost. It returns an error too if
 // runs were still going when it gave up waiting.
-func (h *Host) Lead(ctx context.Context) error {
+func (h *Host) Lead(ctx context.Context, term election.Term) error {
 	h.mu.Lock()
 	if h.leading {
 		h.mu.Unlock()
@@ -128,7 +133,7 @@ func (h *Host) Lead(ctx context.Context) error {
 	h.mu.Unlock()
 
 	sc := newSchedClock(h.clock)
-	t, loopCtx := h.newTerm(ctx)
+	t, loopCtx := h.newTerm(ctx, term)
 	t.open()
 	defer t.close()
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -154,7 +155,7 @@ func TestHost_PanickingJobIsAFailedRun(t *testing.T) {
 			t.Error("a panicking job ended the term")
 		}
 		hist, _ := n.host.History(context.Background(), "boom", 5)
-		if len(hist) != 3 || hist[0].Result != schedulerhost.ResultFailed {
+		if len(hist) != 3 || hist[0].Result != ledger.ResultFailed {
 			t.Fatalf("history = %+v, want 3 failed runs", hist)
 		}
 		if want := "panic: kaboom"; len(hist[0].Error) < len(want) || hist[0].Error[:len(want)] != want {
@@ -164,7 +165,7 @@ func TestHost_PanickingJobIsAFailedRun(t *testing.T) {
 	})
 }
 
-func TestHost_LeadWithContextWithToken(t *testing.T) {
+func TestHost_LeadWithNewTerm(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		got := make(chan uint64, 1)
 		h, err := schedulerhost.New(schedulerhost.Config{Logger: quiet, Jobs: []schedulerhost.Job{{
@@ -178,9 +179,9 @@ func TestHost_LeadWithContextWithToken(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(election.ContextWithToken(context.Background(), 7), 1500*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 		defer cancel()
-		if err := h.Lead(ctx); err != nil {
+		if err := h.Lead(ctx, election.NewTerm(context.Background(), 7)); err != nil {
 			t.Fatalf("Lead: %v", err)
 		}
 		select {
@@ -189,7 +190,7 @@ func TestHost_LeadWithContextWithToken(t *testing.T) {
 				t.Errorf("token = %d, want 7", tok)
 			}
 		default:
-			t.Error("no run under a ContextWithToken term")
+			t.Error("no run under a NewTerm term")
 		}
 	})
 }
@@ -211,7 +212,7 @@ func TestHost_JobTimeout(t *testing.T) {
 			t.Errorf("cause = %v, want ErrJobTimeout", c)
 		}
 		hist, _ := n.host.History(context.Background(), "bounded", 1)
-		if len(hist) != 1 || hist[0].Result != schedulerhost.ResultTimeout || hist[0].Ended.Sub(hist[0].Started) != 2*time.Second {
+		if len(hist) != 1 || hist[0].Result != ledger.ResultTimeout || hist[0].Ended.Sub(hist[0].Started) != 2*time.Second {
 			t.Errorf("history = %+v, want one timeout run of 2s", hist)
 		}
 		n.stop(t)
@@ -250,10 +251,10 @@ func TestHost_RunContextCarriesTokenAndTick(t *testing.T) {
 }
 
 // staleLedger refuses every claim as stale.
-type staleLedger struct{ schedulerhost.Ledger }
+type staleLedger struct{ ledger.Ledger }
 
-func (staleLedger) Claim(context.Context, schedulerhost.Claim) error {
-	return schedulerhost.ErrStaleTerm
+func (staleLedger) Claim(context.Context, ledger.Claim) error {
+	return ledger.ErrStaleTerm
 }
 
 func TestHost_StaleClaimEndsTheTerm(t *testing.T) {
@@ -330,7 +331,7 @@ func TestHost_ManySchedulesFireOnTheirTicks(t *testing.T) {
 // flakyLedger fails some claims with an error that leaves them unknown:
 // lost ones were not recorded; committed ones were.
 type flakyLedger struct {
-	schedulerhost.Ledger
+	ledger.Ledger
 	mu        sync.Mutex
 	calls     int
 	lostAt    int // this call fails without recording
@@ -338,7 +339,7 @@ type flakyLedger struct {
 	ambiguous error
 }
 
-func (f *flakyLedger) Claim(ctx context.Context, c schedulerhost.Claim) error {
+func (f *flakyLedger) Claim(ctx context.Context, c ledger.Claim) error {
 	f.mu.Lock()
 	f.calls++
 	n := f.calls

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"time"
+
+	"github.com/batonhq/baton/ledger"
 )
 
 // The run pipeline: what happens to one tick of a job, once admitted
@@ -155,17 +157,17 @@ func countStep(next runFunc) runFunc {
 
 // outcome says how a run whose function returned err with context ctx
 // ended, and adds the context's cause to err if err does not wrap it.
-func outcome(ctx context.Context, err error) (Result, error) {
+func outcome(ctx context.Context, err error) (ledger.Result, error) {
 	if err == nil {
-		return ResultOK, nil
+		return ledger.ResultOK, nil
 	}
 	if ctx.Err() == nil {
-		return ResultFailed, err
+		return ledger.ResultFailed, err
 	}
 	cause := context.Cause(ctx)
-	res := ResultCancelled
+	res := ledger.ResultCancelled
 	if errors.Is(cause, ErrJobTimeout) {
-		res = ResultTimeout
+		res = ledger.ResultTimeout
 	}
 	if !errors.Is(err, cause) {
 		err = fmt.Errorf("%w (cause: %v)", err, cause)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/ledger"
 )
 
 // newTestRun returns a run of a job "j" of a Host made from cfg, in a term
@@ -25,7 +26,7 @@ func newTestRun(t *testing.T, ctx context.Context, cfg Config) (*tickRun, *termR
 	if err != nil {
 		t.Fatal(err)
 	}
-	term, _ := h.newTerm(election.ContextWithToken(ctx, 7))
+	term, _ := h.newTerm(ctx, election.NewTerm(ctx, 7))
 	t.Cleanup(term.close)
 	tick := time.Now().Truncate(time.Second)
 	return term.newRun(h.jobs[0], tick, false, false, turn{}), term
@@ -85,14 +86,14 @@ func TestOutcome(t *testing.T) {
 		name    string
 		ctx     context.Context
 		err     error
-		want    Result
+		want    ledger.Result
 		wantErr string
 	}{
-		{"returned nil", timedOut, nil, ResultOK, ""},
-		{"failed", live, boom, ResultFailed, "boom"},
-		{"timeout", timedOut, boom, ResultTimeout, "boom (cause: schedulerhost: job timeout)"},
-		{"cancelled", lost, boom, ResultCancelled, "boom (cause: election: leadership lost)"},
-		{"cancelled, returned the cause", lost, election.ErrLeadershipLost, ResultCancelled, "election: leadership lost"},
+		{"returned nil", timedOut, nil, ledger.ResultOK, ""},
+		{"failed", live, boom, ledger.ResultFailed, "boom"},
+		{"timeout", timedOut, boom, ledger.ResultTimeout, "boom (cause: schedulerhost: job timeout)"},
+		{"cancelled", lost, boom, ledger.ResultCancelled, "boom (cause: election: leadership lost)"},
+		{"cancelled, returned the cause", lost, election.ErrLeadershipLost, ledger.ResultCancelled, "election: leadership lost"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := outcome(tc.ctx, tc.err)
@@ -123,7 +124,7 @@ func TestCountStep_CountsTheCallWhileItRuns(t *testing.T) {
 	if h.Running() != 0 || term.calls.Load() != 0 {
 		t.Errorf("after the call: Running %d, term calls %d; want 0, 0", h.Running(), term.calls.Load())
 	}
-	if !r.ran || r.result != ResultFailed || r.ended.IsZero() {
+	if !r.ran || r.result != ledger.ResultFailed || r.ended.IsZero() {
 		t.Errorf("after the call: ran %v, result %v, ended %v; want true, failed, stamped", r.ran, r.result, r.ended)
 	}
 }
@@ -187,13 +188,13 @@ func TestGateStep_WaitsForTheClaimTurnAndPassesItOn(t *testing.T) {
 
 // claimLedger answers every Claim with err and records the claims.
 type claimLedger struct {
-	Ledger
+	ledger.Ledger
 	err    error
 	mu     sync.Mutex
-	claims []Claim
+	claims []ledger.Claim
 }
 
-func (l *claimLedger) Claim(_ context.Context, c Claim) error {
+func (l *claimLedger) Claim(_ context.Context, c ledger.Claim) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.claims = append(l.claims, c)
@@ -210,8 +211,8 @@ func TestClaimStep_StartsOnlyAClaimedTick(t *testing.T) {
 	}{
 		{name: "claimed now", wantClaims: 1, wantNext: true},
 		{name: "claimed already", claimed: true, wantNext: true},
-		{name: "claimed by another term", err: ErrTickClaimed, wantClaims: 1},
-		{name: "stale term", err: ErrStaleTerm, wantClaims: 1, wantOver: true},
+		{name: "claimed by another term", err: ledger.ErrTickClaimed, wantClaims: 1},
+		{name: "stale term", err: ledger.ErrStaleTerm, wantClaims: 1, wantOver: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := &claimLedger{err: tc.err}
@@ -233,13 +234,13 @@ func TestClaimStep_StartsOnlyAClaimedTick(t *testing.T) {
 type runObserver struct {
 	Observer
 	started  []time.Duration
-	finished []Result
+	finished []ledger.Result
 }
 
 func (o *runObserver) RunStarted(_ string, _ time.Time, late time.Duration) {
 	o.started = append(o.started, late)
 }
-func (o *runObserver) RunFinished(_ string, res Result, _ time.Duration) {
+func (o *runObserver) RunFinished(_ string, res ledger.Result, _ time.Duration) {
 	o.finished = append(o.finished, res)
 }
 
@@ -252,12 +253,12 @@ func TestObserveStep_TellsTheObserverStartAndResult(t *testing.T) {
 			if len(o.started) != 1 || len(o.finished) != 0 {
 				t.Errorf("during the run: %d starts, %d ends told; want 1, 0", len(o.started), len(o.finished))
 			}
-			r.result, r.ran = ResultTimeout, true
+			r.result, r.ran = ledger.ResultTimeout, true
 		})(r)
 		if len(o.started) != 1 || o.started[0] != 250*time.Millisecond {
 			t.Errorf("lateness told %v, want [250ms]", o.started)
 		}
-		if len(o.finished) != 1 || o.finished[0] != ResultTimeout {
+		if len(o.finished) != 1 || o.finished[0] != ledger.ResultTimeout {
 			t.Errorf("results told %v, want [timeout]", o.finished)
 		}
 	})

@@ -3,6 +3,8 @@ package schedulerhost
 import (
 	"context"
 	"time"
+
+	"github.com/batonhq/baton/ledger"
 )
 
 // Tick identifies one scheduled run: the job and the nominal time the
@@ -54,7 +56,7 @@ type tickRun struct {
 	ended       time.Time       // countStep
 	took        time.Duration   // countStep
 	err         error           // callJob, recoverStep; countStep adds the cause
-	result      Result          // countStep
+	result      ledger.Result   // countStep
 	ran         bool            // countStep: the job function was called and returned
 }
 

@@ -3,19 +3,21 @@ package schedulerhost
 import (
 	"context"
 	"time"
+
+	"github.com/batonhq/baton/ledger"
 )
 
 // JobStatus describes one job for status pages.
 type JobStatus struct {
-	Name     string    `json:"name"`
-	Schedule string    `json:"schedule"`
-	Overlap  Overlap   `json:"overlap"`
-	Misfire  Misfire   `json:"misfire"`
-	Next     time.Time `json:"next,omitzero"` // next tick: the scheduled one while leading, else what the schedule says
-	Running  int       `json:"running"`       // runs going in this process, including any an earlier term abandoned
-	Skipped  int64     `json:"skipped"`       // ticks skipped by the overlap policy since start
-	LastRun  *Run      `json:"last_run,omitempty"`
-	Recent   []Run     `json:"recent,omitempty"` // newest first, runs of this instance
+	Name     string       `json:"name"`
+	Schedule string       `json:"schedule"`
+	Overlap  Overlap      `json:"overlap"`
+	Misfire  Misfire      `json:"misfire"`
+	Next     time.Time    `json:"next,omitzero"` // next tick: the scheduled one while leading, else what the schedule says
+	Running  int          `json:"running"`       // runs going in this process, including any an earlier term abandoned
+	Skipped  int64        `json:"skipped"`       // ticks skipped by the overlap policy since start
+	LastRun  *ledger.Run  `json:"last_run,omitempty"`
+	Recent   []ledger.Run `json:"recent,omitempty"` // newest first, runs of this instance
 }
 
 // Status describes every job. It does not block on I/O.
@@ -50,16 +52,16 @@ func (h *Host) Leading() bool {
 }
 
 // Ledger returns the configured ledger, or nil.
-func (h *Host) Ledger() Ledger { return h.cfg.Ledger }
+func (h *Host) Ledger() ledger.Ledger { return h.cfg.Ledger }
 
 // History returns up to n of job's most recent runs, newest first, from
 // the ledger (every instance's runs) or, without one, from this instance's
 // memory.
-func (h *Host) History(ctx context.Context, job string, n int) ([]Run, error) {
+func (h *Host) History(ctx context.Context, job string, n int) ([]ledger.Run, error) {
 	if h.cfg.Ledger != nil {
 		return h.cfg.Ledger.History(ctx, job, n)
 	}
-	var out []Run
+	var out []ledger.Run
 	for _, j := range h.jobs {
 		if j.Name != job {
 			continue

@@ -12,16 +12,17 @@ import (
 
 // termRun is the state of one term: one call of Lead.
 //
-// It has two contexts. The loop's ends when Lead's term context ends (a
+// It has two contexts. The loop's ends when Lead's context ends (a
 // graceful stop or a loss) and stops the schedule loop. The base context,
-// parent of every run's context, ends only with the lease (a loss), on
-// lose, or when the drain cancels the runs still going; so runs go on
-// through a graceful drain. inflight counts the runs admitted and not
+// parent of every run's context, derives from the Term's context: it ends
+// only with the term (a loss), on lose, or when the drain cancels the runs
+// still going; so runs go on through a graceful drain. inflight counts the runs admitted and not
 // finished, queued ticks included, and the drain waits for it to reach
 // zero; calls counts the job functions called and not returned, and a term
 // whose calls outlive Lead stays in Host.ended (Host.Abandoned).
 type termRun struct {
 	h          *Host
+	term       election.Term
 	token      uint64
 	base       context.Context // parent of every run's context; ends on loss
 	cancelBase context.CancelCauseFunc
@@ -36,16 +37,15 @@ type termRun struct {
 	startBuf []starting // reused by fireAll, on the loop's goroutine
 }
 
-// newTerm returns the state of a term led under ctx, Lead's term context.
-// Runs go under the term's base context, which ends with the lease (loss,
+// newTerm returns the state of term, led under ctx, Lead's context. Runs go
+// under the term's base context, which ends with term.Context() (loss,
 // local deadline, release), not when ctx ends, so that runs drain after a
 // graceful stop. The loop goes under loopCtx, which ends with ctx. Either
 // also ends on lose.
-func (h *Host) newTerm(ctx context.Context) (t *termRun, loopCtx context.Context) {
-	token, _ := election.TokenFromContext(ctx)
-	base, cancelBase := context.WithCancelCause(election.LeaseContext(ctx))
+func (h *Host) newTerm(ctx context.Context, term election.Term) (t *termRun, loopCtx context.Context) {
+	base, cancelBase := context.WithCancelCause(term.Context())
 	loopCtx, cancelLoop := context.WithCancelCause(ctx)
-	t = &termRun{h: h, token: token, base: base, cancelBase: cancelBase, cancelLoop: cancelLoop, idle: make(chan struct{})}
+	t = &termRun{h: h, term: term, token: term.Token(), base: base, cancelBase: cancelBase, cancelLoop: cancelLoop, idle: make(chan struct{})}
 	return t, loopCtx
 }
 
@@ -113,12 +113,23 @@ func (t *termRun) end() {
 	}
 }
 
-// check returns nil if the term still holds: call it right before
-// starting anything only the leader may start.
-func (t *termRun) check() error { return election.CheckTerm(t.base) }
+// check returns nil if the term still holds and its runs were not
+// cancelled: call it right before starting anything only the leader may
+// start.
+func (t *termRun) check() error {
+	select {
+	case <-t.base.Done():
+		return context.Cause(t.base)
+	default:
+	}
+	return t.term.Check()
+}
 
-// lose ends the term from inside: a ledger said it is stale.
+// lose ends the term from inside: a ledger said it is stale. The runs and
+// the loop end with err; then the Term ends its lease (Term.Lose), so the
+// Elector learns of the loss by the same route as any other.
 func (t *termRun) lose(err error) {
 	t.cancelBase(err)
 	t.cancelLoop(err)
+	t.term.Lose(err)
 }

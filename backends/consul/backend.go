@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -26,13 +25,10 @@ var (
 //
 // It does not use api.Lock: it owns the session, times every renewal
 // from when it was sent, and ends a term at the local safe deadline (see
-// election.ManagedLease), which api.Lock does not do.
+// kit.ManagedLease), which api.Lock does not do.
 type Backend struct {
 	cfg Config
 	log *slog.Logger
-
-	mu    sync.Mutex
-	terms map[uint64]*term // live terms of this process, by token (for the Ledger)
 }
 
 // New returns a Backend for cfg after applying defaults and validating it.
@@ -42,7 +38,7 @@ func New(cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{cfg: cfg, log: cfg.Logger.With("election", cfg.Key), terms: map[uint64]*term{}}, nil
+	return &Backend{cfg: cfg, log: cfg.Logger.With("election", cfg.Key)}, nil
 }
 
 // Key returns the lock key.

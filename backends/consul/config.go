@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/schedulerhost"
+	"github.com/batonhq/baton/ledger"
 )
 
 // Limits and defaults.
@@ -35,7 +35,7 @@ var limits = election.BackendLimits{
 	DefaultTTL:     DefaultTTL,
 	MinTTL:         MinTTL,
 	MaxTTL:         MaxTTL,
-	DefaultHistory: schedulerhost.DefaultHistory,
+	DefaultHistory: ledger.DefaultHistory,
 }
 
 // Config configures a Backend. Zero values mean the documented defaults.
@@ -95,7 +95,7 @@ type Config struct {
 	// "baton " + Identity.ID + " " + Key.
 	SessionName string
 	// History is how many runs per job the ledger keeps. Zero means
-	// schedulerhost.DefaultHistory.
+	// ledger.DefaultHistory.
 	History int
 	// Logger receives retried errors (Warn) and details (Debug). Nil
 	// means slog.Default().

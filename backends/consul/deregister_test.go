@@ -67,7 +67,7 @@ func runElector(t *testing.T, b *consul.Backend, id string) (began, ended <-chan
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- e.Run(ctx, func(ctx context.Context) error {
+		done <- e.Run(ctx, func(ctx context.Context, _ election.Term) error {
 			bc <- time.Now()
 			<-ctx.Done()
 			ec <- time.Now()

@@ -17,7 +17,7 @@
 //
 // The leader renews its session every RenewInterval (Session().Renew),
 // watches the key with blocking queries, and ends its term on its own at
-// lastRenewalSent + TTL - SafetyMargin (election.ManagedLease), long before
+// lastRenewalSent + TTL - SafetyMargin (kit.ManagedLease), long before
 // Consul would reap the session. A renewal error is retried until that
 // deadline, so one 500 from Consul does not end a term; Consul answering
 // that the session is gone, or the key being deleted or held by another
@@ -101,6 +101,6 @@ package consul
 //
 // # Ledger
 //
-// Backend.Ledger returns a schedulerhost.Ledger kept under Key+"-ledger/":
+// Backend.Ledger returns a ledger.Ledger kept under Key+"-ledger/":
 // each claim is a Consul transaction that checks that the claiming term's
 // session still holds the lock key.

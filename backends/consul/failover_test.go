@@ -6,6 +6,7 @@ import (
 	"github.com/batonhq/baton/backends/consul"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/schedulerhost/hosttest"
 )
 
 // Once per tick across a crash, under each misfire policy, and a deposed
@@ -18,7 +19,7 @@ import (
 func TestFailoverConformance(t *testing.T) {
 	a := sharedAgent(t)
 	admin := agentClient(t, a, a.HTTPAddr, "")
-	electiontest.RunFailoverConformance(t, electiontest.LedgerHarness{
+	hosttest.RunFailoverConformance(t, hosttest.Harness{
 		Timing: election.Timing{TTL: consul.DefaultTTL},
 		NewElection: func(t *testing.T, timing election.Timing) func(*testing.T, string) electiontest.Candidate {
 			key := newKey(t)

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/kit"
 )
 
 // term is one held lock.
@@ -17,14 +18,14 @@ type term struct {
 	session string
 	token   uint64
 	value   value
-	lease   *election.ManagedLease
+	lease   *kit.ManagedLease
 }
 
 // newLease builds the managed lease of term t: it renews t's session,
 // watches the key with blocking queries, and on release unlocks the key
 // and destroys the session.
-func (b *Backend) newLease(t *term, sent time.Time, id election.Identity) *election.ManagedLease {
-	return election.NewManagedLease(election.ManagedLeaseConfig{
+func (b *Backend) newLease(t *term, sent time.Time, id election.Identity) *kit.ManagedLease {
+	return kit.NewManagedLease(kit.ManagedLeaseConfig{
 		Timing: b.cfg.Timing,
 		Sent:   sent,
 		Renew: func(ctx context.Context) (time.Duration, error) {
@@ -49,7 +50,7 @@ func (b *Backend) newLease(t *term, sent time.Time, id election.Identity) *elect
 					if ctx.Err() != nil {
 						return ctx.Err()
 					}
-					return fmt.Errorf("%w: %v", election.ErrRetryWatch, err)
+					return fmt.Errorf("%w: %v", kit.ErrRetryWatch, err)
 				}
 				switch {
 				case pair == nil:
@@ -61,9 +62,6 @@ func (b *Backend) newLease(t *term, sent time.Time, id election.Identity) *elect
 			}
 		},
 		Release: func(ctx context.Context) error {
-			b.mu.Lock()
-			delete(b.terms, t.token)
-			b.mu.Unlock()
 			wo := (&api.WriteOptions{}).WithContext(ctx)
 			// Unlock first, so that a waiting candidate takes over at
 			// once: an explicit release sets no lock-delay, a session

@@ -12,26 +12,25 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
-	"github.com/batonhq/baton/schedulerhost"
+	"github.com/batonhq/baton/ledger"
 )
 
-// Ledger returns the election's tick ledger (schedulerhost.Ledger), kept
+// Ledger returns the election's tick ledger (ledger.Ledger), kept
 // in Consul under Key+"-ledger/":
 //
 //	<Key>-ledger/<job>/last              {"tick":...,"token":...,"instance":...}
-//	<Key>-ledger/<job>/runs/<tick UTC>   one schedulerhost.Run as JSON
+//	<Key>-ledger/<job>/runs/<tick UTC>   one ledger.Run as JSON
 //
 // (<job> is path-escaped.) A Claim is one Consul transaction: check-session
 // on the lock key for the claiming term's session, a CAS on the job's
 // "last" entry against the ModifyIndex read just before, the new run
-// entry, and the deletion of runs beyond Config.History. A term is found
-// by its token among this Backend's live leases, or else through the lock
-// key's value.
-func (b *Backend) Ledger() schedulerhost.Ledger { return ledger{b} }
+// entry, and the deletion of runs beyond Config.History. The claiming
+// term's session is read from the lock key's value, which names the token.
+func (b *Backend) Ledger() ledger.Ledger { return tickLedger{b} }
 
-type ledger struct{ b *Backend }
+type tickLedger struct{ b *Backend }
 
-var _ schedulerhost.Ledger = ledger{}
+var _ ledger.Ledger = tickLedger{}
 
 // lastClaim is the value of a job's "last" entry.
 type lastClaim struct {
@@ -42,65 +41,47 @@ type lastClaim struct {
 
 const tickLayout = "20060102T150405.000000000Z" // fixed width: sorts as time does
 
-func (l ledger) jobPrefix(job string) string {
+func (l tickLedger) jobPrefix(job string) string {
 	return l.b.cfg.Key + "-ledger/" + url.PathEscape(job) + "/"
 }
 
-func (l ledger) runKey(job string, tick time.Time) string {
+func (l tickLedger) runKey(job string, tick time.Time) string {
 	return l.jobPrefix(job) + "runs/" + tick.UTC().Format(tickLayout)
 }
 
-// session finds the session of the term with token: a live lease of this
-// Backend, or the holder named in the lock key's value.
-func (l ledger) session(ctx context.Context, token uint64) (string, *term, error) {
+// session returns the session holding the lock for the term with token:
+// the session named in the lock key's value, if that value or the key's
+// ModifyIndex names token, or "" if the term no longer holds.
+func (l tickLedger) session(ctx context.Context, token uint64) (string, error) {
 	b := l.b
-	b.mu.Lock()
-	t := b.terms[token]
-	b.mu.Unlock()
-	if t != nil {
-		return t.session, t, nil
-	}
 	pair, _, err := b.cfg.Client.KV().Get(b.cfg.Key, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
-		return "", nil, err
+		return "", err
 	}
 	var v value
 	if pair == nil || pair.Session == "" || json.Unmarshal(pair.Value, &v) != nil || v.Session != pair.Session ||
 		(v.Token != token && pair.ModifyIndex != token) {
-		return "", nil, nil
+		return "", nil
 	}
-	return pair.Session, nil, nil
+	return pair.Session, nil
 }
 
-// Claim implements schedulerhost.Ledger.
-func (l ledger) Claim(ctx context.Context, c schedulerhost.Claim) error {
+// Claim implements ledger.Ledger.
+func (l tickLedger) Claim(ctx context.Context, c ledger.Claim) error {
 	b := l.b
 	kv := b.cfg.Client.KV()
-	sid, t, err := l.session(ctx, c.Token)
+	sid, err := l.session(ctx, c.Token)
 	if err != nil {
 		return fmt.Errorf("consul: claim %s at %v: %w", c.Job, c.Tick, err)
 	}
 	stale := func(why string) error {
-		if t != nil {
-			t.lease.Lose(schedulerhost.ErrStaleTerm)
-		}
-		return fmt.Errorf("consul: claim %s at %v with token %d: %s: %w", c.Job, c.Tick, c.Token, why, schedulerhost.ErrStaleTerm)
+		return fmt.Errorf("consul: claim %s at %v with token %d: %s: %w", c.Job, c.Tick, c.Token, why, ledger.ErrStaleTerm)
 	}
 	if sid == "" {
 		return stale("not a live term")
 	}
-	if t != nil {
-		select {
-		case <-t.lease.Done():
-			return stale("term ended")
-		default:
-		}
-		if !time.Now().Before(t.lease.Deadline()) {
-			return stale("local deadline passed")
-		}
-	}
-	run, err := json.Marshal(schedulerhost.Run{Job: c.Job, Tick: c.Tick, Instance: c.Instance, Token: c.Token,
-		CatchUp: c.CatchUp, Started: c.Started, Result: schedulerhost.ResultRunning})
+	run, err := json.Marshal(ledger.Run{Job: c.Job, Tick: c.Tick, Instance: c.Instance, Token: c.Token,
+		CatchUp: c.CatchUp, Started: c.Started, Result: ledger.ResultRunning})
 	if err != nil {
 		return err
 	}
@@ -123,7 +104,7 @@ func (l ledger) Claim(ctx context.Context, c schedulerhost.Claim) error {
 				return fmt.Errorf("consul: claim %s: decode %s: %w", c.Job, lastKey, err)
 			}
 			if !c.Tick.After(last.Tick) {
-				return fmt.Errorf("consul: claim %s at %v (last %v): %w", c.Job, c.Tick, last.Tick, schedulerhost.ErrTickClaimed)
+				return fmt.Errorf("consul: claim %s at %v (last %v): %w", c.Job, c.Tick, last.Tick, ledger.ErrTickClaimed)
 			}
 			index = pair.ModifyIndex
 		}
@@ -170,8 +151,8 @@ func (l ledger) Claim(ctx context.Context, c schedulerhost.Claim) error {
 	}
 }
 
-// LastClaimed implements schedulerhost.Ledger.
-func (l ledger) LastClaimed(ctx context.Context, job string) (time.Time, error) {
+// LastClaimed implements ledger.Ledger.
+func (l tickLedger) LastClaimed(ctx context.Context, job string) (time.Time, error) {
 	key := l.jobPrefix(job) + "last"
 	pair, _, err := l.b.cfg.Client.KV().Get(key, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
@@ -187,10 +168,10 @@ func (l ledger) LastClaimed(ctx context.Context, job string) (time.Time, error) 
 	return last.Tick, nil
 }
 
-// Finish implements schedulerhost.Ledger: it replaces the run entry with
+// Finish implements ledger.Ledger: it replaces the run entry with
 // r if the entry has r's token (a CAS, not conditioned on the term). A
 // run no longer in the history is not recorded again.
-func (l ledger) Finish(ctx context.Context, r schedulerhost.Run) error {
+func (l tickLedger) Finish(ctx context.Context, r ledger.Run) error {
 	kv := l.b.cfg.Client.KV()
 	key := l.runKey(r.Job, r.Tick)
 	raw, err := json.Marshal(r)
@@ -205,7 +186,7 @@ func (l ledger) Finish(ctx context.Context, r schedulerhost.Run) error {
 		if pair == nil {
 			return nil
 		}
-		var old schedulerhost.Run
+		var old ledger.Run
 		if err := json.Unmarshal(pair.Value, &old); err != nil || old.Token != r.Token {
 			return nil
 		}
@@ -220,8 +201,8 @@ func (l ledger) Finish(ctx context.Context, r schedulerhost.Run) error {
 	return fmt.Errorf("consul: finish %s at %v: %s kept changing", r.Job, r.Tick, key)
 }
 
-// History implements schedulerhost.Ledger.
-func (l ledger) History(ctx context.Context, job string, n int) ([]schedulerhost.Run, error) {
+// History implements ledger.Ledger.
+func (l tickLedger) History(ctx context.Context, job string, n int) ([]ledger.Run, error) {
 	if n <= 0 {
 		return nil, nil
 	}
@@ -230,13 +211,13 @@ func (l ledger) History(ctx context.Context, job string, n int) ([]schedulerhost
 		return nil, fmt.Errorf("consul: history %s: %w", job, err)
 	}
 	slices.SortFunc(pairs, func(a, b *api.KVPair) int { return strings.Compare(b.Key, a.Key) }) // newest first
-	var out []schedulerhost.Run
+	var out []ledger.Run
 	var errs []error
 	for _, p := range pairs {
 		if len(out) == n {
 			break
 		}
-		var r schedulerhost.Run
+		var r ledger.Run
 		if err := json.Unmarshal(p.Value, &r); err != nil {
 			errs = append(errs, fmt.Errorf("decode %s: %w", p.Key, err))
 			continue

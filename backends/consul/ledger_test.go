@@ -10,10 +10,16 @@ import (
 
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
-	"github.com/batonhq/baton/schedulerhost"
+	"github.com/batonhq/baton/ledger"
+	"github.com/batonhq/baton/ledger/ledgertest"
 )
 
-func TestLedger_ClaimFinishHistory(t *testing.T) {
+// The claims, history and Finish rules common to every ledger are checked
+// by TestLedger_Conformance (ledgertest); what follows is Consul's own.
+
+// TestLedger_FinishWithAnotherToken: a Finish with another term's token
+// leaves the entry alone and is not an error.
+func TestLedger_FinishWithAnotherToken(t *testing.T) {
 	a := sharedAgent(t)
 	c := newCandidate(t, a, newKey(t))
 	lg := c.Ledger()
@@ -23,78 +29,32 @@ func TestLedger_ClaimFinishHistory(t *testing.T) {
 
 	base := time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
 	job := "mail/daily report" // escaped in the key
-	if last, err := lg.LastClaimed(ctx, job); err != nil || !last.IsZero() {
-		t.Fatalf("LastClaimed before any claim = %v, %v; want zero, nil", last, err)
-	}
-	claim := func(i int) error {
-		return lg.Claim(ctx, schedulerhost.Claim{Job: job, Tick: base.Add(time.Duration(i) * time.Minute), Token: l.Token(),
-			Instance: "a", Started: time.Now()})
-	}
-	if err := claim(0); err != nil {
+	if err := lg.Claim(ctx, ledger.Claim{Job: job, Tick: base, Token: l.Token(), Instance: "a", Started: time.Now()}); err != nil {
 		t.Fatalf("Claim: %v", err)
 	}
-	if err := claim(0); !errors.Is(err, schedulerhost.ErrTickClaimed) {
-		t.Errorf("Claim of the same tick: %v, want ErrTickClaimed", err)
-	}
-	if err := claim(-1); !errors.Is(err, schedulerhost.ErrTickClaimed) {
-		t.Errorf("Claim of an older tick: %v, want ErrTickClaimed", err)
-	}
-	if last, err := lg.LastClaimed(ctx, job); err != nil || !last.Equal(base) {
-		t.Errorf("LastClaimed = %v, %v; want %v", last, err, base)
-	}
 	h, err := lg.History(ctx, job, 10)
-	if err != nil || len(h) != 1 || h[0].Result != schedulerhost.ResultRunning || h[0].Token != l.Token() || !h[0].Tick.Equal(base) {
-		t.Fatalf("History = %+v, %v; want one running entry", h, err)
+	if err != nil || len(h) != 1 {
+		t.Fatalf("History = %+v, %v; want one entry", h, err)
 	}
 	fin := h[0]
-	fin.Result, fin.Ended = schedulerhost.ResultOK, time.Now().UTC()
+	fin.Result, fin.Ended = ledger.ResultOK, time.Now().UTC()
 	if err := lg.Finish(ctx, fin); err != nil {
 		t.Fatalf("Finish: %v", err)
 	}
-	// A Finish with another token does not overwrite the entry.
 	other := fin
-	other.Token, other.Result = l.Token()+1, schedulerhost.ResultFailed
+	other.Token, other.Result = l.Token()+1, ledger.ResultFailed
 	if err := lg.Finish(ctx, other); err != nil {
 		t.Fatalf("Finish with another token: %v", err)
 	}
-	if h, _ := lg.History(ctx, job, 1); len(h) != 1 || h[0].Result != schedulerhost.ResultOK {
+	if h, _ := lg.History(ctx, job, 1); len(h) != 1 || h[0].Result != ledger.ResultOK {
 		t.Errorf("History after Finish = %+v, want result ok", h)
-	}
-
-	// The history is bounded, newest first.
-	for i := 1; i <= schedulerhost.DefaultHistory+5; i++ {
-		if err := claim(i); err != nil {
-			t.Fatalf("Claim %d: %v", i, err)
-		}
-	}
-	h, err = lg.History(ctx, job, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(h) != schedulerhost.DefaultHistory {
-		t.Errorf("History kept %d runs, want %d", len(h), schedulerhost.DefaultHistory)
-	}
-	for i := 1; i < len(h); i++ {
-		if !h[i-1].Tick.After(h[i].Tick) {
-			t.Errorf("History not newest first at %d: %v then %v", i, h[i-1].Tick, h[i].Tick)
-		}
-	}
-	if want := base.Add((schedulerhost.DefaultHistory + 5) * time.Minute); len(h) > 0 && !h[0].Tick.Equal(want) {
-		t.Errorf("newest run tick %v, want %v", h[0].Tick, want)
-	}
-	if h, _ := lg.History(ctx, job, 3); len(h) != 3 {
-		t.Errorf("History(3) returned %d runs", len(h))
-	}
-	// Other jobs are separate.
-	if h, _ := lg.History(ctx, "mail", 10); len(h) != 0 {
-		t.Errorf("History of another job = %+v, want none", h)
 	}
 }
 
 // TestLedger_StaleTerm checks that a term that no longer holds the lock
 // cannot claim: after a handover (the old token), and when Consul
 // destroyed the session behind a term that has not noticed yet, in which
-// case the claim also ends that term.
+// case the Host ends that term on the refusal (loseOnStale).
 func TestLedger_StaleTerm(t *testing.T) {
 	a := sharedAgent(t)
 	key := newKey(t)
@@ -105,13 +65,13 @@ func TestLedger_StaleTerm(t *testing.T) {
 	la := electiontest.Acquire(t, ca, "a", 30*time.Second)
 	electiontest.Release(t, la)
 	lb := electiontest.Acquire(t, cb, "b", 30*time.Second)
-	err := ca.Ledger().Claim(ctx, schedulerhost.Claim{Job: "j", Tick: tick, Token: la.Token(), Instance: "a"})
-	if !errors.Is(err, schedulerhost.ErrStaleTerm) || !errors.Is(err, election.ErrLeadershipLost) {
+	err := ca.Ledger().Claim(ctx, ledger.Claim{Job: "j", Tick: tick, Token: la.Token(), Instance: "a"})
+	if !errors.Is(err, ledger.ErrStaleTerm) || !errors.Is(err, election.ErrLeadershipLost) {
 		t.Errorf("Claim with a released term's token: %v, want ErrStaleTerm", err)
 	}
 	// b's Backend can claim with b's token, and so can a's Backend
 	// (another process's view), finding the term through the lock key.
-	if err := ca.Ledger().Claim(ctx, schedulerhost.Claim{Job: "j", Tick: tick, Token: lb.Token(), Instance: "b"}); err != nil {
+	if err := ca.Ledger().Claim(ctx, ledger.Claim{Job: "j", Tick: tick, Token: lb.Token(), Instance: "b"}); err != nil {
 		t.Errorf("Claim with the live token through another Backend: %v", err)
 	}
 
@@ -130,10 +90,11 @@ func TestLedger_StaleTerm(t *testing.T) {
 		t.Fatal(err)
 	}
 	cb.proxy.Heal()
-	err = cb.Ledger().Claim(ctx, schedulerhost.Claim{Job: "j", Tick: tick.Add(time.Minute), Token: info.Token, Instance: "b"})
-	if !errors.Is(err, schedulerhost.ErrStaleTerm) {
+	err = cb.Ledger().Claim(ctx, ledger.Claim{Job: "j", Tick: tick.Add(time.Minute), Token: info.Token, Instance: "b"})
+	if !errors.Is(err, ledger.ErrStaleTerm) {
 		t.Errorf("Claim after the session was destroyed: %v, want ErrStaleTerm", err)
 	}
+	loseOnStale(lb, err)
 	select {
 	case <-lb.Done():
 		if !errors.Is(lb.Err(), election.ErrLeadershipLost) {
@@ -155,4 +116,20 @@ func mustClient(t *testing.T) *api.Client {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// loseOnStale does what the Host does with a claim refused as stale: it
+// ends the term at once (election.Term.Lose, through election.Loser).
+func loseOnStale(l election.Lease, err error) {
+	if errors.Is(err, ledger.ErrStaleTerm) {
+		l.(election.Loser).Lose(err)
+	}
+}
+
+func TestLedger_Conformance(t *testing.T) {
+	a := sharedAgent(t)
+	ledgertest.Run(t, func(t *testing.T) ledgertest.Election {
+		c := newCandidate(t, a, newKey(t))
+		return ledgertest.Election{Ledger: c.Ledger(), Lead: ledgertest.Leader(c.Backend)}
+	})
 }

@@ -86,9 +86,6 @@ func (b *Backend) lock(ctx context.Context, s *session, id election.Identity) (e
 			b.log.Debug("consul write token into lock key", "err", err)
 		}
 	}
-	b.mu.Lock()
-	b.terms[token] = t
-	b.mu.Unlock()
 	b.log.Debug("consul lock taken", "identity", id.ID, "session", s.id, "token", token)
 	s.id = "" // the lease owns the session now
 	return t.lease, notRefused, nil

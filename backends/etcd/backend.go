@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/kit"
 )
 
 var (
@@ -37,9 +38,6 @@ type Backend struct {
 	timing  election.Timing
 	history int // runs per job the Ledger keeps
 	log     *slog.Logger
-
-	mu     sync.Mutex
-	leases map[uint64]*lease // terms handed out and not released, by token
 }
 
 // New copies cfg, applies defaults, validates it and returns a Backend. It
@@ -56,7 +54,6 @@ func New(cfg Config) (*Backend, error) {
 		timing:  cfg.Timing,
 		history: cfg.History,
 		log:     cfg.Logger.With("election", cfg.Prefix),
-		leases:  map[uint64]*lease{},
 	}, nil
 }
 
@@ -110,7 +107,7 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (election.L
 		return nil, b.acquireErr(ctx, "put key", err)
 	}
 	l.rev = put.Header.Revision
-	l.ManagedLease = election.NewManagedLease(election.ManagedLeaseConfig{
+	l.ManagedLease = kit.NewManagedLease(kit.ManagedLeaseConfig{
 		Timing:  b.timing,
 		Sent:    sent,
 		Renew:   l.renew,
@@ -129,9 +126,6 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (election.L
 		cancel()
 		return nil, err
 	}
-	b.mu.Lock()
-	b.leases[l.Token()] = l
-	b.mu.Unlock()
 	log.Debug("won election", "token", l.rev)
 	return l, nil
 }
@@ -281,21 +275,5 @@ func (b *Backend) revoke(id clientv3.LeaseID, log *slog.Logger) {
 	defer cancel()
 	if err := revokeLease(ctx, b.cli, id); err != nil {
 		log.Warn("revoking lease after failed campaign", "err", err)
-	}
-}
-
-// lookup returns the live, unreleased term of this Backend with token.
-func (b *Backend) lookup(token uint64) (*lease, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	l, ok := b.leases[token]
-	return l, ok
-}
-
-func (b *Backend) forget(l *lease) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.leases[l.Token()] == l {
-		delete(b.leases, l.Token())
 	}
 }

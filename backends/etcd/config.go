@@ -9,7 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/schedulerhost"
+	"github.com/batonhq/baton/ledger"
 )
 
 // Timing limits of etcd leases.
@@ -28,7 +28,7 @@ var limits = election.BackendLimits{
 	DefaultTTL:     DefaultTTL,
 	MinTTL:         MinTTL,
 	TTLUnit:        time.Second,
-	DefaultHistory: schedulerhost.DefaultHistory,
+	DefaultHistory: ledger.DefaultHistory,
 }
 
 // Config configures a Backend. Zero values mean the documented defaults.
@@ -51,7 +51,7 @@ type Config struct {
 	// MinTTL; zero means DefaultTTL. See election.Timing for the others.
 	Timing election.Timing
 	// History is how many runs per job the Ledger keeps. Zero means
-	// schedulerhost.DefaultHistory.
+	// ledger.DefaultHistory.
 	History int
 	// Logger receives debug details and cleanup warnings. Nil means
 	// slog.Default().

@@ -48,7 +48,7 @@ package etcd
 //
 // # Self-fencing
 //
-// The lease is kept alive by election.ManagedLease with one keepalive
+// The lease is kept alive by kit.ManagedLease with one keepalive
 // per RenewInterval, from the moment it is granted (also while waiting in
 // the campaign). The term ends locally at lastKeepAliveSent + TTL -
 // SafetyMargin on the monotonic clock: the server cannot expire the lease
@@ -81,7 +81,7 @@ package etcd
 //
 // # Ledger
 //
-// The ledger of claimed ticks (see schedulerhost.Ledger) lives under
+// The ledger of claimed ticks (see ledger.Ledger) lives under
 // PREFIX + "-ledger/", outside the election's prefix, so it never takes
 // part in the election. Its keys (PREFIX-ledger/<job>/last, ...) would
 // look like the candidates of an election PREFIX-ledger/<job>, so New

@@ -62,8 +62,8 @@ func TestElector_GracefulStopDrainsThenHandsOver(t *testing.T) {
 		jobErr              error
 	)
 	jobStarted := make(chan struct{})
-	lead1 := func(termCtx context.Context) error {
-		jobCtx := election.LeaseContext(termCtx)
+	lead1 := func(termCtx context.Context, term election.Term) error {
+		jobCtx := term.Context()
 		done := make(chan struct{})
 		go func() { // the job: runs to completion unless the lease is lost
 			defer close(done)
@@ -84,7 +84,7 @@ func TestElector_GracefulStopDrainsThenHandsOver(t *testing.T) {
 		return nil
 	}
 	led2 := make(chan time.Time, 1)
-	lead2 := func(termCtx context.Context) error {
+	lead2 := func(termCtx context.Context, _ election.Term) error {
 		led2 <- time.Now()
 		<-termCtx.Done()
 		return nil

@@ -39,10 +39,9 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	err = elector.Run(ctx, func(term context.Context) error {
-		token, _ := election.TokenFromContext(term)
-		log.Printf("leading with token %d", token)
-		<-term.Done() // run jobs here; drain under election.LeaseContext(term)
+	err = elector.Run(ctx, func(ctx context.Context, term election.Term) error {
+		log.Printf("leading with token %d", term.Token())
+		<-ctx.Done() // run jobs here; drain under term.Context()
 		return nil
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/batonhq/baton/backends/etcd/etcdtest"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/schedulerhost/hosttest"
 )
 
 // Crash failover (design guarantee 7): when the leader vanishes without
@@ -61,7 +62,7 @@ func TestCrashFailover(t *testing.T) {
 // leader's refused claim (issue: once per tick), on embedded etcd.
 func TestFailoverConformance(t *testing.T) {
 	admin := dial(t, server(t).Addr())
-	electiontest.RunFailoverConformance(t, electiontest.LedgerHarness{
+	hosttest.RunFailoverConformance(t, hosttest.Harness{
 		// A wide safety margin leaves about 2.5 s between the crashed
 		// leader's local deadline and the lease's expiry on the server.
 		Timing: election.Timing{TTL: 4 * time.Second, RenewInterval: time.Second, SafetyMargin: 2500 * time.Millisecond},

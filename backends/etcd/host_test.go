@@ -10,6 +10,7 @@ import (
 
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/internal/faultproxy"
+	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -34,7 +35,7 @@ func TestHost_OncePerTickAcrossNetworkCut(t *testing.T) {
 		elector *election.Elector
 		host    *schedulerhost.Host
 		proxy   *faultproxy.Proxy
-		ledger  schedulerhost.Ledger
+		ledger  ledger.Ledger
 	}
 	mk := func(name string) instance {
 		cli, p := proxied(t)
@@ -125,7 +126,7 @@ func TestHost_OncePerTickAcrossNetworkCut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(hist) == 0 || len(hist) > schedulerhost.DefaultHistory {
+	if len(hist) == 0 || len(hist) > ledger.DefaultHistory {
 		t.Errorf("ledger history has %d runs", len(hist))
 	}
 	for i := 1; i < len(hist); i++ {

@@ -11,7 +11,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/batonhq/baton/schedulerhost"
+	"github.com/batonhq/baton/ledger"
 )
 
 // Ledger returns the election's tick ledger, keeping the newest
@@ -19,23 +19,23 @@ import (
 // outside the election:
 //
 //	PREFIX-ledger/<job, path-escaped>/last                    newest claimed tick, unix nanoseconds, 20 digits
-//	PREFIX-ledger/<job, path-escaped>/runs/<tick, same form>  JSON of schedulerhost.Run
+//	PREFIX-ledger/<job, path-escaped>/runs/<tick, same form>  JSON of ledger.Run
 //
 // A claim is one transaction, conditioned on the claiming term's key
 // still having the term's token as its create revision; it can only be
 // made with a token this Backend handed out and has not released. The
 // ledger may be used from several goroutines at once.
-func (b *Backend) Ledger() schedulerhost.Ledger {
-	return &ledger{b: b, root: b.prefix + "-ledger/", keep: b.history}
+func (b *Backend) Ledger() ledger.Ledger {
+	return &tickLedger{b: b, root: b.prefix + "-ledger/", keep: b.history}
 }
 
-type ledger struct {
+type tickLedger struct {
 	b    *Backend
 	root string
 	keep int
 }
 
-var _ schedulerhost.Ledger = (*ledger)(nil)
+var _ ledger.Ledger = (*tickLedger)(nil)
 
 // tickKey formats t as fixed-width unix nanoseconds, so that the byte
 // order of keys and values is the order of time.
@@ -47,20 +47,22 @@ func tickKey(t time.Time) (string, error) {
 	return fmt.Sprintf("%020d", ns), nil
 }
 
-func (l *ledger) jobPrefix(job string) string { return l.root + url.PathEscape(job) + "/" }
-func (l *ledger) lastKey(job string) string   { return l.jobPrefix(job) + "last" }
-func (l *ledger) runsPrefix(job string) string {
+func (l *tickLedger) jobPrefix(job string) string { return l.root + url.PathEscape(job) + "/" }
+func (l *tickLedger) lastKey(job string) string   { return l.jobPrefix(job) + "last" }
+func (l *tickLedger) runsPrefix(job string) string {
 	return l.jobPrefix(job) + "runs/"
 }
 
-// Claim implements schedulerhost.Ledger. In one transaction it checks that
-// the term's key still exists with create revision c.Token, that c.Tick is
-// after the job's last claimed tick, then stores the tick and a "running"
-// run entry. When the term's key is gone it ends that lease (its Done
-// closes) and returns an error wrapping schedulerhost.ErrStaleTerm. When
+// Claim implements ledger.Ledger. It reads the election's oldest
+// key, the leader's: if its create revision is not c.Token, the term is
+// over. Then, in one transaction, it checks that this key still exists
+// with create revision c.Token, that c.Tick is after the job's last
+// claimed tick, and stores the tick and a "running" run entry. When the
+// term's key is gone it returns an error wrapping
+// ledger.ErrStaleTerm (the Host then ends the term). When
 // the job has more than the kept number of runs, the oldest are deleted in
 // a second request after the claim.
-func (l *ledger) Claim(ctx context.Context, c schedulerhost.Claim) error {
+func (l *tickLedger) Claim(ctx context.Context, c ledger.Claim) error {
 	if c.Job == "" {
 		return errors.New("etcd: claim: empty job name")
 	}
@@ -69,20 +71,18 @@ func (l *ledger) Claim(ctx context.Context, c schedulerhost.Claim) error {
 		return fmt.Errorf("etcd: claim %s: %w", c.Job, err)
 	}
 	stale := func(why string) error {
-		return fmt.Errorf("etcd: claim %s at %v with token %d: %s: %w", c.Job, c.Tick, c.Token, why, schedulerhost.ErrStaleTerm)
+		return fmt.Errorf("etcd: claim %s at %v with token %d: %s: %w", c.Job, c.Tick, c.Token, why, ledger.ErrStaleTerm)
 	}
-	t, ok := l.b.lookup(c.Token)
-	if !ok {
-		return stale("not a held term of this process")
+	key, err := l.leaderKey(ctx, c.Token)
+	if err != nil {
+		return fmt.Errorf("etcd: claim %s at %v: %w", c.Job, c.Tick, err)
 	}
-	select {
-	case <-t.Done():
-		return stale("term over")
-	default:
+	if key == "" {
+		return stale("no leader key with that create revision")
 	}
-	val, err := json.Marshal(schedulerhost.Run{
+	val, err := json.Marshal(ledger.Run{
 		Job: c.Job, Tick: c.Tick.UTC(), Instance: c.Instance, Token: c.Token,
-		CatchUp: c.CatchUp, Started: c.Started, Result: schedulerhost.ResultRunning,
+		CatchUp: c.CatchUp, Started: c.Started, Result: ledger.ResultRunning,
 	})
 	if err != nil {
 		return fmt.Errorf("etcd: claim %s: encode run: %w", c.Job, err)
@@ -105,16 +105,14 @@ func (l *ledger) Claim(ctx context.Context, c schedulerhost.Claim) error {
 		record,
 		[]clientv3.Op{newer})
 	resp, err := l.b.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", int64(c.Token))).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", int64(c.Token))).
 		Then(claim).
 		Commit()
 	if err != nil {
 		return fmt.Errorf("etcd: claim %s at %v: %w", c.Job, c.Tick, err)
 	}
 	if !resp.Succeeded {
-		err := stale(fmt.Sprintf("leader key %s gone", t.key))
-		t.Lose(err)
-		return err
+		return stale(fmt.Sprintf("leader key %s gone", key))
 	}
 	inner := resp.Responses[0].GetResponseTxn()
 	if !inner.Succeeded {
@@ -124,7 +122,7 @@ func (l *ledger) Claim(ctx context.Context, c schedulerhost.Claim) error {
 			if kvs := inner.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
 				lastTick = parseTick(string(kvs[0].Value)).Format(time.RFC3339Nano)
 			}
-			return fmt.Errorf("etcd: claim %s at %v (last claimed %s): %w", c.Job, c.Tick, lastTick, schedulerhost.ErrTickClaimed)
+			return fmt.Errorf("etcd: claim %s at %v (last claimed %s): %w", c.Job, c.Tick, lastTick, ledger.ErrTickClaimed)
 		}
 	}
 	if kvs := inner.Responses[2].GetResponseRange().GetKvs(); len(kvs) > l.keep {
@@ -144,8 +142,22 @@ func parseTick(s string) time.Time {
 	return time.Unix(0, ns).UTC()
 }
 
-// LastClaimed implements schedulerhost.Ledger.
-func (l *ledger) LastClaimed(ctx context.Context, job string) (time.Time, error) {
+// leaderKey returns the election's oldest key, the leader's, if its create
+// revision is token, or "" if it is not (or there is none): while a term
+// holds, its key is the oldest, since every key created before it is gone.
+func (l *tickLedger) leaderKey(ctx context.Context, token uint64) (string, error) {
+	resp, err := l.b.cli.Get(ctx, l.b.keys, clientv3.WithFirstCreate()...)
+	if err != nil {
+		return "", err
+	}
+	if len(resp.Kvs) == 0 || uint64(resp.Kvs[0].CreateRevision) != token {
+		return "", nil
+	}
+	return string(resp.Kvs[0].Key), nil
+}
+
+// LastClaimed implements ledger.Ledger.
+func (l *tickLedger) LastClaimed(ctx context.Context, job string) (time.Time, error) {
 	resp, err := l.b.cli.Get(ctx, l.lastKey(job))
 	if err != nil {
 		return time.Time{}, fmt.Errorf("etcd: last claimed tick of %s: %w", job, err)
@@ -160,10 +172,10 @@ func (l *ledger) LastClaimed(ctx context.Context, job string) (time.Time, error)
 	return t, nil
 }
 
-// Finish implements schedulerhost.Ledger: it replaces the run entry of
+// Finish implements ledger.Ledger: it replaces the run entry of
 // r.Job at r.Tick with r, if that entry was claimed with r.Token. It
 // returns an error if there is no such entry (never claimed, or pruned).
-func (l *ledger) Finish(ctx context.Context, r schedulerhost.Run) error {
+func (l *tickLedger) Finish(ctx context.Context, r ledger.Run) error {
 	tick, err := tickKey(r.Tick)
 	if err != nil {
 		return fmt.Errorf("etcd: finish %s: %w", r.Job, err)
@@ -182,7 +194,7 @@ func (l *ledger) Finish(ctx context.Context, r schedulerhost.Run) error {
 		if len(resp.Kvs) == 0 {
 			return nil // trimmed from the history already: nothing to update
 		}
-		var cur schedulerhost.Run
+		var cur ledger.Run
 		if err := json.Unmarshal(resp.Kvs[0].Value, &cur); err != nil {
 			return fmt.Errorf("etcd: finish %s at %v: decode run entry: %w", r.Job, r.Tick, err)
 		}
@@ -203,8 +215,8 @@ func (l *ledger) Finish(ctx context.Context, r schedulerhost.Run) error {
 	return fmt.Errorf("etcd: finish %s at %v: run entry keeps changing", r.Job, r.Tick)
 }
 
-// History implements schedulerhost.Ledger, newest first.
-func (l *ledger) History(ctx context.Context, job string, n int) ([]schedulerhost.Run, error) {
+// History implements ledger.Ledger, newest first.
+func (l *tickLedger) History(ctx context.Context, job string, n int) ([]ledger.Run, error) {
 	if n <= 0 {
 		return nil, nil
 	}
@@ -213,9 +225,9 @@ func (l *ledger) History(ctx context.Context, job string, n int) ([]schedulerhos
 	if err != nil {
 		return nil, fmt.Errorf("etcd: history of %s: %w", job, err)
 	}
-	runs := make([]schedulerhost.Run, 0, len(resp.Kvs))
+	runs := make([]ledger.Run, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		var r schedulerhost.Run
+		var r ledger.Run
 		if err := json.Unmarshal(kv.Value, &r); err != nil {
 			return nil, fmt.Errorf("etcd: history of %s: decode %s: %w", job, kv.Key, err)
 		}

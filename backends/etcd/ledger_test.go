@@ -11,22 +11,23 @@ import (
 	"github.com/batonhq/baton/backends/etcd"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
-	"github.com/batonhq/baton/schedulerhost"
+	"github.com/batonhq/baton/ledger"
+	"github.com/batonhq/baton/ledger/ledgertest"
 )
 
 var tick0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
-func claim(t *testing.T, lg schedulerhost.Ledger, job string, tick time.Time, token uint64) error {
+func claim(t *testing.T, lg ledger.Ledger, job string, tick time.Time, token uint64) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return lg.Claim(ctx, schedulerhost.Claim{Job: job, Tick: tick, Token: token, Instance: "i1", Started: time.Now()})
+	return lg.Claim(ctx, ledger.Claim{Job: job, Tick: tick, Token: token, Instance: "i1", Started: time.Now()})
 }
 
 // leadLedger makes a Backend of the election pfx talking through cli and
 // returns it, its term (acquired as "a", released when t ends) and its
 // ledger.
-func leadLedger(t *testing.T, cli *clientv3.Client, pfx string) (*etcd.Backend, election.Lease, schedulerhost.Ledger) {
+func leadLedger(t *testing.T, cli *clientv3.Client, pfx string) (*etcd.Backend, election.Lease, ledger.Ledger) {
 	t.Helper()
 	b := newBackend(t, cli, pfx, 2*time.Second)
 	l := electiontest.Acquire(t, b, "a", acquireWithin)
@@ -34,41 +35,20 @@ func leadLedger(t *testing.T, cli *clientv3.Client, pfx string) (*etcd.Backend, 
 	return b, l, b.Ledger()
 }
 
-func TestLedger_ClaimOncePerTick(t *testing.T) {
+// The claims, history and Finish rules common to every ledger are checked
+// by TestLedger_Conformance (ledgertest); what follows is etcd's own.
+
+// TestLedger_NotPartOfTheElection: the ledger's keys live outside the
+// election's prefix, so they neither lead nor hide the leader.
+func TestLedger_NotPartOfTheElection(t *testing.T) {
 	pfx := prefix(t)
 	b, l, lg := leadLedger(t, dial(t, server(t).Addr()), pfx)
 	ctx := context.Background()
-
-	if last, err := lg.LastClaimed(ctx, "mail"); err != nil || !last.IsZero() {
-		t.Fatalf("LastClaimed before any claim = %v, %v; want zero, nil", last, err)
-	}
-	if err := claim(t, lg, "mail", tick0, l.Token()); err != nil {
-		t.Fatalf("first claim: %v", err)
-	}
-	for _, tick := range []time.Time{tick0, tick0.Add(-time.Minute), tick0.In(time.FixedZone("X", 3600))} {
-		if err := claim(t, lg, "mail", tick, l.Token()); !errors.Is(err, schedulerhost.ErrTickClaimed) {
-			t.Errorf("claim of %v after %v: err = %v, want ErrTickClaimed", tick, tick0, err)
+	for _, job := range []string{"mail", "mail/runs"} {
+		if err := claim(t, lg, job, tick0, l.Token()); err != nil {
+			t.Fatalf("claim of %s: %v", job, err)
 		}
 	}
-	next := tick0.Add(time.Minute)
-	if err := claim(t, lg, "mail", next, l.Token()); err != nil {
-		t.Fatalf("claim of the next tick: %v", err)
-	}
-	// Jobs are independent, whatever their names.
-	if err := claim(t, lg, "mail/runs", tick0, l.Token()); err != nil {
-		t.Fatalf("claim of another job: %v", err)
-	}
-	if last, err := lg.LastClaimed(ctx, "mail"); err != nil || !last.Equal(next) {
-		t.Errorf("LastClaimed = %v, %v; want %v", last, err, next)
-	}
-	runs, err := lg.History(ctx, "mail", 10)
-	if err != nil || len(runs) != 2 {
-		t.Fatalf("History = %+v, %v; want 2 runs", runs, err)
-	}
-	if !runs[0].Tick.Equal(next) || runs[0].Result != schedulerhost.ResultRunning || runs[0].Token != l.Token() || runs[0].Instance != "i1" {
-		t.Errorf("newest run = %+v", runs[0])
-	}
-	// The ledger is not part of the election.
 	if n := countKeys(t, dial(t, server(t).Addr()), pfx); n != 1 {
 		t.Errorf("%d keys under the election prefix, want 1 (the leader's)", n)
 	}
@@ -96,15 +76,16 @@ func TestLedger_StaleTokenAfterTakeover(t *testing.T) {
 	aproxy.Heal()
 	// A claim with a's token fails whether or not a noticed yet.
 	err := claim(t, a.Ledger(), "job", tick0.Add(2*time.Minute), la.Token())
-	if !errors.Is(err, schedulerhost.ErrStaleTerm) || !errors.Is(err, election.ErrLeadershipLost) {
+	if !errors.Is(err, ledger.ErrStaleTerm) || !errors.Is(err, election.ErrLeadershipLost) {
 		t.Fatalf("claim with the old token: err = %v, want ErrStaleTerm", err)
 	}
+	loseOnStale(la, err)
 	if electiontest.IsOpen(la) || !errors.Is(la.Err(), election.ErrLeadershipLost) {
 		t.Errorf("a's lease after a stale claim: open %v, Err %v", electiontest.IsOpen(la), la.Err())
 	}
 	electiontest.Release(t, la)
 	// A token that is not a held term is refused without a request.
-	if err := claim(t, b.Ledger(), "job", tick0.Add(3*time.Minute), lb.Token()+1000); !errors.Is(err, schedulerhost.ErrStaleTerm) {
+	if err := claim(t, b.Ledger(), "job", tick0.Add(3*time.Minute), lb.Token()+1000); !errors.Is(err, ledger.ErrStaleTerm) {
 		t.Errorf("claim with an unknown token: %v", err)
 	}
 	if last, _ := b.Ledger().LastClaimed(context.Background(), "job"); !last.Equal(tick0.Add(time.Minute)) {
@@ -113,7 +94,8 @@ func TestLedger_StaleTokenAfterTakeover(t *testing.T) {
 }
 
 // A term whose key is deleted while its lease still looks open locally is
-// ended by the stale claim itself.
+// ended by the stale claim: the claim is refused, and the Host's
+// Term.Lose (loseOnStale here) ends the lease at once.
 func TestLedger_StaleClaimEndsTerm(t *testing.T) {
 	pfx := prefix(t)
 	admin := dial(t, server(t).Addr())
@@ -127,15 +109,16 @@ func TestLedger_StaleClaimEndsTerm(t *testing.T) {
 		}
 		cancel()
 		err := claim(t, a.Ledger(), "job", time.Now(), la.Token())
-		if !errors.Is(err, schedulerhost.ErrStaleTerm) {
+		if !errors.Is(err, ledger.ErrStaleTerm) {
 			t.Fatalf("claim after the leader key was deleted: %v", err)
 		}
+		loseOnStale(la, err)
 		select {
 		case <-la.Done():
 		case <-time.After(time.Second):
 			t.Fatal("lease still open after a stale claim")
 		}
-		if errors.Is(la.Err(), schedulerhost.ErrStaleTerm) {
+		if errors.Is(la.Err(), ledger.ErrStaleTerm) {
 			byClaim++ // else the key watch was first
 		}
 		electiontest.Release(t, la)
@@ -143,11 +126,13 @@ func TestLedger_StaleClaimEndsTerm(t *testing.T) {
 	t.Logf("5 trials: the stale claim itself ended the term %d times, the key watch %d times", byClaim, 5-byClaim)
 }
 
-func TestLedger_HistoryBoundedNewestFirst(t *testing.T) {
+// TestLedger_HistoryTrimsStoredKeys: the runs beyond the kept number are
+// deleted from etcd, not only hidden, and Config.History sets that number.
+func TestLedger_HistoryTrimsStoredKeys(t *testing.T) {
 	pfx := prefix(t)
 	cli := dial(t, server(t).Addr())
 	_, l, lg := leadLedger(t, cli, pfx)
-	n := schedulerhost.DefaultHistory
+	n := ledger.DefaultHistory
 	for i := range n + 7 {
 		if err := claim(t, lg, "job", tick0.Add(time.Duration(i)*time.Second), l.Token()); err != nil {
 			t.Fatalf("claim %d: %v", i, err)
@@ -160,11 +145,6 @@ func TestLedger_HistoryBoundedNewestFirst(t *testing.T) {
 	}
 	if len(runs) != n {
 		t.Fatalf("History has %d runs, want %d", len(runs), n)
-	}
-	for i, r := range runs {
-		if want := tick0.Add(time.Duration(n+6-i) * time.Second); !r.Tick.Equal(want) {
-			t.Fatalf("runs[%d].Tick = %v, want %v (newest first)", i, r.Tick, want)
-		}
 	}
 	resp, err := cli.Get(ctx, pfx+"-ledger/job/runs/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil || resp.Count != int64(n) {
@@ -200,11 +180,11 @@ func TestLedger_Finish(t *testing.T) {
 	}
 	runs, _ := lg.History(ctx, "job", 1)
 	r := runs[0]
-	r.Ended, r.Result, r.Error = r.Started.Add(time.Second), schedulerhost.ResultFailed, "boom"
+	r.Ended, r.Result, r.Error = r.Started.Add(time.Second), ledger.ResultFailed, "boom"
 
 	wrong := r
 	wrong.Token++
-	wrong.Result = schedulerhost.ResultOK
+	wrong.Result = ledger.ResultOK
 	if err := lg.Finish(ctx, wrong); err == nil {
 		t.Error("Finish with another token succeeded")
 	}
@@ -224,13 +204,29 @@ func TestLedger_Finish(t *testing.T) {
 		t.Fatalf("History has %d runs, want 1", len(runs))
 	}
 	got := runs[0]
-	if got.Result != schedulerhost.ResultFailed || got.Error != "boom" || !got.Ended.Equal(r.Ended) || got.Token != l.Token() {
+	if got.Result != ledger.ResultFailed || got.Error != "boom" || !got.Ended.Equal(r.Ended) || got.Token != l.Token() {
 		t.Errorf("after Finish: %+v", got)
 	}
 	// Finish does not depend on the term: it records runs that end after a loss.
 	electiontest.Release(t, l)
-	r.Result = schedulerhost.ResultCancelled
+	r.Result = ledger.ResultCancelled
 	if err := lg.Finish(ctx, r); err != nil {
 		t.Errorf("Finish after release: %v", err)
 	}
+}
+
+// loseOnStale does what the Host does with a claim refused as stale: it
+// ends the term at once (election.Term.Lose, through election.Loser).
+func loseOnStale(l election.Lease, err error) {
+	if errors.Is(err, ledger.ErrStaleTerm) {
+		l.(election.Loser).Lose(err)
+	}
+}
+
+func TestLedger_Conformance(t *testing.T) {
+	cli := dial(t, server(t).Addr())
+	ledgertest.Run(t, func(t *testing.T) ledgertest.Election {
+		b := newBackend(t, cli, prefix(t), 2*time.Second)
+		return ledgertest.Election{Ledger: b.Ledger(), Lead: ledgertest.Leader(b)}
+	})
 }

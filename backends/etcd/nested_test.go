@@ -13,7 +13,7 @@ import (
 	"github.com/batonhq/baton/backends/etcd"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
-	"github.com/batonhq/baton/schedulerhost"
+	"github.com/batonhq/baton/ledger"
 )
 
 // parentLeads checks that parent, whose nested election is in the state
@@ -39,7 +39,7 @@ func leaveLedgerKeys(ctx context.Context, t *testing.T, b *etcd.Backend, id stri
 	t.Helper()
 	l := electiontest.Acquire(t, b, id, acquireWithin)
 	tick := time.Now().UTC().Truncate(time.Second)
-	if err := b.Ledger().Claim(ctx, schedulerhost.Claim{Job: "report", Tick: tick, Token: l.Token(), Instance: id, Started: time.Now()}); err != nil {
+	if err := b.Ledger().Claim(ctx, ledger.Claim{Job: "report", Tick: tick, Token: l.Token(), Instance: id, Started: time.Now()}); err != nil {
 		t.Fatalf("%s: Claim: %v", id, err)
 	}
 	electiontest.Release(t, l)

@@ -9,15 +9,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/kit"
 )
 
 // Backend is an election.Backend keeping one election in one row of a SQL
-// table; postgres.New and mysql.New return one. It also implements election.LeaderReader, and its Ledger method
-// gives the election's schedulerhost.Ledger. Its methods are safe for
+// table; postgres.New and mysql.New return one. It also implements
+// election.LeaderReader, and its Ledger method gives the election's
+// ledger.Ledger. Its methods are safe for
 // concurrent use; a process normally runs one candidate per election.
 //
 // A Backend starts no goroutine of its own: a waiting Acquire runs (and
@@ -28,9 +29,6 @@ type Backend struct {
 	q       queries
 	log     *slog.Logger
 	channel string // PostgreSQL notification channel of this election
-
-	mu     sync.Mutex
-	leases map[uint64]*election.ManagedLease // live terms of this Backend, by token
 }
 
 var (
@@ -59,7 +57,6 @@ func New(cfg Config, drv Driver) (*Backend, error) {
 		q:       buildQueries(drv.Dialect, cfg.Table, cfg.Timing.TTL.Microseconds()),
 		log:     cfg.Logger.With("election", cfg.Election),
 		channel: "baton_" + hex.EncodeToString(sum[:12]),
-		leases:  map[uint64]*election.ManagedLease{},
 	}, nil
 }
 
@@ -98,7 +95,7 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (election.L
 		wait := b.cfg.PollInterval
 		free, remaining, err := b.peek(ctx)
 		if err == nil && free {
-			var l *election.ManagedLease
+			var l *kit.ManagedLease
 			l, err = b.tryAcquire(ctx, holder, log)
 			if l != nil {
 				return l, nil
@@ -150,7 +147,7 @@ func (b *Backend) peek(ctx context.Context) (free bool, remaining time.Duration,
 
 // tryAcquire runs the acquire statement once. It returns a lease, or nil
 // and no error if another candidate holds the row.
-func (b *Backend) tryAcquire(ctx context.Context, holder []byte, log *slog.Logger) (*election.ManagedLease, error) {
+func (b *Backend) tryAcquire(ctx context.Context, holder []byte, log *slog.Logger) (*kit.ManagedLease, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.QueryTimeout)
 	defer cancel()
 	var (
@@ -210,8 +207,8 @@ func (b *Backend) tryAcquire(ctx context.Context, holder []byte, log *slog.Logge
 
 // newLease starts the lease of the term with token, whose acquire was sent
 // at sent.
-func (b *Backend) newLease(token uint64, sent time.Time) *election.ManagedLease {
-	l := election.NewManagedLease(election.ManagedLeaseConfig{
+func (b *Backend) newLease(token uint64, sent time.Time) *kit.ManagedLease {
+	l := kit.NewManagedLease(kit.ManagedLeaseConfig{
 		Timing: b.cfg.Timing,
 		Sent:   sent,
 		Renew: func(ctx context.Context) (time.Duration, error) {
@@ -223,28 +220,7 @@ func (b *Backend) newLease(token uint64, sent time.Time) *election.ManagedLease 
 		Logger: b.log.With("token", token),
 	})
 	l.SetToken(token)
-	b.mu.Lock()
-	for t, old := range b.leases { // forget ended terms
-		select {
-		case <-old.Done():
-			delete(b.leases, t)
-		default:
-		}
-	}
-	b.leases[token] = l
-	b.mu.Unlock()
 	return l
-}
-
-// lose ends the local term with token, if this Backend holds it.
-func (b *Backend) lose(token uint64, reason error) {
-	b.mu.Lock()
-	l := b.leases[token]
-	delete(b.leases, token)
-	b.mu.Unlock()
-	if l != nil {
-		l.Lose(reason)
-	}
 }
 
 // renew extends the row of the term with token by one TTL from now by the
@@ -283,9 +259,6 @@ func (b *Backend) lossReason(ctx context.Context, token uint64) error {
 // release frees the row if it still holds token; on PostgreSQL it also
 // notifies the waiting candidates.
 func (b *Backend) release(ctx context.Context, token uint64) error {
-	b.mu.Lock()
-	delete(b.leases, token)
-	b.mu.Unlock()
 	args := []any{b.cfg.Election, int64(token)}
 	if b.drv.Dialect == Postgres {
 		args = append(args, b.channel)

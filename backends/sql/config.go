@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/schedulerhost"
+	"github.com/batonhq/baton/ledger"
 )
 
 // Defaults.
@@ -29,7 +29,7 @@ var limits = election.BackendLimits{
 	Client:         "DB",
 	DefaultTTL:     DefaultTTL,
 	MinTTL:         MinTTL,
-	DefaultHistory: schedulerhost.DefaultHistory,
+	DefaultHistory: ledger.DefaultHistory,
 }
 
 // Config holds the settings both dialects share. mysql.Config is this
@@ -66,7 +66,7 @@ type Config struct {
 	// deadline instead.) Zero means the TTL.
 	QueryTimeout time.Duration
 	// History is how many runs per job the Ledger keeps. Zero means
-	// schedulerhost.DefaultHistory.
+	// ledger.DefaultHistory.
 	History int
 	// Logger receives transitions (Info) and retried errors (Warn). Nil
 	// means slog.Default().

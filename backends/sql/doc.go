@@ -66,7 +66,7 @@
 //
 // # Self-fencing
 //
-// Leases are election.ManagedLease values: a term ends locally at the send
+// Leases are kit.ManagedLease values: a term ends locally at the send
 // time of the last successful renewal (or of the acquire) + TTL -
 // SafetyMargin on the monotonic clock, whatever the database has said,
 // while the database cannot give the row to anyone before that renewal's
@@ -124,14 +124,15 @@
 //
 // # Ledger
 //
-// Ledger returns the election's schedulerhost.Ledger, in tables Table_ticks
+// Ledger returns the election's ledger.Ledger, in tables Table_ticks
 // (the newest claimed tick of each job, as unix nanoseconds) and Table_runs
 // (the newest History runs of each job). A claim is conditioned, in the
 // same statement (PostgreSQL) or transaction (MySQL), on the lease row
 // holding the claiming token and not having expired by the database clock,
 // with the lease row share-locked so that a takeover waits for the claim
-// to commit. A stale claim (ErrStaleTerm) also ends the matching local
-// term at once, before its renew loop would notice; a tick not after the
+// to commit. A stale claim is refused with ErrStaleTerm, and the Host
+// then ends its term at once (election.Term.Lose), before the renew loop
+// would notice; a tick not after the
 // job's last claimed one is ErrTickClaimed. Finish updates the run with
 // the same job, tick and token, whether or not the term still holds.
 //

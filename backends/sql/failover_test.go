@@ -8,13 +8,14 @@ import (
 
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/schedulerhost/hosttest"
 )
 
 // Once per tick across a crash, under each misfire policy, and a deposed
 // leader's refused claim (issue: fenced tick ledger), on both servers.
 func TestFailoverConformance(t *testing.T) {
 	forEachServer(t, func(t *testing.T, s *server) {
-		electiontest.RunFailoverConformance(t, electiontest.LedgerHarness{
+		hosttest.RunFailoverConformance(t, hosttest.Harness{
 			// A wide safety margin leaves about 2.5 s between the crashed
 			// leader's local deadline and the row's expiry.
 			Timing: election.Timing{TTL: 4 * time.Second, RenewInterval: time.Second, SafetyMargin: 2500 * time.Millisecond},

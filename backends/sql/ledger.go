@@ -8,10 +8,10 @@ import (
 	"math"
 	"time"
 
-	"github.com/batonhq/baton/schedulerhost"
+	"github.com/batonhq/baton/ledger"
 )
 
-// Ledger returns the schedulerhost.Ledger of b's election, kept in the
+// Ledger returns the ledger.Ledger of b's election, kept in the
 // tables Table_ticks and Table_runs of the same database (see the schema
 // files). It is safe for concurrent use; every method blocks for one
 // statement or transaction, bounded by ctx and Config.QueryTimeout.
@@ -20,11 +20,11 @@ import (
 // (times between the years 1678 and 2262); the instant is kept, the
 // location is not (ticks come back in UTC). Started and Ended are stored
 // with microsecond precision.
-func (b *Backend) Ledger() schedulerhost.Ledger { return &ledger{b: b} }
+func (b *Backend) Ledger() ledger.Ledger { return &tickLedger{b: b} }
 
-type ledger struct{ b *Backend }
+type tickLedger struct{ b *Backend }
 
-var _ schedulerhost.Ledger = (*ledger)(nil)
+var _ ledger.Ledger = (*tickLedger)(nil)
 
 // maxErrorLen bounds the error text stored with a run, in bytes.
 const maxErrorLen = 8 << 10
@@ -46,14 +46,14 @@ func checkJob(job string) error {
 	return nil
 }
 
-// Claim implements schedulerhost.Ledger. On PostgreSQL it is one
+// Claim implements ledger.Ledger. On PostgreSQL it is one
 // statement; on MySQL one READ COMMITTED transaction. Either way the lease
 // row is share-locked first and must hold c.Token and be live by the
 // database clock; a takeover waits for the claim to commit, and a claim
-// waits for a takeover in progress, then fails. A stale claim also ends
-// this Backend's local term with c.Token, if it has one (self-fencing: the
-// database knows before the renew loop does).
-func (l *ledger) Claim(ctx context.Context, c schedulerhost.Claim) error {
+// waits for a takeover in progress, then fails. A stale claim returns an
+// error wrapping ledger.ErrStaleTerm; the Host then ends its term
+// (the database knows before the renew loop does).
+func (l *tickLedger) Claim(ctx context.Context, c ledger.Claim) error {
 	b := l.b
 	if err := checkJob(c.Job); err != nil {
 		return err
@@ -95,18 +95,17 @@ func (l *ledger) Claim(ctx context.Context, c schedulerhost.Claim) error {
 		return b.wrap(fmt.Sprintf("claim %s at %v", c.Job, c.Tick), err)
 	}
 	if stale {
-		b.lose(c.Token, fmt.Errorf("sql: ledger: lease row no longer live with token %d: %w", c.Token, schedulerhost.ErrStaleTerm))
-		return fmt.Errorf("sql: claim %s at %v with token %d: %w", c.Job, c.Tick, c.Token, schedulerhost.ErrStaleTerm)
+		return fmt.Errorf("sql: claim %s at %v with token %d: %w", c.Job, c.Tick, c.Token, ledger.ErrStaleTerm)
 	}
 	if !claimed {
-		return fmt.Errorf("sql: claim %s at %v: %w", c.Job, c.Tick, schedulerhost.ErrTickClaimed)
+		return fmt.Errorf("sql: claim %s at %v: %w", c.Job, c.Tick, ledger.ErrTickClaimed)
 	}
 	l.trim(ctx, c.Job)
 	return nil
 }
 
 // claimMySQL runs one claim transaction.
-func (l *ledger) claimMySQL(ctx context.Context, c schedulerhost.Claim, tick int64, started time.Time) (stale, claimed bool, err error) {
+func (l *tickLedger) claimMySQL(ctx context.Context, c ledger.Claim, tick int64, started time.Time) (stale, claimed bool, err error) {
 	b := l.b
 	// READ COMMITTED: no gap locks, so claims of different new jobs do not
 	// deadlock on the index gap between them.
@@ -153,7 +152,7 @@ func mysqlTime(t time.Time) string {
 
 // trim deletes the runs of job beyond the newest History. It is best
 // effort: a failure is logged and retried by the next claim.
-func (l *ledger) trim(ctx context.Context, job string) {
+func (l *tickLedger) trim(ctx context.Context, job string) {
 	b := l.b
 	var err error
 	if b.drv.Dialect == Postgres {
@@ -166,8 +165,8 @@ func (l *ledger) trim(ctx context.Context, job string) {
 	}
 }
 
-// LastClaimed implements schedulerhost.Ledger.
-func (l *ledger) LastClaimed(ctx context.Context, job string) (time.Time, error) {
+// LastClaimed implements ledger.Ledger.
+func (l *tickLedger) LastClaimed(ctx context.Context, job string) (time.Time, error) {
 	b := l.b
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.QueryTimeout)
 	defer cancel()
@@ -182,11 +181,11 @@ func (l *ledger) LastClaimed(ctx context.Context, job string) (time.Time, error)
 	return time.Unix(0, n).UTC(), nil
 }
 
-// Finish implements schedulerhost.Ledger: it sets Ended (NULL if zero),
+// Finish implements ledger.Ledger: it sets Ended (NULL if zero),
 // Result and Error of the run with r's Job, Tick and Token; the other
 // fields keep their claimed values. A run no longer in the history
 // (trimmed, or never claimed) is left alone and is not an error.
-func (l *ledger) Finish(ctx context.Context, r schedulerhost.Run) error {
+func (l *tickLedger) Finish(ctx context.Context, r ledger.Run) error {
 	b := l.b
 	tick, err := tickNanos(r.Job, r.Tick)
 	if err != nil {
@@ -222,9 +221,9 @@ func truncateUTF8(s string, n int) string {
 	return s[:n]
 }
 
-// History implements schedulerhost.Ledger: up to n runs of job, newest
+// History implements ledger.Ledger: up to n runs of job, newest
 // tick first.
-func (l *ledger) History(ctx context.Context, job string, n int) ([]schedulerhost.Run, error) {
+func (l *tickLedger) History(ctx context.Context, job string, n int) ([]ledger.Run, error) {
 	b := l.b
 	if n <= 0 {
 		return nil, nil
@@ -236,10 +235,10 @@ func (l *ledger) History(ctx context.Context, job string, n int) ([]schedulerhos
 		return nil, b.wrap("history of "+job, err)
 	}
 	defer rows.Close()
-	var out []schedulerhost.Run
+	var out []ledger.Run
 	for rows.Next() {
 		var (
-			r              = schedulerhost.Run{Job: job}
+			r              = ledger.Run{Job: job}
 			tick, token    int64
 			started        int64
 			ended          dbsql.NullInt64
@@ -254,7 +253,7 @@ func (l *ledger) History(ctx context.Context, job string, n int) ([]schedulerhos
 		if ended.Valid {
 			r.Ended = time.UnixMicro(ended.Int64).UTC()
 		}
-		r.Result, r.Error = schedulerhost.Result(result), errMsg
+		r.Result, r.Error = ledger.Result(result), errMsg
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {

@@ -11,7 +11,8 @@ import (
 
 	"github.com/batonhq/baton/backends/sql"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/schedulerhost"
+	"github.com/batonhq/baton/ledger"
+	"github.com/batonhq/baton/ledger/ledgertest"
 )
 
 func ctx5(t *testing.T) context.Context {
@@ -23,37 +24,34 @@ func ctx5(t *testing.T) context.Context {
 // A tick with nanoseconds and a zone: it must come back Equal.
 var tick0 = time.Date(2026, 3, 29, 1, 30, 0, 123456789, time.FixedZone("CET", 3600))
 
-func TestLedger_ClaimOnce(t *testing.T) {
+// The claims, history and Finish rules common to every ledger are checked
+// by TestLedger_Conformance (ledgertest); what follows is SQL's own.
+
+// TestLedger_Precision: ticks are kept to the nanosecond (one nanosecond
+// earlier is claimed already, one later is new), Started to the
+// microsecond.
+func TestLedger_Precision(t *testing.T) {
 	forEachServer(t, func(t *testing.T, s *server) {
 		_, a, la := s.leader(t, "ledger")
 		lg := a.Ledger()
 		ctx := ctx5(t)
 
-		if last, err := lg.LastClaimed(ctx, "mail"); err != nil || !last.IsZero() {
-			t.Fatalf("LastClaimed before any claim = %v, %v; want zero", last, err)
-		}
 		started := time.Now()
-		c := schedulerhost.Claim{Job: "mail", Tick: tick0, Token: la.Token(), Instance: "a", Started: started}
+		c := ledger.Claim{Job: "mail", Tick: tick0, Token: la.Token(), Instance: "a", Started: started}
 		if err := lg.Claim(ctx, c); err != nil {
 			t.Fatalf("first claim: %v", err)
 		}
-		for _, tick := range []time.Time{tick0, tick0.Add(-time.Nanosecond), tick0.Add(-time.Hour)} {
-			c2 := c
-			c2.Tick = tick
-			if err := lg.Claim(ctx, c2); !errors.Is(err, schedulerhost.ErrTickClaimed) {
-				t.Errorf("claim of %v after %v: %v, want ErrTickClaimed", tick, tick0, err)
-			}
+		c2 := c
+		c2.Tick = tick0.Add(-time.Nanosecond)
+		if err := lg.Claim(ctx, c2); !errors.Is(err, ledger.ErrTickClaimed) {
+			t.Errorf("claim of %v after %v: %v, want ErrTickClaimed", c2.Tick, tick0, err)
 		}
 		if last, err := lg.LastClaimed(ctx, "mail"); err != nil || !last.Equal(tick0) {
 			t.Fatalf("LastClaimed = %v, %v; want %v exactly", last, err, tick0)
 		}
-		// The next tick, one nanosecond later, is new; so is another job.
-		next := schedulerhost.Claim{Job: "mail", Tick: tick0.Add(time.Nanosecond), Token: la.Token(), Instance: "a", CatchUp: true}
+		next := ledger.Claim{Job: "mail", Tick: tick0.Add(time.Nanosecond), Token: la.Token(), Instance: "a", CatchUp: true}
 		if err := lg.Claim(ctx, next); err != nil {
 			t.Fatalf("claim of the next tick: %v", err)
-		}
-		if err := lg.Claim(ctx, schedulerhost.Claim{Job: "other", Tick: tick0, Token: la.Token(), Instance: "a"}); err != nil {
-			t.Fatalf("claim of another job: %v", err)
 		}
 		h, err := lg.History(ctx, "mail", 10)
 		if err != nil || len(h) != 2 {
@@ -63,7 +61,7 @@ func TestLedger_ClaimOnce(t *testing.T) {
 			t.Errorf("History not newest first or fields lost: %+v", h)
 		}
 		r := h[1]
-		if r.Job != "mail" || r.Instance != "a" || r.Token != la.Token() || r.Result != schedulerhost.ResultRunning ||
+		if r.Job != "mail" || r.Instance != "a" || r.Token != la.Token() || r.Result != ledger.ResultRunning ||
 			!r.Started.Equal(started.Truncate(time.Microsecond)) || !r.Ended.IsZero() || r.Error != "" {
 			t.Errorf("History[1] = %+v", r)
 		}
@@ -83,13 +81,13 @@ func TestLedger_ConcurrentClaims(t *testing.T) {
 		for i := range 32 {
 			job := fmt.Sprintf("job%d", i%4)
 			wg.Go(func() {
-				err := lg.Claim(ctx, schedulerhost.Claim{Job: job, Tick: tick0, Token: la.Token(), Instance: "a"})
+				err := lg.Claim(ctx, ledger.Claim{Job: job, Tick: tick0, Token: la.Token(), Instance: "a"})
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
 				case err == nil:
 					won[job]++
-				case !errors.Is(err, schedulerhost.ErrTickClaimed):
+				case !errors.Is(err, ledger.ErrTickClaimed):
 					t.Errorf("%s: %v", job, err)
 				}
 			})
@@ -105,7 +103,8 @@ func TestLedger_ConcurrentClaims(t *testing.T) {
 
 // TestLedger_StaleTermAfterTakeover: after another candidate took over, a
 // claim with the old token fails with ErrStaleTerm, and the old lease,
-// still open locally (its next renewal is seconds away), ends at once.
+// still open locally (its next renewal is seconds away), ends at once when
+// the Host ends its term (loseOnStale).
 func TestLedger_StaleTermAfterTakeover(t *testing.T) {
 	forEachServer(t, func(t *testing.T, s *server) {
 		table := s.newTable(t)
@@ -114,7 +113,7 @@ func TestLedger_StaleTermAfterTakeover(t *testing.T) {
 		aa := s.backend(t, a.db, table, "stale", func(c *testConfig) { c.Timing = slow })
 		la := acquire(t, aa, "a")
 		ctx := ctx5(t)
-		if err := aa.Ledger().Claim(ctx, schedulerhost.Claim{Job: "mail", Tick: tick0, Token: la.Token(), Instance: "a"}); err != nil {
+		if err := aa.Ledger().Claim(ctx, ledger.Claim{Job: "mail", Tick: tick0, Token: la.Token(), Instance: "a"}); err != nil {
 			t.Fatal(err)
 		}
 		// The row expires early (by hand: as if a's renewals had stopped
@@ -128,11 +127,12 @@ func TestLedger_StaleTermAfterTakeover(t *testing.T) {
 		if !open(la) {
 			t.Fatalf("a's lease ended before its stale claim: %v", la.Err())
 		}
-		stale := schedulerhost.Claim{Job: "mail", Tick: tick0.Add(time.Minute), Token: la.Token(), Instance: "a"}
+		stale := ledger.Claim{Job: "mail", Tick: tick0.Add(time.Minute), Token: la.Token(), Instance: "a"}
 		err := aa.Ledger().Claim(ctx, stale)
-		if !errors.Is(err, schedulerhost.ErrStaleTerm) || !errors.Is(err, election.ErrLeadershipLost) {
+		if !errors.Is(err, ledger.ErrStaleTerm) || !errors.Is(err, election.ErrLeadershipLost) {
 			t.Fatalf("claim with the old token: %v, want ErrStaleTerm", err)
 		}
+		loseOnStale(la, err)
 		select {
 		case <-la.Done():
 		default:
@@ -145,7 +145,7 @@ func TestLedger_StaleTermAfterTakeover(t *testing.T) {
 		// The new term may claim the tick a could not, but not the one a
 		// claimed.
 		lg := b.Ledger()
-		if err := lg.Claim(ctx, schedulerhost.Claim{Job: "mail", Tick: tick0, Token: lb.Token(), Instance: "b"}); !errors.Is(err, schedulerhost.ErrTickClaimed) {
+		if err := lg.Claim(ctx, ledger.Claim{Job: "mail", Tick: tick0, Token: lb.Token(), Instance: "b"}); !errors.Is(err, ledger.ErrTickClaimed) {
 			t.Errorf("b claiming a's tick: %v, want ErrTickClaimed", err)
 		}
 		stale.Token, stale.Instance = lb.Token(), "b"
@@ -172,7 +172,7 @@ func TestLedger_HistoryBoundedAndFinish(t *testing.T) {
 		for i := range 12 {
 			tick := tick0.Add(time.Duration(i) * time.Minute)
 			ticks = append(ticks, tick)
-			if err := lg.Claim(ctx, schedulerhost.Claim{Job: "j", Tick: tick, Token: la.Token(), Instance: "a", Started: tick}); err != nil {
+			if err := lg.Claim(ctx, ledger.Claim{Job: "j", Tick: tick, Token: la.Token(), Instance: "a", Started: tick}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -190,17 +190,17 @@ func TestLedger_HistoryBoundedAndFinish(t *testing.T) {
 
 		ended := ticks[11].Add(1500 * time.Millisecond)
 		done := h[0]
-		done.Ended, done.Result, done.Error = ended, schedulerhost.ResultFailed, "boom: "+strings.Repeat("é", 10000)
+		done.Ended, done.Result, done.Error = ended, ledger.ResultFailed, "boom: "+strings.Repeat("é", 10000)
 		if err := lg.Finish(ctx, done); err != nil {
 			t.Fatal(err)
 		}
 		wrong := h[1]
 		wrong.Token++
-		wrong.Result = schedulerhost.ResultOK
+		wrong.Result = ledger.ResultOK
 		if err := lg.Finish(ctx, wrong); err != nil { // another term's run: left alone
 			t.Fatal(err)
 		}
-		gone := schedulerhost.Run{Job: "j", Tick: ticks[0], Token: la.Token(), Result: schedulerhost.ResultOK, Ended: ended}
+		gone := ledger.Run{Job: "j", Tick: ticks[0], Token: la.Token(), Result: ledger.ResultOK, Ended: ended}
 		if err := lg.Finish(ctx, gone); err != nil { // trimmed: not an error
 			t.Fatal(err)
 		}
@@ -209,12 +209,12 @@ func TestLedger_HistoryBoundedAndFinish(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := h[0]
-		if got.Result != schedulerhost.ResultFailed || !got.Ended.Equal(ended.Truncate(time.Microsecond)) || !strings.HasPrefix(got.Error, "boom: é") ||
+		if got.Result != ledger.ResultFailed || !got.Ended.Equal(ended.Truncate(time.Microsecond)) || !strings.HasPrefix(got.Error, "boom: é") ||
 			len(got.Error) > 8<<10 || !got.Started.Equal(ticks[11].Truncate(time.Microsecond)) || got.Instance != "a" {
 			got.Error = got.Error[:min(len(got.Error), 20)] + "..."
 			t.Errorf("finished run = %+v", got)
 		}
-		if h[1].Result != schedulerhost.ResultRunning {
+		if h[1].Result != ledger.ResultRunning {
 			t.Errorf("Finish with another token changed the run: %+v", h[1])
 		}
 	})
@@ -224,7 +224,7 @@ func TestLedger_Invalid(t *testing.T) {
 	forEachServer(t, func(t *testing.T, s *server) {
 		_, a, la := s.leader(t, "invalid")
 		ctx := ctx5(t)
-		for _, c := range []schedulerhost.Claim{
+		for _, c := range []ledger.Claim{
 			{Job: "", Tick: tick0, Token: la.Token()},
 			{Job: strings.Repeat("x", 256), Tick: tick0, Token: la.Token()},
 			{Job: "j", Token: la.Token()},
@@ -237,5 +237,24 @@ func TestLedger_Invalid(t *testing.T) {
 		if !open(la) {
 			t.Errorf("lease ended after invalid claims: %v", la.Err())
 		}
+	})
+}
+
+// loseOnStale does what the Host does with a claim refused as stale: it
+// ends the term at once (election.Term.Lose, through election.Loser).
+func loseOnStale(l election.Lease, err error) {
+	if errors.Is(err, ledger.ErrStaleTerm) {
+		l.(election.Loser).Lose(err)
+	}
+}
+
+// TestLedger_Conformance runs the ledger conformance suite on both
+// dialects, each election in a table of its own.
+func TestLedger_Conformance(t *testing.T) {
+	forEachServer(t, func(t *testing.T, s *server) {
+		ledgertest.Run(t, func(t *testing.T) ledgertest.Election {
+			b := s.backend(t, s.admin, s.newTable(t), "conformance", nil)
+			return ledgertest.Election{Ledger: b.Ledger(), Lead: ledgertest.Leader(b)}
+		})
 	})
 }

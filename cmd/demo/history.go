@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/schedulerhost"
+	"github.com/batonhq/baton/ledger"
 )
 
 // stringList is a repeatable flag.
@@ -24,7 +24,7 @@ func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var jobs stringList
 	fs.Var(&jobs, "job", "job to show (repeatable; default: every job of --config)")
 	config := fs.String("config", "", "jobs file naming the jobs (default: the built-in jobs.example.yaml)")
-	n := fs.Int("n", schedulerhost.DefaultHistory, "runs per job, newest first")
+	n := fs.Int("n", ledger.DefaultHistory, "runs per job, newest first")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}

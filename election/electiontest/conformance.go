@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/schedulerhost"
+	"github.com/batonhq/baton/ledger"
 )
 
 // Candidate is one contender in a conformance election: a Backend with a
@@ -23,12 +23,13 @@ type Candidate struct {
 	Cut     func()
 	Heal    func()
 	// Ledger is the backend's tick ledger for this candidate, for
-	// RunFailoverConformance; nil where only the lease rules are tested.
-	Ledger schedulerhost.Ledger
+	// hosttest.RunFailoverConformance (package schedulerhost/hosttest); nil
+	// where only the lease rules are tested.
+	Ledger ledger.Ledger
 	// Depose, if set, ends the term of lease on the backend side only
 	// (revoke it, expire its row, destroy its session), as an operator or
 	// an expiry would, so that another candidate can lead while the holder
-	// has not noticed. For RunFailoverConformance.
+	// has not noticed. For hosttest.RunFailoverConformance.
 	Depose func(t *testing.T, lease election.Lease)
 }
 
@@ -47,6 +48,15 @@ type Harness struct {
 	// CutTrials is how many times the network-cut rule is tried. Zero
 	// means 20.
 	CutTrials int
+	// Handovers is how many graceful handovers in a row the repeated
+	// handover test makes, each within HandoverBound. Zero skips it.
+	Handovers int
+	// FailoverBound is how long after the leader's path is cut (no
+	// release, as in a crash) a waiting candidate may take to lead. Zero
+	// skips the crash failover test.
+	FailoverBound time.Duration
+	// FailoverTrials is how many crash failovers are tried. Zero means 1.
+	FailoverTrials int
 	// Package, if set, is the import path of the backend: after Release no
 	// goroutine may remain with a function of that package on its stack.
 	// The check sees every goroutine of the process, so do not run other
@@ -72,6 +82,8 @@ func RunConformance(t *testing.T, h Harness) {
 	t.Run("ReleaseBoundedByContext", func(t *testing.T) { testReleaseBounded(t, h) })
 	t.Run("LeaderReader", func(t *testing.T) { testLeaderReader(t, h) })
 	t.Run("NetworkCutEndsTermFirst", func(t *testing.T) { testNetworkCut(t, h) })
+	t.Run("RepeatedGracefulHandover", func(t *testing.T) { testRepeatedHandover(t, h) })
+	t.Run("CrashFailover", func(t *testing.T) { testCrashFailover(t, h) })
 }
 
 func testAcquireRelease(t *testing.T, h Harness) {
@@ -282,17 +294,17 @@ func testNetworkCut(t *testing.T, h Harness) {
 			t.Skip("backend harness cannot cut a candidate off")
 		}
 		// Two Electors; each lead function notes when its term began and
-		// when its term context (the lease context) was cancelled.
+		// when its Term's context (ended only by the lease) was cancelled.
 		type term struct {
 			began, ended time.Time
 			cause        error
 		}
 		aTerm := make(chan term, 4)
-		lead := func(out chan<- term) func(context.Context) error {
-			return func(ctx context.Context) error {
+		lead := func(out chan<- term) func(context.Context, election.Term) error {
+			return func(_ context.Context, et election.Term) error {
 				tm := term{began: time.Now()}
-				<-election.LeaseContext(ctx).Done()
-				tm.ended, tm.cause = time.Now(), context.Cause(election.LeaseContext(ctx))
+				<-et.Context().Done()
+				tm.ended, tm.cause = time.Now(), context.Cause(et.Context())
 				out <- tm
 				return nil
 			}
@@ -310,7 +322,7 @@ func testNetworkCut(t *testing.T, h Harness) {
 		}
 		// b's lead function reports its start at once.
 		bStarted := make(chan time.Time, 4)
-		bLead := func(ctx context.Context) error {
+		bLead := func(ctx context.Context, _ election.Term) error {
 			bStarted <- time.Now()
 			<-ctx.Done()
 			return nil

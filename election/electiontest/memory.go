@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/schedulerhost"
+	"github.com/batonhq/baton/election/kit"
+	"github.com/batonhq/baton/ledger"
 )
 
 // Memory is an in-memory leadership store: the "server" of an election
@@ -27,9 +28,7 @@ type Memory struct {
 
 	// ledger state, guarded by mu
 	last map[string]time.Time
-	runs map[string][]schedulerhost.Run // newest last
-	// leases by token, so a stale claim can end its term
-	byToken map[uint64]*election.ManagedLease
+	runs map[string][]ledger.Run // newest last
 }
 
 type memHolder struct {
@@ -208,9 +207,9 @@ func (b *MemoryBackend) Acquire(ctx context.Context, id election.Identity) (elec
 
 var errRevoked = errors.New("memory: lease revoked")
 
-func (b *MemoryBackend) newLease(h *memHolder, sent time.Time) *election.ManagedLease {
+func (b *MemoryBackend) newLease(h *memHolder, sent time.Time) *kit.ManagedLease {
 	m := b.m
-	l := election.NewManagedLease(election.ManagedLeaseConfig{
+	l := kit.NewManagedLease(kit.ManagedLeaseConfig{
 		Timing: m.timing,
 		Sent:   sent,
 		Renew: func(ctx context.Context) (time.Duration, error) {
@@ -252,11 +251,5 @@ func (b *MemoryBackend) newLease(h *memHolder, sent time.Time) *election.Managed
 		},
 	})
 	l.SetToken(h.token)
-	m.mu.Lock()
-	if m.byToken == nil {
-		m.byToken = map[uint64]*election.ManagedLease{}
-	}
-	m.byToken[h.token] = l
-	m.mu.Unlock()
 	return l
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/ledger/ledgertest"
 )
 
 func TestMemory_Conformance(t *testing.T) {
@@ -20,24 +21,17 @@ func TestMemory_Conformance(t *testing.T) {
 			}
 		},
 		HandoverBound: 50 * time.Millisecond,
-		Package:       "github.com/batonhq/baton/election",
+		Handovers:     6,
+		// The store expires a lease TTL after its last renewal.
+		FailoverBound:  timing.TTL + time.Second,
+		FailoverTrials: 3,
+		Package:        "github.com/batonhq/baton/election",
 	})
 }
 
-func TestMemory_FailoverConformance(t *testing.T) {
-	electiontest.RunFailoverConformance(t, electiontest.LedgerHarness{
-		Timing: election.Timing{TTL: 4 * time.Second, RenewInterval: time.Second, SafetyMargin: 2500 * time.Millisecond},
-		NewElection: func(t *testing.T, timing election.Timing) func(*testing.T, string) electiontest.Candidate {
-			m := electiontest.NewMemory(timing)
-			return func(t *testing.T, name string) electiontest.Candidate {
-				c := m.Candidate()
-				return electiontest.Candidate{Backend: c, Cut: c.Cut, Heal: c.Heal, Ledger: m.Ledger(),
-					Depose: func(t *testing.T, l election.Lease) {
-						if !m.RevokeToken(l.Token()) {
-							t.Fatalf("token %d does not hold", l.Token())
-						}
-					}}
-			}
-		},
+func TestMemory_LedgerConformance(t *testing.T) {
+	ledgertest.Run(t, func(t *testing.T) ledgertest.Election {
+		m := electiontest.NewMemory(election.Timing{})
+		return ledgertest.Election{Ledger: m.Ledger(), Lead: ledgertest.Leader(m.Candidate())}
 	})
 }

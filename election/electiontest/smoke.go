@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/schedulerhost"
+	"github.com/batonhq/baton/ledger"
 )
 
 // RunSmoke is a short conformance-style check of two candidates of one
@@ -57,12 +57,12 @@ func RunSmoke(t *testing.T, a, b election.Backend, timeout time.Duration) {
 	if lb.Token() <= la.Token() {
 		t.Errorf("b's token %d not above a's %d", lb.Token(), la.Token())
 	}
-	lg, ok := b.(interface{ Ledger() schedulerhost.Ledger })
+	lg, ok := b.(interface{ Ledger() ledger.Ledger })
 	if !ok {
 		return
 	}
 	tick := time.Now().UTC().Truncate(time.Second)
-	c := schedulerhost.Claim{Job: "smoke", Tick: tick, Token: lb.Token(), Instance: "b", Started: time.Now()}
+	c := ledger.Claim{Job: "smoke", Tick: tick, Token: lb.Token(), Instance: "b", Started: time.Now()}
 	if err := lg.Ledger().Claim(ctx, c); err != nil {
 		t.Fatalf("b: Claim: %v", err)
 	}
@@ -70,7 +70,7 @@ func RunSmoke(t *testing.T, a, b election.Backend, timeout time.Duration) {
 		t.Errorf("b: LastClaimed = %v, %v; want %v", last, err, tick)
 	}
 	c.Tick, c.Token, c.Instance = tick.Add(time.Second), la.Token(), "a"
-	if err := lg.Ledger().Claim(ctx, c); !errors.Is(err, schedulerhost.ErrStaleTerm) {
+	if err := lg.Ledger().Claim(ctx, c); !errors.Is(err, ledger.ErrStaleTerm) {
 		t.Errorf("claim with a's ended term: %v, want ErrStaleTerm", err)
 	}
 }

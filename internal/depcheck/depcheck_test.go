@@ -1,6 +1,9 @@
-// Package depcheck holds tests that keep the core packages free of
-// backend SDKs (the dependency direction is backends -> election, never
-// the other way) and each SQL dialect free of the other's driver.
+// Package depcheck holds tests of the dependency direction: the core
+// packages (election, ledger, schedulerhost) import no backend SDK
+// (backends -> election, never the other way), schedulerhost -> ledger ->
+// election, never the other way (no package under election/ or ledger/
+// depends on schedulerhost, not even in its tests), and each SQL dialect
+// links none of the other's driver.
 package depcheck
 
 import (
@@ -12,6 +15,7 @@ import (
 func TestCorePackagesImportNoBackendSDK(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps",
 		"github.com/batonhq/baton/election",
+		"github.com/batonhq/baton/ledger",
 		"github.com/batonhq/baton/schedulerhost").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
@@ -21,11 +25,44 @@ func TestCorePackagesImportNoBackendSDK(t *testing.T) {
 	for _, d := range deps {
 		for _, b := range banned {
 			if strings.HasPrefix(d, b) {
-				t.Errorf("election or schedulerhost depends on %s", d)
+				t.Errorf("election, ledger or schedulerhost depends on %s", d)
 			}
 		}
 	}
-	t.Logf("election and schedulerhost: %d packages in their dependency closure, none from a backend SDK", len(deps))
+	t.Logf("election, ledger and schedulerhost: %d packages in their dependency closure, none from a backend SDK", len(deps))
+}
+
+// TestElectionAndLedgerDoNotImportScheduler lists every package under
+// election/ and ledger/ with the dependencies of its tests, and fails if
+// any of them reaches schedulerhost.
+func TestElectionAndLedgerDoNotImportScheduler(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-test",
+		"-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`,
+		"github.com/batonhq/baton/election/...",
+		"github.com/batonhq/baton/ledger/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	const sched = "github.com/batonhq/baton/schedulerhost"
+	n := 0
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		n++
+		if strings.HasPrefix(f[0], sched) {
+			t.Errorf("%s is in the dependency closure of election/... or ledger/...", f[0])
+		}
+		for _, imp := range f[1:] {
+			if strings.HasPrefix(imp, sched) {
+				t.Errorf("%s imports %s", f[0], imp)
+			}
+		}
+	}
+	if !t.Failed() {
+		t.Logf("election/... and ledger/... with their tests: %d packages, none from schedulerhost", n)
+	}
 }
 
 // TestSQLDialectsLinkOneDriver: importing the MySQL backend links no

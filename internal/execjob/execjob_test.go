@@ -17,6 +17,7 @@ import (
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/internal/execjob"
+	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -88,8 +89,7 @@ func TestCommand_Env(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// election.ContextWithToken would do, but its contexts fail
-	// election.CheckTerm inside Host.Lead; run a real term instead.
+	// A real term (the in-memory backend), as a node runs it.
 	mem := electiontest.NewMemory(election.Timing{})
 	el, stop := lead(t, mem, "node-7", host)
 	deadline := time.Now().Add(10 * time.Second)
@@ -111,7 +111,7 @@ func TestCommand_Env(t *testing.T) {
 	st := host.Status()
 	var tick time.Time
 	for _, r := range st[0].Recent {
-		if r.Result == schedulerhost.ResultOK {
+		if r.Result == ledger.ResultOK {
 			tick = r.Tick
 		}
 	}
@@ -252,7 +252,7 @@ func TestCommand_EnvCatchUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := time.Now().Add(-3 * time.Second).Truncate(time.Second)
-	if err := mem.Ledger().Claim(ctx, schedulerhost.Claim{Job: "cu", Tick: old, Token: lease.Token(), Instance: "old"}); err != nil {
+	if err := mem.Ledger().Claim(ctx, ledger.Claim{Job: "cu", Tick: old, Token: lease.Token(), Instance: "old"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := lease.Release(ctx); err != nil {

@@ -50,7 +50,8 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := el.Run(ctx, func(ctx context.Context) error {
+	if err := el.Run(ctx, func(ctx context.Context, term election.Term) error {
+		log.Printf("leading with token %d", term.Token())
 		<-ctx.Done() // run the schedules here (schedulerhost.Host.Lead, with backend.Ledger())
 		return nil
 	}); err != nil {

@@ -49,9 +49,8 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	err = el.Run(ctx, func(ctx context.Context) error {
-		token, _ := election.TokenFromContext(ctx)
-		log.Printf("leading with token %d", token)
+	err = el.Run(ctx, func(ctx context.Context, term election.Term) error {
+		log.Printf("leading with token %d", term.Token())
 		<-ctx.Done() // run the schedules here (schedulerhost.Host.Lead, with backend.Ledger())
 		return nil
 	})

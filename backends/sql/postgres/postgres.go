@@ -38,7 +38,7 @@ type Config struct {
 	// goes on meanwhile.
 	Listen func(ctx context.Context) (*pgx.Conn, error)
 	// History is how many runs per job the Ledger keeps
-	// (schedulerhost.DefaultHistory when zero).
+	// (ledger.DefaultHistory when zero).
 	History int
 	// Logger receives transitions and retried errors (slog.Default() when
 	// nil).

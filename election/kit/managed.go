@@ -1,4 +1,4 @@
-package election
+package kit
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/batonhq/baton/election"
 )
 
 // ManagedLeaseConfig describes a backend lease to ManagedLease. Backends
@@ -15,7 +17,7 @@ import (
 // renew loop, the local safe deadline, Done and Err.
 type ManagedLeaseConfig struct {
 	// Timing must be validated and defaulted.
-	Timing Timing
+	Timing election.Timing
 	// Sent is when the request that created the lease on the backend was
 	// sent. The first local deadline is Sent + TTL - SafetyMargin.
 	Sent time.Time
@@ -57,8 +59,8 @@ type ManagedLease struct {
 }
 
 var (
-	_ Lease     = (*ManagedLease)(nil)
-	_ Deadliner = (*ManagedLease)(nil)
+	_ election.Lease     = (*ManagedLease)(nil)
+	_ election.Deadliner = (*ManagedLease)(nil)
 )
 
 // NewManagedLease starts the renew loop (and the watch, if any) and returns
@@ -126,7 +128,7 @@ func (l *ManagedLease) end(err error) {
 // Lose ends the term with a loss caused by reason, as if the backend had
 // reported it. Backends call it when they learn of the loss out of band.
 func (l *ManagedLease) Lose(reason error) {
-	l.end(LostError(reason))
+	l.end(election.LostError(reason))
 }
 
 // Release implements Lease: it ends the term locally, stops the renew loop,
@@ -134,7 +136,7 @@ func (l *ManagedLease) Lose(reason error) {
 // call's result.
 func (l *ManagedLease) Release(ctx context.Context) error {
 	l.releaseOnce.Do(func() {
-		l.end(ErrReleased)
+		l.end(election.ErrReleased)
 		l.cancel()
 		select {
 		case <-l.loop:
@@ -200,10 +202,10 @@ func (l *ManagedLease) run(ctx context.Context) {
 		case <-l.done:
 			return
 		case <-deadline.C:
-			l.end(LostError(errors.New("local deadline passed without a successful renewal")))
+			l.end(election.LostError(errors.New("local deadline passed without a successful renewal")))
 			return
 		case err := <-watchErr:
-			l.end(LostError(err))
+			l.end(election.LostError(err))
 			return
 		case <-next.C:
 			if inflight {
@@ -221,7 +223,7 @@ func (l *ManagedLease) run(ctx context.Context) {
 		case r := <-results:
 			inflight = false
 			if r.err != nil {
-				if errors.Is(r.err, ErrLeadershipLost) {
+				if errors.Is(r.err, election.ErrLeadershipLost) {
 					l.end(r.err)
 					return
 				}
@@ -231,7 +233,7 @@ func (l *ManagedLease) run(ctx context.Context) {
 				if !time.Now().Before(l.Deadline()) {
 					// The renewal ran out of time with the term: the
 					// deadline case ends it, with the right reason.
-					l.end(LostError(errors.New("local deadline passed without a successful renewal")))
+					l.end(election.LostError(errors.New("local deadline passed without a successful renewal")))
 					return
 				}
 				l.log.Warn("lease renewal failed, retrying", "err", r.err)

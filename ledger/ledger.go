@@ -1,4 +1,4 @@
-package schedulerhost
+package ledger
 
 import (
 	"context"
@@ -10,11 +10,12 @@ import (
 // before starting it; a backend's Ledger makes that claim atomic with a
 // check that the claiming term still holds the election.
 //
-// One Ledger serves one election. Take it from the same backend value the
-// Elector campaigns with (for example etcd's (*Backend).Ledger): a claim
-// refused as stale then ends that backend's local lease at once, before
-// its renew loop would notice. Its methods may be called from several
-// goroutines at once and block on backend I/O, bounded by ctx.
+// One Ledger serves one election: take it from a backend of the same
+// election the Elector campaigns in (for example etcd's (*Backend).Ledger).
+// When a claim is refused as stale, the Host ends its term at once
+// (election.Term.Lose), before the lease's renew loop would notice. Its
+// methods may be called from several goroutines at once and block on
+// backend I/O, bounded by ctx.
 type Ledger interface {
 	// Claim records that c.Tick of c.Job is being started by the term with
 	// c.Token, atomically, if and only if that term still holds the

@@ -1,4 +1,4 @@
-package electiontest
+package hosttest
 
 import (
 	"context"
@@ -11,16 +11,18 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
-// LedgerHarness tells RunFailoverConformance how to make elections whose
+// Harness tells RunFailoverConformance how to make elections whose
 // candidates carry a tick ledger.
-type LedgerHarness struct {
+type Harness struct {
 	// NewElection starts a fresh election (new prefix, key or table) and
 	// returns a function making candidates for it, each with its own path
 	// (Cut, Heal) and Ledger, all using timing.
-	NewElection func(t *testing.T, timing election.Timing) func(t *testing.T, name string) Candidate
+	NewElection func(t *testing.T, timing election.Timing) func(t *testing.T, name string) electiontest.Candidate
 	// Timing is the lease timing to use: valid for the backend, with a
 	// SafetyMargin wide enough that a crashed leader leaves at least two
 	// 1-second ticks unclaimed before the next leader starts.
@@ -33,7 +35,7 @@ type LedgerHarness struct {
 // started at most once, and the misfire policies cover the gap exactly as
 // documented; a deposed leader's claim is refused, its term ends, and it
 // starts nothing.
-func RunFailoverConformance(t *testing.T, h LedgerHarness) {
+func RunFailoverConformance(t *testing.T, h Harness) {
 	for _, tc := range []struct {
 		name     string
 		policy   schedulerhost.Misfire
@@ -89,14 +91,14 @@ func (r *runRecord) snapshot() []recordedRun {
 
 // hostNode is one Elector + Host on a candidate.
 type hostNode struct {
-	c       Candidate
+	c       electiontest.Candidate
 	elector *election.Elector
 	host    *schedulerhost.Host
 	cancel  context.CancelFunc
 	done    chan error
 }
 
-func startHostNode(t *testing.T, c Candidate, name string, job schedulerhost.Job) *hostNode {
+func startHostNode(t *testing.T, c electiontest.Candidate, name string, job schedulerhost.Job) *hostNode {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if os.Getenv("BATON_TEST_LOG") != "" {
@@ -150,7 +152,7 @@ func waitLeader(t *testing.T, within time.Duration, nodes ...*hostNode) *hostNod
 	return nil
 }
 
-func testCrashPolicy(t *testing.T, h LedgerHarness, policy schedulerhost.Misfire, maxCatch int) {
+func testCrashPolicy(t *testing.T, h Harness, policy schedulerhost.Misfire, maxCatch int) {
 	newC := h.NewElection(t, h.Timing)
 	var rec runRecord
 	ttl := h.Timing.TTL
@@ -205,7 +207,7 @@ func testCrashPolicy(t *testing.T, h LedgerHarness, policy schedulerhost.Misfire
 	if b.c.Ledger != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		hist, err := b.c.Ledger.History(ctx, "tick", schedulerhost.DefaultHistory)
+		hist, err := b.c.Ledger.History(ctx, "tick", ledger.DefaultHistory)
 		if err != nil {
 			t.Fatalf("History: %v", err)
 		}
@@ -218,13 +220,13 @@ func testCrashPolicy(t *testing.T, h LedgerHarness, policy schedulerhost.Misfire
 			if _, ok := seen[r.Tick.UnixNano()]; ok {
 				continue
 			}
-			notRun := r.Result == schedulerhost.ResultRunning || r.Result == schedulerhost.ResultCancelled
+			notRun := r.Result == ledger.ResultRunning || r.Result == ledger.ResultCancelled
 			if r.Instance == "a" && notRun && r.Tick.Equal(lastA.Add(time.Second)) && unknown == 0 {
 				unknown++
 				t.Logf("ledger holds a's claim of tick %v, not run by anyone (%s %q)", r.Tick.Format("15:04:05"), r.Result, r.Error)
 				continue
 			}
-			if r.Result == schedulerhost.ResultCancelled {
+			if r.Result == ledger.ResultCancelled {
 				continue
 			}
 			t.Errorf("ledger has run %+v that the job never recorded", r)
@@ -265,7 +267,7 @@ func testCrashPolicy(t *testing.T, h LedgerHarness, policy schedulerhost.Misfire
 	}
 }
 
-func testDeposed(t *testing.T, h LedgerHarness) {
+func testDeposed(t *testing.T, h Harness) {
 	newC := h.NewElection(t, h.Timing)
 	a, b := newC(t, "a"), newC(t, "b")
 	if a.Cut == nil || a.Ledger == nil || b.Depose == nil {
@@ -279,7 +281,7 @@ func testDeposed(t *testing.T, h LedgerHarness) {
 	}
 	defer la.Release(context.Background())
 	tick := time.Now().Truncate(time.Second)
-	if err := a.Ledger.Claim(ctx, schedulerhost.Claim{Job: "j", Tick: tick, Token: la.Token(), Instance: "a", Started: time.Now()}); err != nil {
+	if err := a.Ledger.Claim(ctx, ledger.Claim{Job: "j", Tick: tick, Token: la.Token(), Instance: "a", Started: time.Now()}); err != nil {
 		t.Fatalf("leader's claim: %v", err)
 	}
 	// a is partitioned, then deposed on the backend; b leads.
@@ -296,8 +298,8 @@ func testDeposed(t *testing.T, h LedgerHarness) {
 	// a comes back before its local deadline and tries to claim the next
 	// tick with its old token.
 	a.Heal()
-	err = a.Ledger.Claim(ctx, schedulerhost.Claim{Job: "j", Tick: tick.Add(time.Second), Token: la.Token(), Instance: "a", Started: time.Now()})
-	if !errors.Is(err, schedulerhost.ErrStaleTerm) || !errors.Is(err, election.ErrLeadershipLost) {
+	err = a.Ledger.Claim(ctx, ledger.Claim{Job: "j", Tick: tick.Add(time.Second), Token: la.Token(), Instance: "a", Started: time.Now()})
+	if !errors.Is(err, ledger.ErrStaleTerm) || !errors.Is(err, election.ErrLeadershipLost) {
 		t.Fatalf("deposed leader's claim: err = %v, want ErrStaleTerm", err)
 	}
 	select {
@@ -309,7 +311,7 @@ func testDeposed(t *testing.T, h LedgerHarness) {
 		t.Errorf("deposed leader's Err() = %v, want ErrLeadershipLost", la.Err())
 	}
 	// b claims the same tick: the deposed claim left nothing behind.
-	if err := b.Ledger.Claim(ctx, schedulerhost.Claim{Job: "j", Tick: tick.Add(time.Second), Token: lb.Token(), Instance: "b", Started: time.Now()}); err != nil {
+	if err := b.Ledger.Claim(ctx, ledger.Claim{Job: "j", Tick: tick.Add(time.Second), Token: lb.Token(), Instance: "b", Started: time.Now()}); err != nil {
 		t.Errorf("new leader's claim of the same tick: %v", err)
 	}
 	last, err := b.Ledger.LastClaimed(ctx, "j")

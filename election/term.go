@@ -1,0 +1,97 @@
+package election
+
+import (
+	"context"
+	"time"
+)
+
+// Term is one term of leadership as the lead function sees it. The Elector
+// makes one per term won and passes it to the lead function; NewTerm makes
+// one outside an Elector. Its methods are safe for concurrent use and do
+// not block.
+type Term interface {
+	// Token is the term's fencing token.
+	Token() uint64
+	// Check returns nil while the term holds: its lease is held, its local
+	// safe deadline has not passed, and Lose was not called. Otherwise it
+	// returns why not (an error wrapping ErrLeadershipLost, or
+	// ErrReleased). Call it right before starting anything only the
+	// leader may start.
+	Check() error
+	// Context ends when the term is over: on loss, at the local safe
+	// deadline, on Lose, or when the lease is released after the lead
+	// function returned. It does not end on a graceful step-down, so work
+	// that drains after a stop runs under it. Its cause on loss wraps
+	// ErrLeadershipLost. It carries the token (TokenFromContext).
+	Context() context.Context
+	// Lose ends the term at once: the lease is ended locally (if it
+	// implements Loser) and Context ends with cause LostError(err). Call
+	// it when the lead function learns from elsewhere that the term is
+	// stale, for example from a ledger that refused a claim. Later calls
+	// do nothing.
+	Lose(err error)
+}
+
+type tokenKey struct{}
+
+// TokenFromContext returns the fencing token carried by ctx: that of the
+// term whose Context ctx derives from (an Elector's, or one of NewTerm).
+// ok is false when ctx carries none. Jobs read it here; code that runs a
+// job outside an Elector passes it a context derived from
+// NewTerm(ctx, token).Context().
+func TokenFromContext(ctx context.Context) (token uint64, ok bool) {
+	token, ok = ctx.Value(tokenKey{}).(uint64)
+	return token, ok
+}
+
+// withToken returns a context that carries token as its fencing token.
+func withToken(ctx context.Context, token uint64) context.Context {
+	return context.WithValue(ctx, tokenKey{}, token)
+}
+
+// NewTerm returns a term with token that holds as long as ctx is live and
+// Lose is not called, with no lease behind it: for tests, and for code
+// that leads outside an Elector. Its Context derives from ctx.
+func NewTerm(ctx context.Context, token uint64) Term {
+	c, cancel := context.WithCancelCause(withToken(ctx, token))
+	return &term{token: token, ctx: c, cancel: cancel}
+}
+
+// term is the Term of an Elector (with a lease) or of NewTerm (without).
+type term struct {
+	token  uint64
+	since  time.Time
+	lease  Lease           // nil for NewTerm
+	ctx    context.Context // ends on loss, deadline, Lose, release
+	cancel context.CancelCauseFunc
+}
+
+func (t *term) Token() uint64            { return t.token }
+func (t *term) Context() context.Context { return t.ctx }
+
+func (t *term) Check() error {
+	select {
+	case <-t.ctx.Done():
+		return context.Cause(t.ctx)
+	default:
+	}
+	if t.lease == nil {
+		return nil
+	}
+	select {
+	case <-t.lease.Done():
+		return t.lease.Err()
+	default:
+	}
+	if d, ok := t.lease.(Deadliner); ok && !time.Now().Before(d.Deadline()) {
+		return LostError(errDeadlinePassed)
+	}
+	return nil
+}
+
+func (t *term) Lose(err error) {
+	if l, ok := t.lease.(Loser); ok {
+		l.Lose(err)
+	}
+	t.cancel(LostError(err))
+}

@@ -1,0 +1,13 @@
+// Package ledger is the contract between a scheduler host and the store
+// that records which ticks were claimed, for the person who writes a
+// backend's ledger. ledger.go holds all of it: the Ledger interface, the
+// Claim a host makes before starting a tick, the Run entries of a job's
+// history with their Result, and the errors a Claim returns (ErrStaleTerm,
+// ErrTickClaimed).
+//
+// A backend implements Ledger next to its election.Backend (the claim must
+// be atomic with a check that the claiming term still holds), and runs the
+// conformance suite in package ledgertest against it. The scheduler
+// (package schedulerhost) is the consumer: it imports this package, and
+// this package imports only election.
+package ledger
