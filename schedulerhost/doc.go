@@ -22,6 +22,12 @@
 // A new leader reads each job's last claimed tick and applies the job's
 // Misfire policy to the ticks missed in between.
 //
+// More in this file, after the package clause (read the source):
+// Clock steps.
+package schedulerhost
+
+// Details, kept out of the go doc overview above.
+//
 // # Clock steps
 //
 // Ticks are named by the wall clock; the lease and every timer run on the
@@ -56,7 +62,6 @@
 // that ignore their context can outlive Lead; Running and Abandoned count
 // them, and if the Host leads again they still count for their job's
 // overlap policy until they return.
-package schedulerhost
 
 // Source files, in the order a tick goes through them (for maintainers;
 // not part of the package documentation):

@@ -27,6 +27,12 @@
 // postgres.Driver(listen) or mysql.Driver(). The package is named sql
 // after the directory; its files import database/sql as dbsql.
 //
+// More in this file, after the package clause (read the source):
+// The row, Self-fencing, What happens when, Schema, Ledger, Limits.
+package sql
+
+// Details, kept out of the go doc overview above.
+//
 // # The row
 //
 // Each election is one row: election (primary key), holder (the leader's
@@ -146,4 +152,3 @@
 // terms (the fencing tokens still increase only if the counter did not
 // go back). Session settings matter: on MySQL do not SET timestamp on the
 // pool's connections.
-package sql
