@@ -94,16 +94,27 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (election.L
 	log := b.log.With("key", l.key)
 	ka.log = log // before the renew loop starts, which alone reads it
 
-	put, err := b.cli.Txn(ctx).
+	// The put is bounded by the lease's TTL: past it the server has let
+	// the lease expire, and an answer lost on the way (a cut network)
+	// would otherwise hold the campaign until gRPC gives up on the
+	// connection.
+	pctx, pcancel := context.WithDeadline(ctx, sent.Add(b.timing.TTL))
+	put, err := b.cli.Txn(pctx).
 		If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", 0)).
 		Then(clientv3.OpPut(l.key, string(val), clientv3.WithLease(g.ID))).
 		Commit()
+	expired := pctx.Err() != nil && ctx.Err() == nil
+	pcancel()
 	if err == nil && !put.Succeeded {
 		err = fmt.Errorf("key %s exists already", l.key)
 	}
 	if err != nil {
 		b.revoke(g.ID, log)
 		ka.close()
+		if expired {
+			return nil, fmt.Errorf("etcd: acquire %s: %w: %w", b.prefix, ErrCampaignLost,
+				election.LostError(fmt.Errorf("no answer to the put of %s within the TTL %v: %w", l.key, b.timing.TTL, err)))
+		}
 		return nil, b.acquireErr(ctx, "put key", err)
 	}
 	l.rev = put.Header.Revision
