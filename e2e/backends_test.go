@@ -28,7 +28,9 @@ type backend struct {
 	// crashBound is the documented crash failover bound (DESIGN rule 7),
 	// reported next to the measured maximum.
 	crashBound time.Duration
-	// handoverBound bounds a graceful handover: release to next term.
+	// handoverBound bounds a graceful handover: release to next term. It
+	// includes reconnectAllowance where a follower's client may still be
+	// reconnecting after a backend restart.
 	handoverBound time.Duration
 	// args are the backend flags of `demo node` for a node whose proxy
 	// listens on addr.
@@ -61,7 +63,7 @@ func newEtcd(dir string) (*backend, error) {
 	ttl := 3 * time.Second
 	return &backend{
 		name: "etcd", target: srv.Addr(), nodes: 4, ttl: ttl, grace: 30 * time.Second,
-		crashBound: ttl + time.Second, handoverBound: time.Second,
+		crashBound: ttl + time.Second, handoverBound: time.Second + reconnectAllowance,
 		args: func(addr string) []string {
 			return []string{"--backend", "etcd", "--endpoints", "http://" + addr}
 		},
@@ -85,7 +87,7 @@ func newSQL(ctx context.Context, d testdb.Dialect) (*backend, error) {
 	ttl, poll := 3*time.Second, 250*time.Millisecond
 	be := &backend{
 		name: string(d), target: srv.Addr, nodes: 4, ttl: ttl, poll: poll,
-		grace: 30 * time.Second, crashBound: ttl + poll, handoverBound: time.Second + poll,
+		grace: 30 * time.Second, crashBound: ttl + poll, handoverBound: time.Second + poll + reconnectAllowance,
 	}
 	var dropUser func(context.Context)
 	switch d {
@@ -206,3 +208,11 @@ func newConsul(ctx context.Context, dir string) (*backend, error) {
 		close:       func() { srv.Close() },
 	}, nil
 }
+
+// reconnectAllowance is added to the etcd and SQL handover bounds: a
+// graceful stop soon after a backend restart finds followers whose
+// campaign failed during the restart and whose client is still
+// reconnecting (gRPC's backoff, the pool's dial) or waiting out the
+// Elector's RetryPeriod; a cold CI run saw 1.38 s on etcd there against
+// the 1 s bound. The bound stays far below a crash failover.
+const reconnectAllowance = time.Second
