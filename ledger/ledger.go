@@ -17,41 +17,54 @@ import (
 // methods may be called from several goroutines at once and block on
 // backend I/O, bounded by ctx.
 type Ledger interface {
-	// Claim records that c.Tick of c.Job is being started by the term with
-	// c.Token, atomically, if and only if that term still holds the
-	// election on the backend (not expired by the backend's clock) and
-	// c.Tick is after the job's last claimed tick. It also appends a
-	// history entry for the run with Result "running".
+	// Claim claims the ticks cs in as few round trips as the backend
+	// allows (MaxBatch claims per round trip), and returns one error per
+	// claim, in the order of cs. Each claim records that c.Tick of c.Job
+	// is being started by the term with c.Token, atomically, if and only
+	// if that term still holds the election on the backend (not expired by
+	// the backend's clock) and c.Tick is after the job's last claimed tick;
+	// it also appends a history entry for the run with Result "running".
+	// Each round trip is atomic with its check of the term: the claims it
+	// carries are all refused as stale, or each is recorded or refused on
+	// its own merits.
 	//
-	// It returns an error wrapping ErrStaleTerm (which wraps
-	// election.ErrLeadershipLost) if the term no longer holds, and one
-	// wrapping ErrTickClaimed if the tick is not newer than the last
-	// claimed one. Any other error means the claim may or may not have
-	// been recorded.
+	// The caller passes claims of the same term (one Token) and of
+	// distinct jobs. A claim's error is nil if it was recorded, wraps
+	// ErrStaleTerm (which wraps election.ErrLeadershipLost) if the term no
+	// longer held, and wraps ErrTickClaimed if the tick was not newer than
+	// the last claimed one. Any other error means the claim may or may not
+	// have been recorded. Claim never returns a slice of another length.
 	//
 	// What the Host does with that: it makes one job's claims one at a
-	// time, in tick order, within a term. It asks an unknown claim again
-	// (the same Claim) within its ledger timeout; a retry refused with
-	// ErrTickClaimed is its own claim if History shows the tick with
-	// c.Token, and the run starts. If it gives up (the timeout, the end of
-	// the term, a retry saying the term is stale), the run does not start
-	// and the Host calls Finish for the tick with ResultCancelled and an
-	// Error starting "not started: claim outcome unknown", so that an
-	// entry a lost attempt recorded does not stay "running" (unless that
-	// Finish fails too, or an attempt still in flight lands after it).
-	// Such a tick stays claimed: no leader runs it later.
-	Claim(ctx context.Context, c Claim) error
-	// LastClaimed returns the newest claimed tick of job, or the zero time
-	// if none was ever claimed.
-	LastClaimed(ctx context.Context, job string) (time.Time, error)
-	// Finish stores the outcome of a claimed run: the history entry with
-	// the same Job, Tick and Token is updated. It is not conditioned on the
-	// term still holding (a run that ends after a loss is still recorded).
-	// If no entry matches (it was trimmed from the history), it does
-	// nothing and returns nil.
-	Finish(ctx context.Context, r Run) error
+	// time, in tick order, within a term, and batches the claims of
+	// different jobs due at the same instant. It asks an unknown claim again
+	// within its ledger timeout; a retry refused with ErrTickClaimed is its
+	// own claim if History shows the tick with c.Token, and the run starts.
+	// If it gives up (the timeout, the end of the term, a retry saying the
+	// term is stale), the run does not start and the Host finishes the tick
+	// with ResultCancelled and an Error starting "not started: claim
+	// outcome unknown", so that an entry a lost attempt recorded does not
+	// stay "running" (unless that Finish fails too, or an attempt still in
+	// flight lands after it). Such a tick stays claimed: no leader runs it
+	// later.
+	Claim(ctx context.Context, cs []Claim) []error
+	// LastClaimed returns the newest claimed tick of each of jobs, in the
+	// order of jobs (the zero time for a job never claimed), reading a page
+	// of jobs per round trip rather than one job.
+	LastClaimed(ctx context.Context, jobs []string) ([]time.Time, error)
+	// Finish stores the outcomes of claimed runs, MaxBatch per round trip,
+	// and returns one error per run, in the order of rs: the history entry
+	// with the same Job, Tick and Token is updated. It is not conditioned
+	// on the term still holding (a run that ends after a loss is still
+	// recorded). If no entry matches (it was trimmed from the history, or
+	// never claimed), it does nothing and that run's error is nil.
+	Finish(ctx context.Context, rs []Run) []error
 	// History returns up to n of job's most recent runs, newest first.
 	History(ctx context.Context, job string, n int) ([]Run, error)
+	// MaxBatch is how many claims, or finishes, one round trip to the
+	// backend carries. The Host sends at most that many per call, and
+	// sends the batches of one instant at once.
+	MaxBatch() int
 }
 
 // Claim is one tick about to be started.

@@ -27,8 +27,9 @@ type Memory struct {
 	changed chan struct{} // closed and replaced on every change
 
 	// ledger state, guarded by mu
-	last map[string]time.Time
-	runs map[string][]ledger.Run // newest last
+	last       map[string]time.Time
+	runs       map[string][]ledger.Run // newest last
+	claimCalls int                     // claim batches served (ClaimCalls)
 }
 
 type memHolder struct {

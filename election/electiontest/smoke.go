@@ -63,14 +63,14 @@ func RunSmoke(t *testing.T, a, b election.Backend, timeout time.Duration) {
 	}
 	tick := time.Now().UTC().Truncate(time.Second)
 	c := ledger.Claim{Job: "smoke", Tick: tick, Token: lb.Token(), Instance: "b", Started: time.Now()}
-	if err := lg.Ledger().Claim(ctx, c); err != nil {
+	if err := lg.Ledger().Claim(ctx, []ledger.Claim{c})[0]; err != nil {
 		t.Fatalf("b: Claim: %v", err)
 	}
-	if last, err := lg.Ledger().LastClaimed(ctx, "smoke"); err != nil || !last.Equal(tick) {
+	if last, err := lg.Ledger().LastClaimed(ctx, []string{"smoke"}); err != nil || !last[0].Equal(tick) {
 		t.Errorf("b: LastClaimed = %v, %v; want %v", last, err, tick)
 	}
 	c.Tick, c.Token, c.Instance = tick.Add(time.Second), la.Token(), "a"
-	if err := lg.Ledger().Claim(ctx, c); !errors.Is(err, ledger.ErrStaleTerm) {
+	if err := lg.Ledger().Claim(ctx, []ledger.Claim{c})[0]; !errors.Is(err, ledger.ErrStaleTerm) {
 		t.Errorf("claim with a's ended term: %v, want ErrStaleTerm", err)
 	}
 }
