@@ -2,6 +2,7 @@ package schedulerhost
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -16,23 +17,82 @@ const (
 )
 
 // catchUp applies each job's misfire policy to the ticks missed between
-// its last claimed tick and termStart. The catch-up ticks are claimed
-// before the schedule loop starts, so a regular tick can never be claimed
-// ahead of them; their runs then start like any other.
+// its last claimed tick and termStart. The last claimed ticks are read a
+// page of MaxBatch jobs per ledger call, catchUpWorkers pages at once.
+// The catch-up ticks are claimed before the schedule loop starts, so a
+// regular tick can never be claimed ahead of them; the first claims of
+// all jobs go in shared batches (batch.go), and each job's runs start as
+// soon as its claims are decided.
 func (t *termRun) catchUp(ctx context.Context, termStart time.Time) {
-	sem := make(chan struct{}, catchUpWorkers)
-	var wg sync.WaitGroup
-	for _, j := range t.h.jobs {
-		if ctx.Err() != nil {
-			break
+	h := t.h
+	last := t.lastClaimed(ctx)
+	type pending struct {
+		j   *jobState
+		run []time.Time
+		tn  turn
+	}
+	var todo []pending
+	for i, j := range h.jobs {
+		if last[i].IsZero() || ctx.Err() != nil {
+			continue
 		}
-		sem <- struct{}{}
+		run, _ := t.missed(j, j.sched.Next(last[i].In(h.cfg.Location)), termStart, "missed ticks while nobody led", "last_claimed", last[i])
+		// The batch is admitted as one run (a run abandoned by an earlier
+		// term may still be going), its ticks claimed in order now, before
+		// the schedule loop starts; the runs then start one after another.
+		if len(run) == 0 || !t.begin() {
+			continue
+		}
+		ok, tn := t.admitCatchUp(j, run)
+		if !ok {
+			t.end()
+			continue
+		}
+		todo = append(todo, pending{j, run, tn})
+	}
+	t.claims.expectN(len(todo))
+	var wg sync.WaitGroup
+	for _, p := range todo {
 		wg.Go(func() {
-			defer func() { <-sem }()
-			t.catchUpJob(ctx, j, termStart)
+			claimed := t.claimInOrder(p.j, p.run, p.tn, true)
+			go t.runTicks(p.j, claimed, true, true, turn{}, false)
 		})
 	}
 	wg.Wait()
+}
+
+// lastClaimed reads the last claimed tick of every job (zero for a job
+// whose read failed: it has no catch-up this term, as is logged).
+func (t *termRun) lastClaimed(ctx context.Context) []time.Time {
+	h := t.h
+	last := make([]time.Time, len(h.jobs))
+	page := max(1, h.cfg.Ledger.MaxBatch())
+	sem := make(chan struct{}, catchUpWorkers)
+	var wg sync.WaitGroup
+	for from := 0; from < len(h.jobs) && ctx.Err() == nil; from += page {
+		jobs := h.jobs[from:min(from+page, len(h.jobs))]
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			names := make([]string, len(jobs))
+			for i, j := range jobs {
+				names[i] = j.Name
+			}
+			rctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
+			got, err := h.cfg.Ledger.LastClaimed(rctx, names)
+			cancel()
+			if err == nil && len(got) != len(names) {
+				err = fmt.Errorf("ledger returned %d ticks for %d jobs", len(got), len(names))
+			}
+			if err != nil {
+				h.log.Warn("catch-up skipped: reading last claimed ticks failed", "jobs", len(names), "first", names[0], "token", t.token, "err", err)
+				return
+			}
+			copy(last[from:], got)
+		})
+	}
+	wg.Wait()
+	return last
 }
 
 // missedTicks walks the ticks of s from first through until: it counts
@@ -73,34 +133,6 @@ func defaultGrace(s cron.Schedule, t time.Time) time.Duration {
 	return min(b.Sub(a), maxDefaultGrace)
 }
 
-func (t *termRun) catchUpJob(ctx context.Context, j *jobState, termStart time.Time) {
-	h := t.h
-	rctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
-	last, err := h.cfg.Ledger.LastClaimed(rctx, j.Name)
-	cancel()
-	if err != nil {
-		h.log.Warn("catch-up skipped: reading last claimed tick failed", "job", j.Name, "token", t.token, "err", err)
-		return
-	}
-	if last.IsZero() {
-		return
-	}
-	run, _ := t.missed(j, j.sched.Next(last.In(h.cfg.Location)), termStart, "missed ticks while nobody led", "last_claimed", last)
-	// The batch is admitted as one run (a run abandoned by an earlier term
-	// may still be going), its ticks claimed in order now, before the
-	// schedule loop starts; the runs then start one after another.
-	if len(run) == 0 || !t.begin() {
-		return
-	}
-	ok, tn := t.admitCatchUp(j, run)
-	if !ok {
-		t.end()
-		return
-	}
-	claimed := t.claimInOrder(j, run, tn)
-	go t.runTicks(j, claimed, true, true, turn{})
-}
-
 // skipOver handles the ticks of j from first through until that a forward
 // step of the wall clock skipped over, on the loop's goroutine: the job's
 // Misfire policy picks which to run, as at term start, and they start as
@@ -118,10 +150,10 @@ func (t *termRun) skipOver(j *jobState, first, until time.Time) (next time.Time)
 	}
 	go func() {
 		if t.h.cfg.Ledger == nil {
-			t.runTicks(j, run, true, false, turn{})
+			t.runTicks(j, run, true, false, turn{}, false)
 			return
 		}
-		t.runTicks(j, t.claimInOrder(j, run, tn), true, true, turn{})
+		t.runTicks(j, t.claimInOrder(j, run, tn, false), true, true, turn{}, false)
 	}()
 	return next
 }

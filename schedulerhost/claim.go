@@ -90,7 +90,8 @@ func (tn turn) done() {
 func claimStep(next runFunc) runFunc {
 	return func(r *tickRun) {
 		if !r.claimed {
-			err := r.t.claim(r.job, r.tick.Time, r.tick.CatchUp)
+			err := r.t.claim(r.job, r.tick.Time, r.tick.CatchUp, r.expected)
+			r.expected = false
 			r.passTurn()
 			if err != nil {
 				r.over = errors.Is(err, election.ErrLeadershipLost)
@@ -112,13 +113,16 @@ func unknownOutcome(err error) bool {
 	return err != nil && !errors.Is(err, election.ErrLeadershipLost) && !errors.Is(err, ledger.ErrTickClaimed)
 }
 
-// claim claims tick in the ledger; on a stale term it ends the term.
-func (t *termRun) claim(j *jobState, tick time.Time, catchUp bool) error {
+// claim claims tick in the ledger, in a batch with the claims of other
+// jobs (batch.go); on a stale term it ends the term. expected says the
+// caller is a run counted by the claim queue's expectN: its first attempt
+// counts as its arrival.
+func (t *termRun) claim(j *jobState, tick time.Time, catchUp, expected bool) error {
 	h := t.h
 	ctx, cancel := context.WithTimeout(t.base, ledgerTimeout)
 	defer cancel()
 	c := ledger.Claim{Job: j.Name, Tick: tick, Token: t.token, Instance: h.cfg.Instance, CatchUp: catchUp, Started: h.wallNow()}
-	err := h.cfg.Ledger.Claim(ctx, c)
+	err := t.claims.do(c, expected)
 	// An error that is neither a refusal nor a stale term leaves the claim
 	// unknown: it may have been recorded. Ask again while the term and the
 	// claim's time allow; "already claimed" then means ours if the history
@@ -134,7 +138,7 @@ func (t *termRun) claim(j *jobState, tick time.Time, catchUp bool) error {
 		case <-timer.C:
 		}
 		c.Started = h.wallNow()
-		err = h.cfg.Ledger.Claim(ctx, c)
+		err = t.claims.do(c, false)
 		if errors.Is(err, ledger.ErrTickClaimed) {
 			ours, other, herr := t.claimedByUs(ctx, j, tick)
 			switch {
@@ -191,15 +195,28 @@ func (t *termRun) claimedByUs(ctx context.Context, j *jobState, tick time.Time) 
 // claimInOrder claims catch-up ticks of j oldest first, in turn tn, and
 // returns those claimed; it stops at the first failure other than
 // "already claimed", or when the term is over.
-func (t *termRun) claimInOrder(j *jobState, ticks []time.Time, tn turn) []time.Time {
+//
+// expected says the caller is counted by the claim queue's expectN: its
+// first claim is its arrival, and if it makes none it arrives anyway.
+func (t *termRun) claimInOrder(j *jobState, ticks []time.Time, tn turn, expected bool) []time.Time {
 	defer tn.done()
+	defer func() {
+		if expected {
+			t.claims.arrive()
+		}
+	}()
+	if expected && tn.prev != nil {
+		t.claims.arrive() // not blocking the instant's batch while waiting
+		expected = false
+	}
 	tn.wait(t)
 	claimed := ticks[:0:0]
 	for _, tick := range ticks {
 		if t.check() != nil {
 			break
 		}
-		err := t.claim(j, tick, true)
+		err := t.claim(j, tick, true, expected)
+		expected = false
 		if errors.Is(err, ledger.ErrTickClaimed) {
 			continue
 		}

@@ -30,7 +30,11 @@ type faultLedger struct {
 	attempts map[time.Time]int
 }
 
-func (f *faultLedger) Claim(ctx context.Context, c ledger.Claim) error {
+func (f *faultLedger) Claim(ctx context.Context, cs []ledger.Claim) []error {
+	return eachClaim(ctx, cs, f.claimOne)
+}
+
+func (f *faultLedger) claimOne(ctx context.Context, c ledger.Claim) error {
 	f.mu.Lock()
 	if f.attempts == nil {
 		f.attempts = map[time.Time]int{}
@@ -50,13 +54,13 @@ func (f *faultLedger) Claim(ctx context.Context, c ledger.Claim) error {
 	f.mu.Unlock()
 	if record, err := f.fault(idx, n, c); err != nil {
 		if record {
-			if err := f.Ledger.Claim(ctx, c); err != nil {
+			if err := f.Ledger.Claim(ctx, []ledger.Claim{c})[0]; err != nil {
 				return err
 			}
 		}
 		return err
 	}
-	return f.Ledger.Claim(ctx, c)
+	return f.Ledger.Claim(ctx, []ledger.Claim{c})[0]
 }
 
 var errReset = errors.New("connection reset by peer")
@@ -158,7 +162,7 @@ func TestHost_UnknownClaimOutcomeIsRecordedAsNotStarted(t *testing.T) {
 					if attempt == 1 {
 						lost = c.Tick
 						if tc.revoke {
-							if err := fl.Ledger.Claim(context.Background(), c); err != nil {
+							if err := fl.Ledger.Claim(context.Background(), []ledger.Claim{c})[0]; err != nil {
 								t.Errorf("recording the claim: %v", err)
 							}
 							m.RevokeToken(c.Token)

@@ -1,7 +1,6 @@
 package schedulerhost
 
 import (
-	"context"
 	"time"
 
 	"github.com/batonhq/baton/ledger"
@@ -93,9 +92,7 @@ func (t *termRun) record(j *jobState, r ledger.Run) {
 	if h.cfg.Ledger == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.base), ledgerTimeout)
-	defer cancel()
-	if err := h.cfg.Ledger.Finish(ctx, r); err != nil {
+	if err := h.finishes.do(r, false); err != nil {
 		h.log.Warn("recording run failed", "job", r.Job, "tick", r.Tick, "err", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/ledger"
 	"github.com/robfig/cron/v3"
 )
 
@@ -24,7 +25,8 @@ type Host struct {
 	jobs  []*jobState
 	clock clock
 
-	running atomic.Int64 // runs whose function has not returned, across terms
+	running  atomic.Int64            // runs whose function has not returned, across terms
+	finishes *batchQueue[ledger.Run] // history entries on their way to the ledger (batch.go); nil without a Ledger
 
 	mu      sync.Mutex
 	leading bool
@@ -59,6 +61,13 @@ func New(cfg Config) (*Host, error) {
 	}
 	cfg = cfg.withDefaults()
 	h := &Host{cfg: cfg, log: cfg.Logger, clock: newRealClock()}
+	if l := cfg.Ledger; l != nil {
+		h.finishes = newBatchQueue(l.MaxBatch(), finishesInflight, func(rs []ledger.Run) []error {
+			ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
+			defer cancel()
+			return l.Finish(ctx, rs)
+		})
+	}
 	plain, timed := h.pipeline(false), h.pipeline(true)
 	for _, j := range cfg.Jobs {
 		s, err := ParseSchedule(j.Schedule)

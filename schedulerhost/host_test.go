@@ -250,11 +250,25 @@ func TestHost_RunContextCarriesTokenAndTick(t *testing.T) {
 	})
 }
 
+// eachClaim answers a batch of claims by asking claim about each, in
+// order: a fake ledger's Claim.
+func eachClaim(ctx context.Context, cs []ledger.Claim, claim func(context.Context, ledger.Claim) error) []error {
+	errs := make([]error, len(cs))
+	for i, c := range cs {
+		errs[i] = claim(ctx, c)
+	}
+	return errs
+}
+
 // staleLedger refuses every claim as stale.
 type staleLedger struct{ ledger.Ledger }
 
-func (staleLedger) Claim(context.Context, ledger.Claim) error {
-	return ledger.ErrStaleTerm
+func (staleLedger) Claim(_ context.Context, cs []ledger.Claim) []error {
+	errs := make([]error, len(cs))
+	for i := range errs {
+		errs[i] = ledger.ErrStaleTerm
+	}
+	return errs
 }
 
 func TestHost_StaleClaimEndsTheTerm(t *testing.T) {
@@ -339,7 +353,11 @@ type flakyLedger struct {
 	ambiguous error
 }
 
-func (f *flakyLedger) Claim(ctx context.Context, c ledger.Claim) error {
+func (f *flakyLedger) Claim(ctx context.Context, cs []ledger.Claim) []error {
+	return eachClaim(ctx, cs, f.claimOne)
+}
+
+func (f *flakyLedger) claimOne(ctx context.Context, c ledger.Claim) error {
 	f.mu.Lock()
 	f.calls++
 	n := f.calls
@@ -348,12 +366,12 @@ func (f *flakyLedger) Claim(ctx context.Context, c ledger.Claim) error {
 	case f.lostAt:
 		return f.ambiguous
 	case f.commitAt:
-		if err := f.Ledger.Claim(ctx, c); err != nil {
+		if err := f.Ledger.Claim(ctx, []ledger.Claim{c})[0]; err != nil {
 			return err
 		}
 		return f.ambiguous
 	}
-	return f.Ledger.Claim(ctx, c)
+	return f.Ledger.Claim(ctx, []ledger.Claim{c})[0]
 }
 
 func TestHost_AmbiguousClaimIsAskedAgain(t *testing.T) {

@@ -115,6 +115,9 @@ func (t *termRun) fireAll(due []dueTick) {
 			skipped = append(skipped, d)
 		}
 	}
+	if t.claims != nil {
+		t.claims.expectN(len(start))
+	}
 	for _, d := range start {
 		go t.runTick(d.job, d.tick, d.tn)
 	}

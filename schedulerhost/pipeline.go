@@ -70,6 +70,9 @@ func (h *Host) pipeline(withTimeout bool) runFunc {
 func gateStep(next runFunc) runFunc {
 	return func(r *tickRun) {
 		t := r.t
+		if r.tn.prev != nil {
+			r.arrive() // the instant's claim batch does not wait while this run waits for its turn
+		}
 		r.tn.wait(t)
 		if !r.claimed && t.stopping.Load() {
 			r.passTurn()

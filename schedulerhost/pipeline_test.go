@@ -194,7 +194,17 @@ type claimLedger struct {
 	claims []ledger.Claim
 }
 
-func (l *claimLedger) Claim(_ context.Context, c ledger.Claim) error {
+func (l *claimLedger) Claim(ctx context.Context, cs []ledger.Claim) []error {
+	errs := make([]error, len(cs))
+	for i, c := range cs {
+		errs[i] = l.claimOne(ctx, c)
+	}
+	return errs
+}
+
+func (l *claimLedger) MaxBatch() int { return 8 }
+
+func (l *claimLedger) claimOne(_ context.Context, c ledger.Claim) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.claims = append(l.claims, c)

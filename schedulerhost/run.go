@@ -43,10 +43,11 @@ type tickRun struct {
 	context.Context // the term's base context
 	tick            Tick
 
-	t       *termRun
-	job     *jobState
-	claimed bool // the ledger holds the tick's claim (a claimed catch-up batch, or claimStep)
-	tn      turn // the run's claim turn, passed on by gateStep or claimStep
+	t        *termRun
+	job      *jobState
+	claimed  bool // the ledger holds the tick's claim (a claimed catch-up batch, or claimStep)
+	tn       turn // the run's claim turn, passed on by gateStep or claimStep
+	expected bool // counted by the term's claim queue (batch.go) until it claims or arrives
 
 	// Filled in by the steps.
 	ctx         context.Context // what the job function gets: the run itself, or timeoutStep's child
@@ -73,6 +74,15 @@ func (r *tickRun) Value(key any) any {
 	return r.Context.Value(key)
 }
 
+// arrive tells the term's claim queue that r, if still counted there,
+// will not claim now (batch.go).
+func (r *tickRun) arrive() {
+	if r.expected {
+		r.expected = false
+		r.t.claims.arrive()
+	}
+}
+
 // passTurn lets the job's next claim go (claim.go); later calls do nothing.
 func (r *tickRun) passTurn() {
 	r.tn.done()
@@ -80,10 +90,11 @@ func (r *tickRun) passTurn() {
 }
 
 // runTick runs one scheduled tick of j, claimed in turn tn, then whatever
-// j's queue holds for it. fireAll starts it on a goroutine of its own.
+// j's queue holds for it. fireAll starts it on a goroutine of its own,
+// counted by the term's claim queue (expected).
 func (t *termRun) runTick(j *jobState, tick time.Time, tn turn) {
 	one := [1]time.Time{tick}
-	t.runTicks(j, one[:], false, false, tn)
+	t.runTicks(j, one[:], false, false, tn, t.claims != nil)
 }
 
 // runTicks runs ticks of j one after another on this goroutine, each
@@ -97,8 +108,9 @@ func (t *termRun) runTick(j *jobState, tick time.Time, tn turn) {
 // it as active (nextQueued): runs stop counting as active before their
 // ledger write, so that a slow write does not make the job's next tick look
 // like an overlap. If the term ends during a claimed batch, the ticks left
-// are recorded as claimed but not started.
-func (t *termRun) runTicks(j *jobState, ticks []time.Time, catchUp, claimed bool, tn turn) {
+// are recorded as claimed but not started. expected says the first run is
+// counted by the term's claim queue: it claims or arrives.
+func (t *termRun) runTicks(j *jobState, ticks []time.Time, catchUp, claimed bool, tn turn, expected bool) {
 	var held *tickRun // finished, its entry not written yet
 	var one [1]time.Time
 	for {
@@ -106,8 +118,9 @@ func (t *termRun) runTicks(j *jobState, ticks []time.Time, catchUp, claimed bool
 			t.write(held)
 			held = nil
 			r := t.newRun(j, tick, catchUp, claimed, tn)
-			tn = turn{}
+			r.expected, tn, expected = expected, turn{}, false
 			j.pipeline(r)
+			r.arrive()
 			if r.ran {
 				held = r
 			}
@@ -127,7 +140,7 @@ func (t *termRun) runTicks(j *jobState, ticks []time.Time, catchUp, claimed bool
 			continue
 		}
 		if to != nil { // a later term's queue waited for this run
-			go to.runTicks(j, []time.Time{q.tick}, q.catchUp, false, turn{})
+			go to.runTicks(j, []time.Time{q.tick}, q.catchUp, false, turn{}, false)
 		}
 		t.write(held)
 		t.end()

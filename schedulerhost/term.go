@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/ledger"
 )
 
 // termRun is the state of one term: one call of Lead.
@@ -35,6 +36,8 @@ type termRun struct {
 	calls    atomic.Int64 // job functions called and not returned
 
 	startBuf []starting // reused by fireAll, on the loop's goroutine
+
+	claims *batchQueue[ledger.Claim] // the term's claims on their way to the ledger (batch.go); nil without a Ledger
 }
 
 // newTerm returns the state of term, led under ctx, Lead's context. Runs go
@@ -46,6 +49,16 @@ func (h *Host) newTerm(ctx context.Context, term election.Term) (t *termRun, loo
 	base, cancelBase := context.WithCancelCause(term.Context())
 	loopCtx, cancelLoop := context.WithCancelCause(ctx)
 	t = &termRun{h: h, term: term, token: term.Token(), base: base, cancelBase: cancelBase, cancelLoop: cancelLoop, idle: make(chan struct{})}
+	if l := h.cfg.Ledger; l != nil {
+		t.claims = newBatchQueue(l.MaxBatch(), claimsInflight, func(cs []ledger.Claim) []error {
+			ctx, cancel := context.WithTimeout(base, ledgerTimeout)
+			defer cancel()
+			return l.Claim(ctx, cs)
+		})
+		t.claims.stuck = func(waited time.Duration, expected int) {
+			h.log.Debug("claim batch sent before every run expected at its instant had claimed", "token", t.token, "waited", waited, "expected", expected)
+		}
+	}
 	return t, loopCtx
 }
 

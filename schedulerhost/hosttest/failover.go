@@ -290,7 +290,7 @@ func testDeposed(t *testing.T, h Harness) {
 	}
 	defer la.Release(context.Background())
 	tick := time.Now().Truncate(time.Second)
-	if err := a.Ledger.Claim(ctx, ledger.Claim{Job: "j", Tick: tick, Token: la.Token(), Instance: "a", Started: time.Now()}); err != nil {
+	if err := a.Ledger.Claim(ctx, []ledger.Claim{ledger.Claim{Job: "j", Tick: tick, Token: la.Token(), Instance: "a", Started: time.Now()}})[0]; err != nil {
 		t.Fatalf("leader's claim: %v", err)
 	}
 	// a is partitioned, then deposed on the backend; b leads.
@@ -307,7 +307,7 @@ func testDeposed(t *testing.T, h Harness) {
 	// a comes back before its local deadline and tries to claim the next
 	// tick with its old token.
 	a.Heal()
-	err = a.Ledger.Claim(ctx, ledger.Claim{Job: "j", Tick: tick.Add(time.Second), Token: la.Token(), Instance: "a", Started: time.Now()})
+	err = a.Ledger.Claim(ctx, []ledger.Claim{ledger.Claim{Job: "j", Tick: tick.Add(time.Second), Token: la.Token(), Instance: "a", Started: time.Now()}})[0]
 	if !errors.Is(err, ledger.ErrStaleTerm) || !errors.Is(err, election.ErrLeadershipLost) {
 		t.Fatalf("deposed leader's claim: err = %v, want ErrStaleTerm", err)
 	}
@@ -320,11 +320,11 @@ func testDeposed(t *testing.T, h Harness) {
 		t.Errorf("deposed leader's Err() = %v, want ErrLeadershipLost", la.Err())
 	}
 	// b claims the same tick: the deposed claim left nothing behind.
-	if err := b.Ledger.Claim(ctx, ledger.Claim{Job: "j", Tick: tick.Add(time.Second), Token: lb.Token(), Instance: "b", Started: time.Now()}); err != nil {
+	if err := b.Ledger.Claim(ctx, []ledger.Claim{ledger.Claim{Job: "j", Tick: tick.Add(time.Second), Token: lb.Token(), Instance: "b", Started: time.Now()}})[0]; err != nil {
 		t.Errorf("new leader's claim of the same tick: %v", err)
 	}
-	last, err := b.Ledger.LastClaimed(ctx, "j")
-	if err != nil || !last.Equal(tick.Add(time.Second)) {
+	last, err := b.Ledger.LastClaimed(ctx, []string{"j"})
+	if err != nil || !last[0].Equal(tick.Add(time.Second)) {
 		t.Errorf("LastClaimed = %v, %v; want %v", last, err, tick.Add(time.Second))
 	}
 }
