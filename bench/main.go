@@ -38,6 +38,7 @@ type options struct {
 	crashTrials int
 	crashLanes  func(ttl time.Duration) int
 	sqlLanes    int
+	catchUpJobs int
 }
 
 func main() {
@@ -58,7 +59,7 @@ func run() error {
 	flag.StringVar(&o.out, "out", "", "write the markdown report to this file (e.g. ../docs/benchmarks.md)")
 	flag.IntVar(&o.trials, "trials", 50, "trials per figure")
 	flag.BoolVar(&o.quick, "quick", false, "few trials and short windows, for development (not for publishing)")
-	flag.StringVar(&only, "only", "", "comma-separated sections to run: lateness,handover,crash,idle,scale (default all)")
+	flag.StringVar(&only, "only", "", "comma-separated sections to run: lateness,handover,crash,idle,scale,ledger (default all)")
 	flag.Parse()
 	o.only = map[string]bool{}
 	for _, s := range strings.Split(only, ",") {
@@ -67,6 +68,7 @@ func run() error {
 		}
 	}
 	o.latWindow, o.latWindow1, o.idleWindow, o.scaleN, o.crashTrials, o.sqlLanes = 5*time.Second, time.Duration(o.trials)*time.Second, time.Minute, 50, o.trials, 8
+	o.catchUpJobs = 10000
 	o.crashLanes = func(ttl time.Duration) int {
 		switch {
 		case ttl <= 2*time.Second:
@@ -80,12 +82,13 @@ func run() error {
 	if o.quick {
 		o.trials, o.latWindow, o.latWindow1, o.idleWindow, o.scaleN, o.crashTrials, o.sqlLanes = 5, 2*time.Second, 5*time.Second, 10*time.Second, 10, 4, 2
 		o.crashLanes = func(time.Duration) int { return 2 }
+		o.catchUpJobs = 1000
 	}
 	want := func(s string) bool { return len(o.only) == 0 || o.only[s] }
 
 	began := time.Now()
 	ctx := context.Background()
-	needNet := want("handover") || want("crash") || want("idle") || want("scale")
+	needNet := want("handover") || want("crash") || want("idle") || want("scale") || want("ledger")
 	r := &results{opts: o, began: began, machine: describeMachine()}
 	var e *env
 	if needNet {
@@ -165,6 +168,37 @@ func run() error {
 		for _, kind := range []string{"baton", "raw"} {
 			logf("scale: %d %s candidates", o.scaleN, kind)
 			r.scale = append(r.scale, scale(e, kind, o.scaleN, o.trials, 20*time.Second))
+		}
+	}
+
+	if want("ledger") {
+		for _, backend := range ledgerBackends {
+			for _, jobs := range ledgerJobs {
+				logf("ledger: %s, %d jobs", backend, jobs)
+				row := ledgerTrial(e, backend, jobs, 2*time.Second, o.latWindow)
+				if row.err != nil {
+					logf("ledger: %s, %d jobs: %v", backend, jobs, row.err)
+				}
+				r.ledger = append(r.ledger, row)
+			}
+		}
+		for _, jobs := range ledgerJobs {
+			for _, runner := range []string{"baton", "floor"} {
+				logf("ledger: %s without a ledger, %d jobs", runner, jobs)
+				d, missing, err := latenessRun(runner, jobs, 2*time.Second, o.latWindow)
+				if err != nil {
+					return err
+				}
+				r.ledgerBase = append(r.ledgerBase, latRow{runner: runner, jobs: jobs, d: d, missing: missing, window: o.latWindow})
+			}
+		}
+		for _, backend := range ledgerBackends {
+			logf("ledger: catch-up of %d jobs on %s", o.catchUpJobs, backend)
+			c := catchUpTrial(e, backend, o.catchUpJobs)
+			if c.err != nil {
+				logf("ledger: catch-up on %s: %v", backend, c.err)
+			}
+			r.catchUp = append(r.catchUp, c)
 		}
 	}
 

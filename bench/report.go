@@ -49,6 +49,9 @@ type results struct {
 	idle         []idleRow
 	crash        []crashRow
 	scale        []scaleResult
+	ledger       []ledRow
+	ledgerBase   []latRow // no-ledger Host and floor rows of the ledger section
+	catchUp      []catchRow
 	etcdBaseline time.Duration // etcd CPU per minute with no candidates
 }
 
@@ -253,7 +256,7 @@ func (r *results) markdown() string {
 	}
 	w("\n## Targets (issue 9)\n\n| Target | Bound | Measured | |\n|---|---|---|---|\n")
 	var unmet []target
-	for _, t := range r.targets() {
+	for _, t := range append(r.targets(), r.ledgerTargetRows()...) {
 		w("| %s | %s | %s | %s |\n", t.what, t.bound, t.measured, metStr(t))
 		if t.known && !t.met {
 			unmet = append(unmet, t)
@@ -400,6 +403,7 @@ func (r *results) markdown() string {
 			w("| baton / raw (p50 / p99) | %s | %s | | | |\n", ratio(r.scale[0].toLeader, r.scale[1].toLeader), ratio(r.scale[0].handover, r.scale[1].handover))
 		}
 	}
+	r.ledgerMarkdown(w)
 	w("\n## What the figures say\n\n%s", r.findings())
 	w("\n## Method and honest limits\n\n%s", methodNotes)
 	return b.String()

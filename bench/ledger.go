@@ -1,0 +1,549 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/batonhq/baton/backends/consul"
+	"github.com/batonhq/baton/backends/etcd"
+	batonsql "github.com/batonhq/baton/backends/sql"
+	batonmysql "github.com/batonhq/baton/backends/sql/mysql"
+	"github.com/batonhq/baton/backends/sql/postgres"
+	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/ledger"
+	"github.com/batonhq/baton/schedulerhost"
+)
+
+// ledgerBackends are the backends of the ledger section, in report order.
+var ledgerBackends = []string{"etcd", "postgres", "mariadb", "consul"}
+
+// ledgerJobs are the job counts of the ledger section.
+var ledgerJobs = []int{1, 100, 1000, 10000}
+
+// ledRow is one trial of the ledger section: a Host with its backend's
+// Ledger and jobs every-second jobs.
+type ledRow struct {
+	backend     string
+	jobs        int
+	window      time.Duration
+	d           dist
+	missing     int
+	extra       int     // runs beyond one per tick in the window (must be 0)
+	writes      float64 // backend write requests per instant (at the proxy)
+	claimWrites float64 // Ledger.Claim calls per instant (one batch each)
+	finishCalls float64 // Ledger.Finish calls per instant
+	requests    float64 // all backend requests per instant but renewals and watches
+	rssMB       float64 // the leader process's peak RSS during the window
+	batch       int     // the ledger's MaxBatch
+	err         error
+}
+
+// ledgerConn is one connection to a backend for a ledger trial.
+type ledgerConn struct {
+	backend election.Backend
+	ledger  ledger.Ledger
+	close   func()
+}
+
+// openLedger connects to backend through addr (a countProxy), in an
+// election of its own (lane).
+func openLedger(e *env, backend, addr, lane string) (*ledgerConn, error) {
+	timing := election.Timing{TTL: 10 * time.Second}
+	var b election.Backend
+	closeFn := func() {}
+	switch backend {
+	case "etcd":
+		cli, err := e.etcdClient(addr)
+		if err != nil {
+			return nil, err
+		}
+		eb, err := etcd.New(etcd.Config{Client: cli, Prefix: "/bench-ledger/" + lane, Timing: timing, Logger: quiet})
+		if err != nil {
+			cli.Close()
+			return nil, err
+		}
+		b, closeFn = eb, func() { cli.Close() }
+	case "consul":
+		cli, err := e.consul.Client(addr)
+		if err != nil {
+			return nil, err
+		}
+		cb, err := consul.New(consul.Config{Client: cli, Key: "bench-ledger/" + lane + "/leader", Timing: timing, Logger: quiet})
+		if err != nil {
+			return nil, err
+		}
+		b = cb
+	case "postgres", "mariadb":
+		var db *sql.DB
+		var err error
+		var drv batonsql.Driver
+		if backend == "postgres" {
+			db, err = e.openPG(addr)
+			drv = postgres.Driver(e.pgListen(addr))
+		} else {
+			db, err = e.openMy(addr)
+			drv = batonmysql.Driver()
+		}
+		if err != nil {
+			return nil, err
+		}
+		db.SetMaxOpenConns(32)
+		db.SetMaxIdleConns(32)
+		sb, err := batonsql.New(batonsql.Config{DB: db, Table: e.sqlTable, Election: lane, Timing: timing, Logger: quiet}, drv)
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+		b, closeFn = sb, func() { db.Close() }
+	default:
+		return nil, fmt.Errorf("unknown backend %q", backend)
+	}
+	lb, ok := b.(interface{ Ledger() ledger.Ledger })
+	if !ok {
+		closeFn()
+		return nil, fmt.Errorf("%s: no ledger", backend)
+	}
+	return &ledgerConn{backend: b, ledger: lb.Ledger(), close: closeFn}, nil
+}
+
+func protoOf(backend string) string {
+	switch backend {
+	case "etcd":
+		return "h2"
+	case "consul":
+		return "http"
+	case "postgres":
+		return "pg"
+	default:
+		return "mysql"
+	}
+}
+
+func (e *env) targetOf(backend string) string {
+	switch backend {
+	case "etcd":
+		return e.etcdAddr
+	case "consul":
+		return e.consul.HTTPAddr
+	case "postgres":
+		return e.pgTarget()
+	default:
+		return e.myCfg.Addr
+	}
+}
+
+// ledgerTrial runs a Host with backend's Ledger and jobs jobs on
+// `* * * * * *` (all due at the same instant) for warm + window, and
+// measures the lateness of the runs of the window's ticks, the runs
+// missing or extra, the backend requests per instant and the peak RSS.
+func ledgerTrial(e *env, backend string, jobs int, warm, window time.Duration) ledRow {
+	row := ledRow{backend: backend, jobs: jobs, window: window}
+	p, err := newCountProxy(e.targetOf(backend), protoOf(backend))
+	if err != nil {
+		row.err = err
+		return row
+	}
+	defer p.Close()
+	lane := fmt.Sprintf("l%d-%d", jobs, time.Now().UnixNano())
+	c, err := openLedger(e, backend, p.Addr(), lane)
+	if err != nil {
+		row.err = err
+		return row
+	}
+	defer c.close()
+	row.batch = c.ledger.MaxBatch()
+	cl := &countingLedger{Ledger: c.ledger}
+
+	var sm *sampler
+	var mu sync.Mutex
+	seen := make(map[int]map[int64]int, jobs) // job index -> tick -> runs
+	js := make([]schedulerhost.Job, jobs)
+	for i := range js {
+		js[i] = schedulerhost.Job{Name: fmt.Sprintf("job-%05d", i), Schedule: "* * * * * *", Overlap: schedulerhost.OverlapAllow,
+			Misfire: schedulerhost.MisfireSkip,
+			Run: func(ctx context.Context) error {
+				now := time.Now()
+				t, _ := schedulerhost.TickFromContext(ctx)
+				sm.record(t.Time, now)
+				if !t.Time.Before(sm.from) && t.Time.Before(sm.to) {
+					mu.Lock()
+					if seen[i] == nil {
+						seen[i] = map[int64]int{}
+					}
+					seen[i][t.Time.Unix()]++
+					mu.Unlock()
+				}
+				return nil
+			}}
+	}
+	h, err := schedulerhost.New(schedulerhost.Config{Jobs: js, Logger: quiet, Ledger: cl, Instance: "bench", ShutdownTimeout: 30 * time.Second})
+	if err != nil {
+		row.err = err
+		return row
+	}
+	el, err := election.New(election.Config{Backend: c.backend, Identity: election.Identity{ID: "bench"}, Logger: quiet})
+	if err != nil {
+		row.err = err
+		return row
+	}
+	runtime.GC()
+	debug.FreeOSMemory()
+	sm = newSampler(time.Now(), warm, window, jobs)
+	stopAt := sm.to.Add(2 * time.Second) // the window's last runs finish and are recorded
+	ctx, cancel := context.WithDeadline(context.Background(), stopAt)
+	defer cancel()
+
+	// Requests are counted from half a second before the window's first
+	// tick to half a second before the tick after its last: window/1s
+	// instants, each with its claims and the finishes of the runs before.
+	var c0, c1 map[string]int64
+	var l0, l1 [2]int64
+	var peak atomic.Int64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		time.Sleep(time.Until(sm.from.Add(-500 * time.Millisecond)))
+		c0, l0 = p.Counts(), cl.counts()
+		for t := time.NewTicker(100 * time.Millisecond); time.Now().Before(sm.to.Add(-500 * time.Millisecond)); <-t.C {
+			if r := rssBytes(); r > peak.Load() {
+				peak.Store(r)
+			}
+		}
+		c1, l1 = p.Counts(), cl.counts()
+	})
+	runErr := el.Run(ctx, h.Lead)
+	wg.Wait()
+	if runErr != nil && ctx.Err() == nil {
+		row.err = runErr
+	}
+	instants := window.Seconds()
+	for _, k := range kinds {
+		d := float64(c1[k]-c0[k]) / instants
+		if k == kWrite {
+			row.writes = d
+		}
+		if k == kWrite || k == kRead || k == kOther {
+			row.requests += d
+		}
+	}
+	row.claimWrites = float64(l1[0]-l0[0]) / instants
+	row.finishCalls = float64(l1[1]-l0[1]) / instants
+	row.rssMB = float64(peak.Load()) / (1 << 20)
+	got := sm.samples()
+	row.d = dist{s: append([]time.Duration(nil), got...)}
+	want := jobs * int(window/time.Second)
+	mu.Lock()
+	n := 0
+	for _, ticks := range seen {
+		for _, k := range ticks {
+			n++
+			row.extra += k - 1
+		}
+	}
+	mu.Unlock()
+	row.missing = want - n
+	return row
+}
+
+// countingLedger counts the Host's Claim and Finish calls.
+type countingLedger struct {
+	ledger.Ledger
+	claims, finishes atomic.Int64
+}
+
+func (l *countingLedger) Claim(ctx context.Context, cs []ledger.Claim) []error {
+	l.claims.Add(1)
+	return l.Ledger.Claim(ctx, cs)
+}
+
+func (l *countingLedger) Finish(ctx context.Context, rs []ledger.Run) []error {
+	l.finishes.Add(1)
+	return l.Ledger.Finish(ctx, rs)
+}
+
+func (l *countingLedger) counts() [2]int64 { return [2]int64{l.claims.Load(), l.finishes.Load()} }
+
+// rssBytes returns this process's resident set size.
+func rssBytes() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	s := bufio.NewScanner(bytes.NewReader(b))
+	for s.Scan() {
+		if f := strings.Fields(s.Text()); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// catchRow is one catch-up trial: a leader with jobs every-second jobs
+// crashes (its connection is cut), and the next leader's catch-up runs
+// (MisfireRunOnce, one per job) are timed from its term start.
+type catchRow struct {
+	backend string
+	jobs    int
+	took    time.Duration // term start to the last catch-up run's start
+	claimed time.Duration // term start to the first catch-up run's start
+	runs    int           // catch-up runs started (want jobs)
+	extra   int           // ticks run twice across both leaders (must be 0)
+	err     error
+}
+
+// catchUpTrial measures catch-up at scale on backend.
+func catchUpTrial(e *env, backend string, jobs int) catchRow {
+	row := catchRow{backend: backend, jobs: jobs}
+	lane := fmt.Sprintf("c%d-%d", jobs, time.Now().UnixNano())
+	var mu sync.Mutex
+	ran := make(map[string]map[int64]int, jobs)
+	var termStart time.Time
+	var first, last time.Time
+	mkJobs := func() []schedulerhost.Job {
+		js := make([]schedulerhost.Job, jobs)
+		for i := range js {
+			js[i] = schedulerhost.Job{Name: fmt.Sprintf("job-%05d", i), Schedule: "* * * * * *", Overlap: schedulerhost.OverlapAllow,
+				Misfire: schedulerhost.MisfireRunOnce, MisfireGrace: time.Minute,
+				Run: func(ctx context.Context) error {
+					now := time.Now()
+					t, _ := schedulerhost.TickFromContext(ctx)
+					mu.Lock()
+					defer mu.Unlock()
+					if ran[t.Job] == nil {
+						ran[t.Job] = map[int64]int{}
+					}
+					ran[t.Job][t.Time.Unix()]++
+					if t.CatchUp {
+						row.runs++
+						if first.IsZero() {
+							first = now
+						}
+						last = now
+					}
+					return nil
+				}}
+		}
+		return js
+	}
+	type node struct {
+		p      *countProxy
+		c      *ledgerConn
+		cancel context.CancelFunc
+		done   chan struct{}
+	}
+	start := func(id string, onLead func()) (*node, error) {
+		p, err := newCountProxy(e.targetOf(backend), protoOf(backend))
+		if err != nil {
+			return nil, err
+		}
+		c, err := openLedger(e, backend, p.Addr(), lane)
+		if err != nil {
+			p.Close()
+			return nil, err
+		}
+		h, err := schedulerhost.New(schedulerhost.Config{Jobs: mkJobs(), Logger: quiet, Ledger: c.ledger, Instance: id, ShutdownTimeout: 10 * time.Second})
+		if err != nil {
+			return nil, err
+		}
+		el, err := election.New(election.Config{Backend: c.backend, Identity: election.Identity{ID: id}, Logger: quiet})
+		if err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		n := &node{p: p, c: c, cancel: cancel, done: make(chan struct{})}
+		go func() {
+			defer close(n.done)
+			el.Run(ctx, func(ctx context.Context, term election.Term) error {
+				onLead()
+				return h.Lead(ctx, term)
+			})
+		}()
+		return n, nil
+	}
+	led := make(chan struct{})
+	var ledOnce sync.Once
+	a, err := start("a", func() { ledOnce.Do(func() { close(led) }) })
+	if err != nil {
+		row.err = err
+		return row
+	}
+	select {
+	case <-led:
+	case <-time.After(30 * time.Second):
+		row.err = fmt.Errorf("a did not lead within 30 s")
+		a.cancel()
+		return row
+	}
+	time.Sleep(3 * time.Second) // every job claims a few ticks
+	a.p.Blackhole()             // a crashes, as the backend sees it
+	bLed := make(chan struct{})
+	b, err := start("b", func() {
+		mu.Lock()
+		termStart = time.Now()
+		mu.Unlock()
+		close(bLed)
+	})
+	if err != nil {
+		row.err = err
+		a.cancel()
+		return row
+	}
+	select {
+	case <-bLed:
+	case <-time.After(60 * time.Second):
+		row.err = fmt.Errorf("b did not lead within 60 s")
+	}
+	time.Sleep(5 * time.Second)
+	b.cancel()
+	<-b.done
+	a.cancel()
+	a.p.Close()
+	<-a.done
+	b.p.Close()
+	a.c.close()
+	b.c.close()
+	mu.Lock()
+	defer mu.Unlock()
+	if row.runs > 0 {
+		row.took, row.claimed = last.Sub(termStart), first.Sub(termStart)
+	}
+	for _, ticks := range ran {
+		for _, k := range ticks {
+			row.extra += k - 1
+		}
+	}
+	return row
+}
+
+// ledgerTargets are issue 14's p99 bounds with the ledger on, at 1,000
+// and 10,000 jobs.
+var ledgerTargets = map[string][2]time.Duration{
+	"etcd":     {25 * time.Millisecond, 250 * time.Millisecond},
+	"postgres": {25 * time.Millisecond, 250 * time.Millisecond},
+	"mariadb":  {50 * time.Millisecond, 500 * time.Millisecond},
+	"consul":   {100 * time.Millisecond, time.Second},
+}
+
+var backendNames = map[string]string{"etcd": "etcd", "postgres": "PostgreSQL", "mariadb": "MariaDB", "consul": "Consul"}
+
+// writeBound is the issue's bound on write round trips per instant:
+// ceil(N / MaxBatch) + 1.
+func writeBound(jobs, batch int) int {
+	if batch < 1 {
+		return 0
+	}
+	return (jobs+batch-1)/batch + 1
+}
+
+func (r *results) ledgerTargetRows() []target {
+	var ts []target
+	for _, l := range r.ledger {
+		if l.jobs < 1000 {
+			continue
+		}
+		bounds, ok := ledgerTargets[l.backend]
+		if !ok {
+			continue
+		}
+		bound := bounds[0]
+		if l.jobs == 10000 {
+			bound = bounds[1]
+		}
+		t := target{what: fmt.Sprintf("Lateness p99 with the ledger, %s, %d jobs at one instant, none missing", backendNames[l.backend], l.jobs), bound: "≤ " + fmtDur(bound)}
+		if l.err == nil && l.d.n() > 0 {
+			t.known, t.met = true, l.d.p99() <= bound && l.missing == 0 && l.extra == 0
+			t.measured = fmt.Sprintf("p99 %s (p50 %s, max %s), %d missing, %d extra", fmtDur(l.d.p99()), fmtDur(l.d.p50()), fmtDur(l.d.max()), l.missing, l.extra)
+		} else if l.err != nil {
+			t.measured = "error: " + l.err.Error()
+		}
+		ts = append(ts, t)
+	}
+	for _, l := range r.ledger {
+		if l.err != nil || l.jobs < 100 {
+			continue
+		}
+		b := writeBound(l.jobs, l.batch)
+		t := target{what: fmt.Sprintf("Claim round trips per instant, %s, %d jobs", backendNames[l.backend], l.jobs),
+			bound: fmt.Sprintf("≤ ceil(N/%d) + 1 = %d", l.batch, b), known: true}
+		t.met = l.claimWrites <= float64(b)+0.01
+		t.measured = fmt.Sprintf("%.1f claim calls, %.1f finish calls; %.1f writes and %.1f requests of any kind at the proxy", l.claimWrites, l.finishCalls, l.writes, l.requests)
+		ts = append(ts, t)
+	}
+	for _, c := range r.catchUp {
+		if c.backend != "etcd" && c.backend != "postgres" {
+			continue
+		}
+		t := target{what: fmt.Sprintf("Catch-up of %d jobs after a crash failover, %s: every run started", c.jobs, backendNames[c.backend]), bound: "≤ 1 s after the term start"}
+		if c.err == nil && c.runs > 0 {
+			t.known, t.met = true, c.took <= time.Second && c.runs == c.jobs && c.extra == 0
+			t.measured = fmt.Sprintf("%s (%d of %d runs, %d run twice)", fmtDur(c.took), c.runs, c.jobs, c.extra)
+		} else if c.err != nil {
+			t.measured = "error: " + c.err.Error()
+		}
+		ts = append(ts, t)
+	}
+	for _, jobs := range []int{1000, 10000} {
+		b, ok1 := r.ledgerLat("baton", jobs)
+		f, ok2 := r.ledgerLat("floor", jobs)
+		t := target{what: fmt.Sprintf("No-ledger Host lateness p99, %d jobs, vs the floor", jobs), bound: "≤ 1.25 × floor p99"}
+		if ok1 && ok2 && b.d.n() > 0 && f.d.n() > 0 {
+			t.known = true
+			t.met = float64(b.d.p99()) <= 1.25*float64(f.d.p99())
+			t.measured = fmt.Sprintf("%s vs %s (%.2f×)", fmtDur(b.d.p99()), fmtDur(f.d.p99()), float64(b.d.p99())/float64(f.d.p99()))
+		}
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+func (r *results) ledgerLat(runner string, jobs int) (latRow, bool) {
+	for _, l := range r.ledgerBase {
+		if l.runner == runner && l.jobs == jobs {
+			return l, true
+		}
+	}
+	return latRow{}, false
+}
+
+// ledgerMarkdown writes the ledger section.
+func (r *results) ledgerMarkdown(w func(string, ...any)) {
+	if len(r.ledger) == 0 && len(r.catchUp) == 0 {
+		return
+	}
+	w("\n## 7. The ledger at scale\n\n")
+	w("A `schedulerhost.Host` with its backend's `Ledger()`, as every backend is used: N jobs on `* * * * * *` (all due at the same instant, `OverlapAllow`), one leader (TTL 10 s) connected through a counting proxy, a %v window after 2 s of warm-up. Lateness is the job function's start minus the nominal tick; the claim of each tick is made before the start, so it is in the figure. Missing: window ticks with no run; extra: window ticks run more than once (must be 0). Requests per instant are counted at the proxy over the window (as in section 5): writes are claims and history entries (finishes); \"requests\" adds reads and transaction control (BEGIN/COMMIT on MariaDB). RSS is the bench process's peak resident set during the window (the Host and its clients; the servers run in their own processes). Rows with no ledger and the floor (section 4's runners) are measured in the same run.\n\n", r.opts.latWindow)
+	w("| Backend | Jobs | MaxBatch | n | p50 / p99 / max | missing | extra | Claim + Finish calls / instant | bound ceil(N/MaxBatch)+1 | writes / instant at the proxy | requests / instant | RSS MB |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, l := range r.ledger {
+		if l.err != nil {
+			w("| %s | %d | %d | — | error: %v | | | | | | | |\n", backendNames[l.backend], l.jobs, l.batch, l.err)
+			continue
+		}
+		w("| %s | %d | %d | %d | %s | %d | %d | %.1f + %.1f | %d | %.1f | %.1f | %.0f |\n", backendNames[l.backend], l.jobs, l.batch, l.d.n(), l.d.triple(), l.missing, l.extra,
+			l.claimWrites, l.finishCalls, writeBound(l.jobs, l.batch), l.writes, l.requests, l.rssMB)
+	}
+	for _, l := range r.ledgerBase {
+		w("| %s | %d | — | %d | %s | %d | — | — | — | — | — | — |\n", map[string]string{"baton": "no ledger (Host alone)", "floor": "floor (bare goroutines)"}[l.runner], l.jobs, l.d.n(), l.d.triple(), l.missing)
+	}
+	if len(r.catchUp) > 0 {
+		w("\nCatch-up at scale: a leader runs N jobs (`* * * * * *`, `MisfireRunOnce`, grace 1 min) for 3 s, then its connection is cut (a crash as the backend sees it); the next leader (TTL 10 s) reads every job's last claimed tick and claims one catch-up run per job before its schedule loop starts. Time from the new leader's term start (its lead function called) to the first and to the last catch-up run starting.\n\n")
+		w("| Backend | Jobs | catch-up runs | first run | last run | ticks run twice |\n|---|---|---|---|---|---|\n")
+		for _, c := range r.catchUp {
+			if c.err != nil {
+				w("| %s | %d | error: %v | | | |\n", backendNames[c.backend], c.jobs, c.err)
+				continue
+			}
+			w("| %s | %d | %d | %s | %s | %d |\n", backendNames[c.backend], c.jobs, c.runs, fmtDur(c.claimed), fmtDur(c.took), c.extra)
+		}
+	}
+}
