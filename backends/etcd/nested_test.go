@@ -39,7 +39,7 @@ func leaveLedgerKeys(ctx context.Context, t *testing.T, b *etcd.Backend, id stri
 	t.Helper()
 	l := electiontest.Acquire(t, b, id, acquireWithin)
 	tick := time.Now().UTC().Truncate(time.Second)
-	if err := b.Ledger().Claim(ctx, ledger.Claim{Job: "report", Tick: tick, Token: l.Token(), Instance: id, Started: time.Now()}); err != nil {
+	if err := b.Ledger().Claim(ctx, []ledger.Claim{{Job: "report", Tick: tick, Token: l.Token(), Instance: id, Started: time.Now()}})[0]; err != nil {
 		t.Fatalf("%s: Claim: %v", id, err)
 	}
 	electiontest.Release(t, l)
