@@ -89,15 +89,12 @@ func (l *tickLedger) takeRev(job, tick string, token uint64) int64 {
 		return 0
 	}
 	for k, p := range js.pending {
-		if p.tick == tick {
+		if p.tick == tick && p.token == token {
 			js.pending = append(js.pending[:k], js.pending[k+1:]...)
-			if p.token != token {
-				return 0 // not our claim's run: the read finds whose it is
-			}
 			return p.rev
 		}
 	}
-	return 0
+	return 0 // not a run of ours: the read finds whose it is
 }
 
 // cas is the transaction that puts f's entry if its mod revision is rev.
