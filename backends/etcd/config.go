@@ -74,9 +74,9 @@ type Config struct {
 	// default); at least 5. The Ledger sends MaxTxnOps-4 claims, or
 	// finishes, per transaction (its MaxBatch) and reads MaxTxnOps jobs'
 	// last claimed ticks per transaction. Set it when the cluster runs
-	// with another --max-txn-ops: above the server's value, every batch
-	// of more than a few claims is refused ("too many operations in txn
-	// request").
+	// with another --max-txn-ops: above the server's value, the server
+	// refuses every batch of more claims than its value less 4 ("too
+	// many operations in txn request").
 	MaxTxnOps int
 	// Logger receives debug details and cleanup warnings. Nil means
 	// slog.Default().

@@ -22,33 +22,33 @@ import (
 //	PREFIX-ledger/<job, path-escaped>/last                    newest claimed tick, unix nanoseconds, 20 digits
 //	PREFIX-ledger/<job, path-escaped>/runs/<tick, same form>  JSON of ledger.Run
 //
-// So a job holds 1 + History keys (History + 2 for a moment, see
-// below): "last", of len(PREFIX) + len(job escaped) + 13 bytes with a
-// 20-byte value, and one run entry per kept run, of len(PREFIX) +
-// len(job escaped) + 35 bytes with about 250 bytes of JSON plus the
-// job's name, instance and error text.
+// A job holds 1 + History keys: "last", of len(PREFIX) + len(job
+// escaped) + 13 bytes with a 20-byte value, and one run entry per kept
+// run, of len(PREFIX) + len(job escaped) + 34 bytes with 130 bytes of
+// JSON (170 once finished) plus the job's name, the instance and the
+// error text. A claim through a Ledger that has not claimed the job
+// before may leave one run entry more, until the job's next claim.
 //
-// One transaction carries a batch of up to MaxBatch (Config.MaxTxnOps
-// - 4, 124 by default) claims, conditioned on the claiming term's key
-// still having the term's token as its create revision; it can only be
-// made with a token this Backend handed out and has not released. The
-// batches of one call go out at once. A Finish of runs this Ledger
-// claimed is one transaction per batch too; LastClaimed reads
-// Config.MaxTxnOps jobs per transaction.
+// One transaction carries a batch of up to MaxBatch claims
+// (Config.MaxTxnOps - 4, 124 by default), conditioned on the claiming
+// term's key still having the term's token as its create revision; it
+// can only be made with a token this Backend handed out and has not
+// released. A Finish of runs this Ledger claimed is one transaction per
+// MaxBatch runs too; LastClaimed reads Config.MaxTxnOps jobs per
+// transaction. The batches of one call go out at once.
 //
-// Keep one Ledger per process: each one caches the key of the term it
-// last claimed with (found with one read, the first time a token is
-// used) and, per job (for at most 16,384 jobs, a few hundred bytes each),
-// which old run entries its next claim deletes and the revisions of its
-// claims not finished yet (at most 8). A Ledger without them (new, or
-// for another job) reads what it needs first: a Finish of a run claimed
-// through another Ledger value costs a read and a write per batch, and
-// a claim of a job with more than History + 1 runs stored (two claims
-// in a row of Ledger values that never claimed the job before, or
-// History lowered) costs a read and a delete after it. Otherwise a
-// claim's transaction itself deletes the runs beyond History, so a job
-// keeps History runs, or History + 1 after a claim by a new Ledger. The
-// ledger may be used from several goroutines at once.
+// Keep one Ledger per process: each caches the key of the term it last
+// claimed with (found with one read of the election's candidates, at
+// the first claim with a token) and, per job, for at most 16,384 jobs
+// of a few hundred bytes each: which old run entries its next claim
+// deletes, and the revisions of its claims not finished yet (at most 8).
+// Without them it reads what it needs first: a Finish of runs it did
+// not claim (or whose revision it dropped) costs a read and a write per
+// batch, and a claim that finds more than History + 1 run entries (two
+// claims in a row through Ledgers new to the job, or History lowered)
+// costs a read and a delete after it. Otherwise a claim's transaction
+// itself deletes the runs beyond History. The ledger may be used from
+// several goroutines at once.
 func (b *Backend) Ledger() ledger.Ledger {
 	return &tickLedger{
 		b:     b,
