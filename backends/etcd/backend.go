@@ -37,6 +37,7 @@ type Backend struct {
 	keys    string // prefix + "/": the candidates' keys
 	timing  election.Timing
 	history int // runs per job the Ledger keeps
+	txnOps  int // the server's --max-txn-ops (Config.MaxTxnOps)
 	log     *slog.Logger
 }
 
@@ -53,6 +54,7 @@ func New(cfg Config) (*Backend, error) {
 		keys:    cfg.Prefix + "/",
 		timing:  cfg.Timing,
 		history: cfg.History,
+		txnOps:  cfg.MaxTxnOps,
 		log:     cfg.Logger.With("election", cfg.Prefix),
 	}, nil
 }

@@ -21,6 +21,21 @@ const (
 	MinTTL = 2 * time.Second
 )
 
+// Transaction limits.
+const (
+	// DefaultMaxTxnOps is Config.MaxTxnOps when it is zero: etcd's default
+	// --max-txn-ops.
+	DefaultMaxTxnOps = 128
+	// claimOps is how many operations one claim's transaction, nested in
+	// its batch's, holds in its larger branch (a delete of old history,
+	// two puts and a read). etcd checks each level of a transaction
+	// against --max-txn-ops minus the operations of the levels above it,
+	// so a batch of n claims needs n + claimOps <= --max-txn-ops.
+	claimOps = 4
+	// minTxnOps is the smallest MaxTxnOps accepted: one claim per batch.
+	minTxnOps = claimOps + 1
+)
+
 // limits are etcd's bounds and defaults for the fields every backend's
 // Config has.
 var limits = election.BackendLimits{
@@ -53,6 +68,16 @@ type Config struct {
 	// History is how many runs per job the Ledger keeps. Zero means
 	// ledger.DefaultHistory.
 	History int
+	// MaxTxnOps is the server's --max-txn-ops: how many operations etcd
+	// accepts in one transaction, at each level of nesting less those of
+	// the levels above. Zero means DefaultMaxTxnOps (128, etcd's
+	// default); at least 5. The Ledger sends MaxTxnOps-4 claims, or
+	// finishes, per transaction (its MaxBatch) and reads MaxTxnOps jobs'
+	// last claimed ticks per transaction. Set it when the cluster runs
+	// with another --max-txn-ops: above the server's value, the server
+	// refuses every batch of more claims than its value less 4 ("too
+	// many operations in txn request").
+	MaxTxnOps int
 	// Logger receives debug details and cleanup warnings. Nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -60,6 +85,9 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	c.Timing, c.History, c.Logger = limits.Defaults(c.Timing, c.History, c.Logger)
+	if c.MaxTxnOps == 0 {
+		c.MaxTxnOps = DefaultMaxTxnOps
+	}
 	return c
 }
 
@@ -75,6 +103,10 @@ func (c Config) Validate() error {
 func (c Config) resolved() (Config, error) {
 	c = c.withDefaults()
 	errs := limits.Problems(c.Client != nil, c.Timing, c.History)
+	if c.MaxTxnOps < minTxnOps {
+		errs = append(errs, fmt.Errorf("MaxTxnOps %d: must be at least %d (one claim takes %d operations nested in its batch's transaction, plus one in it)",
+			c.MaxTxnOps, minTxnOps, claimOps))
+	}
 	switch {
 	case c.Prefix == "":
 		errs = append(errs, fmt.Errorf("Prefix %q: required", c.Prefix))

@@ -38,6 +38,11 @@ func TestConfig_Validate(t *testing.T) {
 		{"negative durations", etcd.Config{Client: cli, Prefix: "/p", Timing: election.Timing{RenewInterval: -time.Second, SafetyMargin: -time.Second}},
 			[]string{"RenewInterval -1s: must be positive", "SafetyMargin -1s: must be positive"}},
 		{"negative history", etcd.Config{Client: cli, Prefix: "/p", History: -1}, []string{"History -1: must be positive"}},
+		{"max txn ops 5", etcd.Config{Client: cli, Prefix: "/p", MaxTxnOps: 5}, nil},
+		{"max txn ops 1024", etcd.Config{Client: cli, Prefix: "/p", MaxTxnOps: 1024}, nil},
+		{"max txn ops too few", etcd.Config{Client: cli, Prefix: "/p", MaxTxnOps: 4},
+			[]string{"MaxTxnOps 4: must be at least 5 (one claim takes 4 operations nested in its batch's transaction"}},
+		{"negative max txn ops", etcd.Config{Client: cli, Prefix: "/p", MaxTxnOps: -1}, []string{"MaxTxnOps -1: must be at least 5"}},
 		{"everything at once", etcd.Config{Timing: election.Timing{TTL: 1500 * time.Millisecond}},
 			[]string{"Client <nil>", `Prefix ""`, "TTL 1.5s: below the backend minimum 2s", "TTL 1.5s: must be a whole multiple of 1s"}},
 	}

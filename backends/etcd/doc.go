@@ -87,6 +87,19 @@ package etcd
 // look like the candidates of an election PREFIX-ledger/<job>, so New
 // refuses a prefix with a path segment ending in "-ledger".
 //
+// Claims go in batches, one transaction each: it compares the create
+// revision of the term's key with the token (the key, the election's
+// oldest when the term first claimed, is looked up once per token and
+// cached), and holds one nested transaction per claim that checks the
+// job's last claimed tick, writes the claim and deletes the history its
+// job's previous claim found beyond Config.History. etcd counts the
+// operations of each level of a transaction against --max-txn-ops less
+// those of the levels above, so a batch holds Config.MaxTxnOps - 4
+// claims (124 with etcd's default 128). Finishes are batched the same
+// way, each conditioned on the mod revision at which the Ledger's own
+// claim put the run entry; a finish of a run it did not claim reads the
+// entry first.
+//
 // # Connections
 //
 // The Backend uses the caller's *clientv3.Client as is: endpoints, TLS

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -21,21 +22,99 @@ import (
 //	PREFIX-ledger/<job, path-escaped>/last                    newest claimed tick, unix nanoseconds, 20 digits
 //	PREFIX-ledger/<job, path-escaped>/runs/<tick, same form>  JSON of ledger.Run
 //
-// A claim is one transaction, conditioned on the claiming term's key
-// still having the term's token as its create revision; it can only be
-// made with a token this Backend handed out and has not released. The
-// ledger may be used from several goroutines at once.
+// A job holds 1 + History keys: "last", of len(PREFIX) + len(job
+// escaped) + 13 bytes with a 20-byte value, and one run entry per kept
+// run, of len(PREFIX) + len(job escaped) + 34 bytes with 130 bytes of
+// JSON (170 once finished) plus the job's name, the instance and the
+// error text. A claim through a Ledger that has not claimed the job
+// before may leave one run entry more, until the job's next claim.
+//
+// One transaction carries a batch of up to MaxBatch claims
+// (Config.MaxTxnOps - 4, 124 by default), conditioned on the claiming
+// term's key still having the term's token as its create revision; it
+// can only be made with a token this Backend handed out and has not
+// released. A Finish of runs this Ledger claimed is one transaction per
+// MaxBatch runs too; LastClaimed reads Config.MaxTxnOps jobs per
+// transaction. The batches of one call go out at once.
+//
+// Keep one Ledger per process: each caches the key of the term it last
+// claimed with (found with one read of the election's candidates, at
+// the first claim with a token) and, per job, for at most 16,384 jobs
+// of a few hundred bytes each: which old run entries its next claim
+// deletes, and the revisions of its claims not finished yet (at most 8).
+// Without them it reads what it needs first: a Finish of runs it did
+// not claim (or whose revision it dropped) costs a read and a write per
+// batch, and a claim that finds more than History + 1 run entries (two
+// claims in a row through Ledgers new to the job, or History lowered)
+// costs a read and a delete after it. Otherwise a claim's transaction
+// itself deletes the runs beyond History. The ledger may be used from
+// several goroutines at once.
 func (b *Backend) Ledger() ledger.Ledger {
-	return &tickLedger{b: b, root: b.prefix + "-ledger/", keep: b.history}
+	return &tickLedger{
+		b:     b,
+		root:  b.prefix + "-ledger/",
+		keep:  b.history,
+		batch: b.txnOps - claimOps,
+		reads: b.txnOps,
+		jobs:  make(map[string]*jobState),
+	}
 }
 
+// Bounds of a tickLedger's caches and requests.
+const (
+	maxCachedJobs = 1 << 14 // jobs a tickLedger keeps a jobState of
+	maxPending    = 8       // unfinished claims a jobState keeps the revision of
+	// maxTxnBytes bounds the estimated size of one transaction: etcd
+	// refuses a request larger than its --max-request-bytes, 1.5 MiB by
+	// default. A batch that would exceed it (runs with long error texts)
+	// is split further.
+	maxTxnBytes = 1 << 20
+)
+
 type tickLedger struct {
-	b    *Backend
-	root string
-	keep int
+	b     *Backend
+	root  string
+	keep  int // runs kept per job
+	batch int // claims or finishes per transaction
+	reads int // reads per transaction
+
+	mu   sync.Mutex
+	term struct { // the term last claimed with
+		token uint64
+		key   string // its candidate key, whose create revision is token
+	}
+	jobs map[string]*jobState
+}
+
+// jobState is what a tickLedger remembers of one job.
+type jobState struct {
+	// trim is the tick of the newest run entry that the job's next
+	// recorded claim deletes, with every older one ("" for none): the
+	// oldest of the History newest entries seen after the last claim,
+	// which is one too many once the claim adds its own. Deleting up to
+	// such a tick is safe however old it is: the entries newer than it
+	// stay (run keys only grow), and with the claim's there are History.
+	trim string
+	// pending are this Ledger's recorded claims not finished yet, oldest
+	// first.
+	pending []claimRev
+}
+
+// claimRev is a recorded claim and the revision at which its run entry
+// was put.
+type claimRev struct {
+	tick  string
+	token uint64
+	rev   int64
 }
 
 var _ ledger.Ledger = (*tickLedger)(nil)
+
+// MaxBatch implements ledger.Ledger: Config.MaxTxnOps - 4. etcd counts
+// a transaction's operations per level of nesting, each level against
+// what the levels above leave of --max-txn-ops: a batch of n claims
+// holds n operations, each a transaction of 4.
+func (l *tickLedger) MaxBatch() int { return l.batch }
 
 // tickKey formats t as fixed-width unix nanoseconds, so that the byte
 // order of keys and values is the order of time.
@@ -44,95 +123,10 @@ func tickKey(t time.Time) (string, error) {
 	if ns < 0 {
 		return "", fmt.Errorf("tick %v: before 1970", t)
 	}
-	return fmt.Sprintf("%020d", ns), nil
+	return formatTick(ns), nil
 }
 
-func (l *tickLedger) jobPrefix(job string) string { return l.root + url.PathEscape(job) + "/" }
-func (l *tickLedger) lastKey(job string) string   { return l.jobPrefix(job) + "last" }
-func (l *tickLedger) runsPrefix(job string) string {
-	return l.jobPrefix(job) + "runs/"
-}
-
-// Claim implements ledger.Ledger. It reads the election's oldest
-// key, the leader's: if its create revision is not c.Token, the term is
-// over. Then, in one transaction, it checks that this key still exists
-// with create revision c.Token, that c.Tick is after the job's last
-// claimed tick, and stores the tick and a "running" run entry. When the
-// term's key is gone it returns an error wrapping
-// ledger.ErrStaleTerm (the Host then ends the term). When
-// the job has more than the kept number of runs, the oldest are deleted in
-// a second request after the claim.
-func (l *tickLedger) Claim(ctx context.Context, c ledger.Claim) error {
-	if c.Job == "" {
-		return errors.New("etcd: claim: empty job name")
-	}
-	tick, err := tickKey(c.Tick)
-	if err != nil {
-		return fmt.Errorf("etcd: claim %s: %w", c.Job, err)
-	}
-	stale := func(why string) error {
-		return fmt.Errorf("etcd: claim %s at %v with token %d: %s: %w", c.Job, c.Tick, c.Token, why, ledger.ErrStaleTerm)
-	}
-	key, err := l.leaderKey(ctx, c.Token)
-	if err != nil {
-		return fmt.Errorf("etcd: claim %s at %v: %w", c.Job, c.Tick, err)
-	}
-	if key == "" {
-		return stale("no leader key with that create revision")
-	}
-	val, err := json.Marshal(ledger.Run{
-		Job: c.Job, Tick: c.Tick.UTC(), Instance: c.Instance, Token: c.Token,
-		CatchUp: c.CatchUp, Started: c.Started, Result: ledger.ResultRunning,
-	})
-	if err != nil {
-		return fmt.Errorf("etcd: claim %s: encode run: %w", c.Job, err)
-	}
-	last, runs := l.lastKey(c.Job), l.runsPrefix(c.Job)
-	record := []clientv3.Op{
-		clientv3.OpPut(last, tick),
-		clientv3.OpPut(runs+tick, string(val)),
-		clientv3.OpGet(runs, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
-			clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(int64(l.keep+1))),
-	}
-	// A value compare fails on a missing key, hence two levels: first
-	// claim of the job, or a tick after the last one.
-	newer := clientv3.OpTxn(
-		[]clientv3.Cmp{clientv3.Compare(clientv3.Value(last), "<", tick)},
-		record,
-		[]clientv3.Op{clientv3.OpGet(last)})
-	claim := clientv3.OpTxn(
-		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(last), "=", 0)},
-		record,
-		[]clientv3.Op{newer})
-	resp, err := l.b.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", int64(c.Token))).
-		Then(claim).
-		Commit()
-	if err != nil {
-		return fmt.Errorf("etcd: claim %s at %v: %w", c.Job, c.Tick, err)
-	}
-	if !resp.Succeeded {
-		return stale(fmt.Sprintf("leader key %s gone", key))
-	}
-	inner := resp.Responses[0].GetResponseTxn()
-	if !inner.Succeeded {
-		inner = inner.Responses[0].GetResponseTxn()
-		if !inner.Succeeded {
-			lastTick := "?"
-			if kvs := inner.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
-				lastTick = parseTick(string(kvs[0].Value)).Format(time.RFC3339Nano)
-			}
-			return fmt.Errorf("etcd: claim %s at %v (last claimed %s): %w", c.Job, c.Tick, lastTick, ledger.ErrTickClaimed)
-		}
-	}
-	if kvs := inner.Responses[2].GetResponseRange().GetKvs(); len(kvs) > l.keep {
-		oldest := string(kvs[l.keep].Key)
-		if _, err := l.b.cli.Delete(ctx, runs, clientv3.WithRange(oldest+"\x00")); err != nil {
-			l.b.log.Warn("pruning ledger history", "job", c.Job, "err", err)
-		}
-	}
-	return nil
-}
+func formatTick(ns int64) string { return fmt.Sprintf("%020d", ns) }
 
 func parseTick(s string) time.Time {
 	ns, err := strconv.ParseInt(s, 10, 64)
@@ -142,81 +136,112 @@ func parseTick(s string) time.Time {
 	return time.Unix(0, ns).UTC()
 }
 
-// leaderKey returns the election's oldest key, the leader's, if its create
-// revision is token, or "" if it is not (or there is none): while a term
-// holds, its key is the oldest, since every key created before it is gone.
-func (l *tickLedger) leaderKey(ctx context.Context, token uint64) (string, error) {
-	resp, err := l.b.cli.Get(ctx, l.b.keys, clientv3.WithFirstCreate()...)
-	if err != nil {
-		return "", err
-	}
-	if len(resp.Kvs) == 0 || uint64(resp.Kvs[0].CreateRevision) != token {
-		return "", nil
-	}
-	return string(resp.Kvs[0].Key), nil
+func (l *tickLedger) jobPrefix(job string) string { return l.root + url.PathEscape(job) + "/" }
+func (l *tickLedger) lastKey(job string) string   { return l.jobPrefix(job) + "last" }
+func (l *tickLedger) runsPrefix(job string) string {
+	return l.jobPrefix(job) + "runs/"
 }
 
-// LastClaimed implements ledger.Ledger.
-func (l *tickLedger) LastClaimed(ctx context.Context, job string) (time.Time, error) {
-	resp, err := l.b.cli.Get(ctx, l.lastKey(job))
-	if err != nil {
-		return time.Time{}, fmt.Errorf("etcd: last claimed tick of %s: %w", job, err)
+// span is the items [from, to) of a batch.
+type span struct{ from, to int }
+
+// spans splits n items into spans of at most max items whose sizes add
+// up to at most maxTxnBytes (an item larger than that alone).
+func spans(n, max int, size func(i int) int) []span {
+	var out []span
+	for from := 0; from < n; {
+		to, bytes := from, 0
+		for to < n && to-from < max {
+			s := size(to)
+			if to > from && bytes+s > maxTxnBytes {
+				break
+			}
+			bytes += s
+			to++
+		}
+		out = append(out, span{from, to})
+		from = to
 	}
-	if len(resp.Kvs) == 0 {
-		return time.Time{}, nil
-	}
-	t := parseTick(string(resp.Kvs[0].Value))
-	if t.IsZero() {
-		return time.Time{}, fmt.Errorf("etcd: last claimed tick of %s: bad value %q", job, resp.Kvs[0].Value)
-	}
-	return t, nil
+	return out
 }
 
-// Finish implements ledger.Ledger: it replaces the run entry of
-// r.Job at r.Tick with r, if that entry was claimed with r.Token. It
-// returns an error if there is no such entry (never claimed, or pruned).
-func (l *tickLedger) Finish(ctx context.Context, r ledger.Run) error {
-	tick, err := tickKey(r.Tick)
-	if err != nil {
-		return fmt.Errorf("etcd: finish %s: %w", r.Job, err)
+// each calls f(i) for every i < n, at once, and returns when all have.
+func each(n int, f func(i int)) {
+	if n == 1 {
+		f(0)
+		return
 	}
-	key := l.runsPrefix(r.Job) + tick
-	r.Tick = r.Tick.UTC()
-	val, err := json.Marshal(r)
-	if err != nil {
-		return fmt.Errorf("etcd: finish %s: encode run: %w", r.Job, err)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { f(i) })
 	}
-	for range 3 { // compare-and-swap; retried only if the entry changed meanwhile
-		resp, err := l.b.cli.Get(ctx, key)
-		if err != nil {
-			return fmt.Errorf("etcd: finish %s at %v: %w", r.Job, r.Tick, err)
-		}
-		if len(resp.Kvs) == 0 {
-			return nil // trimmed from the history already: nothing to update
-		}
-		var cur ledger.Run
-		if err := json.Unmarshal(resp.Kvs[0].Value, &cur); err != nil {
-			return fmt.Errorf("etcd: finish %s at %v: decode run entry: %w", r.Job, r.Tick, err)
-		}
-		if cur.Token != r.Token {
-			return fmt.Errorf("etcd: finish %s at %v: run entry has token %d, not %d", r.Job, r.Tick, cur.Token, r.Token)
-		}
-		tr, err := l.b.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(key), "=", resp.Kvs[0].ModRevision)).
-			Then(clientv3.OpPut(key, string(val))).
-			Commit()
-		if err != nil {
-			return fmt.Errorf("etcd: finish %s at %v: %w", r.Job, r.Tick, err)
-		}
-		if tr.Succeeded {
-			return nil
-		}
-	}
-	return fmt.Errorf("etcd: finish %s at %v: run entry keeps changing", r.Job, r.Tick)
+	wg.Wait()
 }
 
-// History implements ledger.Ledger, newest first.
+// state returns job's jobState, made if it has none; l.mu is held. When
+// the cache is full, another job's is dropped.
+func (l *tickLedger) state(job string) *jobState {
+	js := l.jobs[job]
+	if js == nil {
+		if len(l.jobs) >= maxCachedJobs {
+			for other := range l.jobs {
+				delete(l.jobs, other)
+				break
+			}
+		}
+		js = &jobState{}
+		l.jobs[job] = js
+	}
+	return js
+}
+
+// LastClaimed implements ledger.Ledger: Config.MaxTxnOps jobs per
+// transaction of reads, the transactions at once.
+func (l *tickLedger) LastClaimed(ctx context.Context, jobs []string) ([]time.Time, error) {
+	out := make([]time.Time, len(jobs))
+	parts := spans(len(jobs), l.reads, func(int) int { return 0 })
+	errs := make([]error, len(parts))
+	each(len(parts), func(p int) {
+		errs[p] = l.lastClaimed(ctx, jobs[parts[p].from:parts[p].to], out[parts[p].from:parts[p].to])
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// lastClaimed reads the last claimed tick of each of jobs into out, in
+// one transaction.
+func (l *tickLedger) lastClaimed(ctx context.Context, jobs []string, out []time.Time) error {
+	ops := make([]clientv3.Op, len(jobs))
+	for i, job := range jobs {
+		ops[i] = clientv3.OpGet(l.lastKey(job))
+	}
+	resp, err := l.b.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return fmt.Errorf("etcd: last claimed ticks of %d jobs (%s...): %w", len(jobs), jobs[0], err)
+	}
+	if len(resp.Responses) != len(jobs) {
+		return fmt.Errorf("etcd: last claimed ticks of %d jobs (%s...): %d responses", len(jobs), jobs[0], len(resp.Responses))
+	}
+	for i, job := range jobs {
+		kvs := resp.Responses[i].GetResponseRange().GetKvs()
+		if len(kvs) == 0 {
+			continue
+		}
+		t := parseTick(string(kvs[0].Value))
+		if t.IsZero() {
+			return fmt.Errorf("etcd: last claimed tick of %s: bad value %q", job, kvs[0].Value)
+		}
+		out[i] = t
+	}
+	return nil
+}
+
+// History implements ledger.Ledger, newest first: up to n of the
+// Config.History newest runs (a job may hold one more for a while).
 func (l *tickLedger) History(ctx context.Context, job string, n int) ([]ledger.Run, error) {
+	n = min(n, l.keep)
 	if n <= 0 {
 		return nil, nil
 	}

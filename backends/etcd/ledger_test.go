@@ -21,7 +21,15 @@ func claim(t *testing.T, lg ledger.Ledger, job string, tick time.Time, token uin
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return lg.Claim(ctx, ledger.Claim{Job: job, Tick: tick, Token: token, Instance: "i1", Started: time.Now()})
+	return lg.Claim(ctx, []ledger.Claim{{Job: job, Tick: tick, Token: token, Instance: "i1", Started: time.Now()}})[0]
+}
+
+// finish finishes r, in a batch of one.
+func finish(t *testing.T, lg ledger.Ledger, r ledger.Run) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return lg.Finish(ctx, []ledger.Run{r})[0]
 }
 
 // leadLedger makes a Backend of the election pfx talking through cli and
@@ -84,12 +92,12 @@ func TestLedger_StaleTokenAfterTakeover(t *testing.T) {
 		t.Errorf("a's lease after a stale claim: open %v, Err %v", electiontest.IsOpen(la), la.Err())
 	}
 	electiontest.Release(t, la)
-	// A token that is not a held term is refused without a request.
+	// A token that is not a held term is refused without a transaction.
 	if err := claim(t, b.Ledger(), "job", tick0.Add(3*time.Minute), lb.Token()+1000); !errors.Is(err, ledger.ErrStaleTerm) {
 		t.Errorf("claim with an unknown token: %v", err)
 	}
-	if last, _ := b.Ledger().LastClaimed(context.Background(), "job"); !last.Equal(tick0.Add(time.Minute)) {
-		t.Errorf("LastClaimed = %v, want b's tick", last)
+	if last, err := b.Ledger().LastClaimed(context.Background(), []string{"job"}); err != nil || !last[0].Equal(tick0.Add(time.Minute)) {
+		t.Errorf("LastClaimed = %v, %v; want b's tick", last, err)
 	}
 }
 
@@ -185,18 +193,18 @@ func TestLedger_Finish(t *testing.T) {
 	wrong := r
 	wrong.Token++
 	wrong.Result = ledger.ResultOK
-	if err := lg.Finish(ctx, wrong); err == nil {
+	if err := finish(t, lg, wrong); err == nil {
 		t.Error("Finish with another token succeeded")
 	}
 	missing := r
 	missing.Tick = tick0.Add(time.Hour)
-	if err := lg.Finish(ctx, missing); err != nil {
+	if err := finish(t, lg, missing); err != nil {
 		t.Errorf("Finish of an entry not in the history: %v, want nil (nothing to update)", err)
 	}
 	if runs, _ := lg.History(ctx, "job", 10); len(runs) != 1 {
 		t.Errorf("Finish of an entry not in the history added one: %d runs", len(runs))
 	}
-	if err := lg.Finish(ctx, r); err != nil {
+	if err := finish(t, lg, r); err != nil {
 		t.Fatalf("Finish: %v", err)
 	}
 	runs, _ = lg.History(ctx, "job", 10)
@@ -210,7 +218,7 @@ func TestLedger_Finish(t *testing.T) {
 	// Finish does not depend on the term: it records runs that end after a loss.
 	electiontest.Release(t, l)
 	r.Result = ledger.ResultCancelled
-	if err := lg.Finish(ctx, r); err != nil {
+	if err := finish(t, lg, r); err != nil {
 		t.Errorf("Finish after release: %v", err)
 	}
 }

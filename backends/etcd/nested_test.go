@@ -39,7 +39,7 @@ func leaveLedgerKeys(ctx context.Context, t *testing.T, b *etcd.Backend, id stri
 	t.Helper()
 	l := electiontest.Acquire(t, b, id, acquireWithin)
 	tick := time.Now().UTC().Truncate(time.Second)
-	if err := b.Ledger().Claim(ctx, ledger.Claim{Job: "report", Tick: tick, Token: l.Token(), Instance: id, Started: time.Now()}); err != nil {
+	if err := b.Ledger().Claim(ctx, []ledger.Claim{{Job: "report", Tick: tick, Token: l.Token(), Instance: id, Started: time.Now()}})[0]; err != nil {
 		t.Fatalf("%s: Claim: %v", id, err)
 	}
 	electiontest.Release(t, l)
@@ -83,6 +83,27 @@ func TestNested_NestedLedgerDoesNotBlockParent(t *testing.T) {
 
 	lp := parentLeads(ctx, t, parent, "with the nested election's ledger in place")
 	electiontest.Release(t, lp)
+}
+
+// The keys of a nested election and of its ledger, under P/ and older
+// than P's leader's key, do not make P's claims stale: the ledger finds
+// the term's key among P's own candidates.
+func TestNested_ParentClaimsBesideNestedKeys(t *testing.T) {
+	pfx := prefix(t)
+	parent := newBackend(t, dial(t, server(t).Addr()), pfx, 2*time.Second)
+	child := newBackend(t, dial(t, server(t).Addr()), pfx+"/eu", 2*time.Second)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	leaveLedgerKeys(ctx, t, child, "eu-1")
+	lc := electiontest.Acquire(t, child, "eu-2", acquireWithin)
+	defer electiontest.Release(t, lc)
+	lp := electiontest.Acquire(t, parent, "p-1", acquireWithin)
+	defer electiontest.Release(t, lp)
+	tick := time.Now().UTC().Truncate(time.Second)
+	if err := parent.Ledger().Claim(ctx, []ledger.Claim{{Job: "report", Tick: tick, Token: lp.Token(), Instance: "p-1", Started: time.Now()}})[0]; err != nil {
+		t.Fatalf("parent's claim beside the nested election's keys: %v", err)
+	}
 }
 
 // An election's ledger is PREFIX-ledger/, and its keys look like the
