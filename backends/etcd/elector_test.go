@@ -58,7 +58,7 @@ func TestElector_GracefulStopDrainsThenHandsOver(t *testing.T) {
 	const jobTime = 3 * time.Second // longer than the TTL: renewals go on while draining
 	var (
 		mu                  sync.Mutex
-		jobEnded, lead1Done time.Time
+		jobBegan, jobEnded, lead1Done time.Time
 		jobErr              error
 	)
 	jobStarted := make(chan struct{})
@@ -67,6 +67,9 @@ func TestElector_GracefulStopDrainsThenHandsOver(t *testing.T) {
 		done := make(chan struct{})
 		go func() { // the job: runs to completion unless the lease is lost
 			defer close(done)
+			mu.Lock()
+			jobBegan = time.Now()
+			mu.Unlock()
 			close(jobStarted)
 			select {
 			case <-time.After(jobTime):
@@ -130,8 +133,8 @@ func TestElector_GracefulStopDrainsThenHandsOver(t *testing.T) {
 	if jobErr != nil {
 		t.Errorf("job's lease context ended during the drain: %v", jobErr)
 	}
-	if jobEnded.Sub(stopped) < jobTime-300*time.Millisecond-50*time.Millisecond {
-		t.Errorf("job ended %v after the stop, want it to run to completion", jobEnded.Sub(stopped))
+	if jobEnded.Sub(jobBegan) < jobTime {
+		t.Errorf("job ended %v after it began (%v after the stop), want it to run to completion (%v)", jobEnded.Sub(jobBegan), jobEnded.Sub(stopped), jobTime)
 	}
 	if !relAt.After(lead1Done) || !relAt.After(jobEnded) {
 		t.Errorf("released at %v, before the job ended (%v) or lead returned (%v)", relAt, jobEnded, lead1Done)
@@ -142,7 +145,11 @@ func TestElector_GracefulStopDrainsThenHandsOver(t *testing.T) {
 	handover := led2At.Sub(relAt)
 	t.Logf("graceful stop: job drained %v after the stop; e2 led %v after e1 released",
 		jobEnded.Sub(stopped).Round(time.Millisecond), handover.Round(time.Microsecond))
-	if handover > 100*time.Millisecond {
-		t.Errorf("handover took %v, want <= 100ms", handover)
+	// A waiting candidate learns of the release from its watch, not by
+	// polling or by the TTL (2 s): the benchmarks hold the figure (a few
+	// milliseconds); the bound here only tells the two apart on a loaded
+	// machine.
+	if handover > time.Second {
+		t.Errorf("handover took %v, want well under the TTL (<= 1s)", handover)
 	}
 }
