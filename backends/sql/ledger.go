@@ -225,14 +225,19 @@ func (l *tickLedger) claimChunk(ctx context.Context, token uint64, items []claim
 	b := l.b
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.QueryTimeout)
 	defer cancel()
-	if b.drv.Dialect == Postgres {
-		return l.claimPG(ctx, int64(token), items)
-	}
-	// A concurrent first claim of the same job (duplicate key) or a
-	// deadlock is retried: the retry sees the other's outcome.
+	// A concurrent first claim of the same job (MySQL: duplicate key) or
+	// a deadlock rolled the round trip back: the retry sees the other's
+	// outcome.
 	for attempt := 0; ; attempt++ {
-		res, err := l.claimMySQL(ctx, int64(token), items)
+		var res claimChunk
+		var err error
+		if b.drv.Dialect == Postgres {
+			res, err = l.claimPG(ctx, int64(token), items)
+		} else {
+			res, err = l.claimMySQL(ctx, int64(token), items)
+		}
 		if attempt < 3 && err != nil && ctx.Err() == nil && b.drv.claimConflict(err) {
+			b.log.Warn("ledger claim conflict, retrying", "claims", len(items), "attempt", attempt+1, "err", err)
 			continue
 		}
 		return res, err
@@ -416,13 +421,16 @@ func (l *tickLedger) finishChunk(ctx context.Context, items []finishItem) error 
 	b := l.b
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.QueryTimeout)
 	defer cancel()
-	if b.drv.Dialect == Postgres {
-		return l.finishPG(ctx, items)
-	}
 	for attempt := 0; ; attempt++ {
-		err := l.finishMySQL(ctx, items)
+		var err error
+		if b.drv.Dialect == Postgres {
+			err = l.finishPG(ctx, items)
+		} else {
+			err = l.finishMySQL(ctx, items)
+		}
 		if attempt < 3 && err != nil && ctx.Err() == nil && b.drv.claimConflict(err) {
-			continue // a deadlock with a claim's trim: retry
+			b.log.Warn("ledger finish conflict, retrying", "runs", len(items), "attempt", attempt+1, "err", err)
+			continue // a deadlock (with a claim's trim): retry
 		}
 		return err
 	}

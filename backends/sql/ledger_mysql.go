@@ -15,6 +15,13 @@ import (
 // every value is a bind parameter. A string compared with a key column
 // is converted to the column's utf8mb4_bin, whatever the connection's
 // character set and collation.
+//
+// Every statement that locks or writes existing rows reaches them from
+// the chunk's list, through STRAIGHT_JOIN, by their full primary key
+// (eq_ref): left to itself, the optimizer may read all of the election's
+// rows by the key's prefix instead, and a locking read of rows of
+// another chunk's jobs waits for that chunk's transaction, which may be
+// waiting for this one (a deadlock seen with two chunks of 500 jobs).
 
 const myJob = "CONVERT(? USING utf8mb4) COLLATE utf8mb4_bin"
 
@@ -72,7 +79,7 @@ func mysqlTime(t time.Time) any {
 //
 //  1. share-lock the lease row, which must hold token and be live;
 //  2. lock the tick rows of the jobs that have one (SELECT ... FOR
-//     UPDATE, in primary key order);
+//     UPDATE, in the order of the jobs);
 //  3. insert the tick rows of the jobs that had none (a concurrent first
 //     claim makes it fail with a duplicate key, and the caller retries);
 //  4. move forward the tick rows older than their claim (one UPDATE
@@ -99,12 +106,13 @@ func (l *tickLedger) claimMySQL(ctx context.Context, token int64, items []claimI
 		return claimChunk{}, err
 	}
 
-	args := []any{b.cfg.Election}
+	args := make([]any, 0, len(items)+1)
 	for _, it := range items {
 		args = append(args, it.job)
 	}
-	rows, err := tx.QueryContext(ctx, "SELECT job, last_tick FROM "+t+"_ticks WHERE election = ? AND job IN ("+
-		myList(len(items), "?", ", ")+") FOR UPDATE", args...)
+	args = append(args, b.cfg.Election)
+	rows, err := tx.QueryContext(ctx, "SELECT k.job, k.last_tick FROM "+myRows(len(items), myJob+" AS job")+
+		" v STRAIGHT_JOIN "+t+"_ticks k ON k.election = ? AND k.job = v.job FOR UPDATE", args...)
 	if err != nil {
 		return claimChunk{}, err
 	}
@@ -156,11 +164,10 @@ func (l *tickLedger) claimMySQL(ctx context.Context, token int64, items []claimI
 		for _, it := range newer {
 			args = append(args, it.job, it.tick)
 		}
-		args = append(args, token, b.cfg.Election)
-		if _, err := tx.ExecContext(ctx, "UPDATE "+t+"_ticks k JOIN "+
-			myRows(len(newer), myJob+" AS job", "CAST(? AS SIGNED) AS tick")+
-			" v ON k.job = v.job SET k.last_tick = v.tick, k.token = ?, k.claimed_at = UTC_TIMESTAMP(6) WHERE k.election = ?",
-			args...); err != nil {
+		args = append(args, b.cfg.Election, token)
+		if _, err := tx.ExecContext(ctx, "UPDATE "+myRows(len(newer), myJob+" AS job", "CAST(? AS SIGNED) AS tick")+
+			" v STRAIGHT_JOIN "+t+"_ticks k ON k.election = ? AND k.job = v.job\n"+
+			"SET k.last_tick = v.tick, k.token = ?, k.claimed_at = UTC_TIMESTAMP(6)", args...); err != nil {
 			return claimChunk{}, err
 		}
 	}
@@ -178,24 +185,24 @@ func (l *tickLedger) claimMySQL(ctx context.Context, token int64, items []claimI
 		return claimChunk{}, err
 	}
 	// The transaction sees its own new runs: keep the newest History.
-	args = []any{b.cfg.Election}
+	args = make([]any, 0, len(claimed)+3)
 	for _, it := range claimed {
 		args = append(args, it.job)
 	}
-	args = append(args, b.cfg.History, b.cfg.Election)
-	if _, err := tx.ExecContext(ctx, "DELETE r FROM "+t+"_runs r JOIN (\n"+
+	args = append(args, b.cfg.Election, b.cfg.History, b.cfg.Election)
+	if _, err := tx.ExecContext(ctx, "DELETE r FROM (\n"+
 		"\tSELECT job, tick FROM (\n"+
-		"\t\tSELECT job, tick, ROW_NUMBER() OVER (PARTITION BY job ORDER BY tick DESC) AS n\n"+
-		"\t\tFROM "+t+"_runs WHERE election = ? AND job IN ("+myList(len(claimed), "?", ", ")+")\n"+
+		"\t\tSELECT x.job, x.tick, ROW_NUMBER() OVER (PARTITION BY x.job ORDER BY x.tick DESC) AS n\n"+
+		"\t\tFROM "+myRows(len(claimed), myJob+" AS job")+" v STRAIGHT_JOIN "+t+"_runs x ON x.election = ? AND x.job = v.job\n"+
 		"\t) ranked WHERE n > ?\n"+
-		") d ON r.job = d.job AND r.tick = d.tick WHERE r.election = ?", args...); err != nil {
+		") d STRAIGHT_JOIN "+t+"_runs r ON r.election = ? AND r.job = d.job AND r.tick = d.tick", args...); err != nil {
 		return claimChunk{}, err
 	}
 	return res, tx.Commit()
 }
 
 // finishMySQL stores the outcomes of items (sorted by job and tick) in
-// one UPDATE joined to them.
+// one UPDATE joined to them, locking the runs in that order.
 func (l *tickLedger) finishMySQL(ctx context.Context, items []finishItem) error {
 	b := l.b
 	args := make([]any, 0, 6*len(items)+1)
@@ -203,10 +210,10 @@ func (l *tickLedger) finishMySQL(ctx context.Context, items []finishItem) error 
 		args = append(args, it.job, it.tick, it.token, mysqlTime(it.ended), it.result, it.msg)
 	}
 	args = append(args, b.cfg.Election)
-	_, err := b.cfg.DB.ExecContext(ctx, "UPDATE "+b.cfg.Table+"_runs r JOIN "+
+	_, err := b.cfg.DB.ExecContext(ctx, "UPDATE "+
 		myRows(len(items), myJob+" AS job", "CAST(? AS SIGNED) AS tick", "CAST(? AS SIGNED) AS token",
 			"CAST(? AS DATETIME(6)) AS ended", "CONVERT(? USING utf8mb4) AS result", "CONVERT(? USING utf8mb4) AS error")+
-		" v ON r.job = v.job AND r.tick = v.tick AND r.token = v.token\n"+
-		"SET r.ended = v.ended, r.result = v.result, r.error = v.error WHERE r.election = ?", args...)
+		" v STRAIGHT_JOIN "+b.cfg.Table+"_runs r ON r.election = ? AND r.job = v.job AND r.tick = v.tick AND r.token = v.token\n"+
+		"SET r.ended = v.ended, r.result = v.result, r.error = v.error", args...)
 	return err
 }
