@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/batonhq/baton/election"
@@ -29,6 +30,8 @@ type Backend struct {
 	q       queries
 	log     *slog.Logger
 	channel string // PostgreSQL notification channel of this election
+
+	jsonTable atomic.Int32 // MySQL: whether the server has JSON_TABLE (jsonTableYes, jsonTableNo), once known
 }
 
 var (

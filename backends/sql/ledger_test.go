@@ -258,3 +258,16 @@ func TestLedger_Conformance(t *testing.T) {
 		})
 	})
 }
+
+// TestLedger_ConformanceWithoutJSONTable runs the suite on MariaDB with
+// the ledger's rows sent as UNION ALL rows, as on a server without
+// JSON_TABLE (MariaDB 10.5).
+func TestLedger_ConformanceWithoutJSONTable(t *testing.T) {
+	s := getServer(t, "mariadb")
+	t.Parallel()
+	ledgertest.Run(t, func(t *testing.T) ledgertest.Election {
+		b := s.backend(t, s.admin, s.newTable(t), "conformance", nil)
+		sql.SetJSONTable(b, false)
+		return ledgertest.Election{Ledger: b.Ledger(), Lead: ledgertest.Leader(b)}
+	})
+}
