@@ -31,7 +31,8 @@ type Backend struct {
 	log     *slog.Logger
 	channel string // PostgreSQL notification channel of this election
 
-	jsonTable atomic.Int32 // MySQL: whether the server has JSON_TABLE (jsonTableYes, jsonTableNo), once known
+	ledgerSlots chan struct{} // the ledger's round trips in flight, at most ledgerParallel
+	jsonTable   atomic.Int32  // MySQL: whether the server has JSON_TABLE (jsonTableYes, jsonTableNo), once known
 }
 
 var (
@@ -60,6 +61,8 @@ func New(cfg Config, drv Driver) (*Backend, error) {
 		q:       buildQueries(drv.Dialect, cfg.Table, cfg.Timing.TTL.Microseconds()),
 		log:     cfg.Logger.With("election", cfg.Election),
 		channel: "baton_" + hex.EncodeToString(sum[:12]),
+
+		ledgerSlots: make(chan struct{}, ledgerParallel),
 	}, nil
 }
 

@@ -20,22 +20,28 @@ import (
 // tables Table_ticks and Table_runs of the same database (see the schema
 // files). It is safe for concurrent use.
 //
-// Round trips: Claim and Finish send MaxBatch items per round trip
-// (PostgreSQL: one statement; MySQL: one transaction of at most six
-// statements for Claim, one statement for Finish), LastClaimed reads
-// MaxBatch jobs per query, History is one query. Each round trip is
-// bounded by ctx and Config.QueryTimeout. The round trips of one call run
-// at most claimParallel at a time, each on a connection of the pool, over
-// disjoint sets of jobs, each locking its rows in the order of their job
-// names, so that they never deadlock one another.
+// Round trips: Claim and Finish carry MaxBatch (500) items per round
+// trip: on PostgreSQL one statement; on MySQL, for Claim, one transaction
+// of at most six statements (two when every tick is claimed already), for
+// Finish one statement. LastClaimed reads MaxBatch jobs per query,
+// History is one query. Each round trip is bounded by ctx and
+// Config.QueryTimeout. A Backend runs at most two ledger round trips at
+// once (the chunks of a call, and concurrent calls, queue for them), so
+// keep at least three idle connections in the pool with the renewals
+// (DB.SetMaxIdleConns). The chunks of a call hold disjoint sets of jobs,
+// and every round trip locks its rows in the order of their jobs, so
+// that they never deadlock one another; a deadlock with another writer
+// is retried.
 //
-// Rows: one row per job in Table_ticks (about 60 bytes plus the election
-// and job names), and up to Config.History rows per job in Table_runs
-// (about 90 bytes plus the election, job and instance names and the error
-// text, which is cut at 8 KiB), plus their primary key indexes, which
-// repeat the names. 1,000 jobs with the default History of 20 and short
-// names take roughly 3 MB. A claim trims its job's runs beyond History
-// in the same round trip.
+// Rows: Table_ticks holds one row per job claimed, about 120 bytes with
+// short names on PostgreSQL (row and primary key index) and 80 on MySQL;
+// Table_runs up to Config.History rows per job, about 150 bytes each on
+// PostgreSQL and 90 on MySQL; add to each row the lengths of the election
+// and job names (twice on PostgreSQL, in the row and in the index), and
+// to a run those of its instance name and error text (cut at 8 KiB).
+// With the default History of 20, 1,000 jobs take about 3 MB on
+// PostgreSQL (more between vacuums) and 2 MB on MySQL. Each claim deletes
+// its job's runs beyond History in the same round trip.
 //
 // Ticks are stored as unix nanoseconds, so a tick round-trips exactly
 // (times between the years 1678 and 2262); the instant is kept, the
@@ -53,25 +59,29 @@ var _ ledger.Ledger = (*tickLedger)(nil)
 const maxErrorLen = 8 << 10
 
 // Claims (and finishes, and jobs read by LastClaimed) per round trip.
-//
-// PostgreSQL: the claim statement costs about 25 µs per claim on an idle
-// 2-core machine (upsert of the tick, insert of the run, trim), so 500
-// claims hold the lease row's share lock and the tick rows' locks for
-// about 12 ms, two chunks of one instant run side by side, and a larger
-// chunk gained nothing measurable (see the measurements in the commit
-// history). MySQL: each statement of the transaction lists its rows with
-// bind parameters (at most 6 per row, far below the 65,535 a statement
-// may have), and 500 rows per statement keep a transaction's locks held
-// for about the same time.
+// The cost of a claim hardly depends on the chunk's size above 100 (the
+// statement's fixed cost is a small part of it: on a loaded 2-core
+// machine, 1,000 claims took the same time in chunks of 100, 250, 500
+// or 1,000), while a chunk holds its rows' locks, and the lease row's
+// share lock that a renewal waits for, until it commits. 500 keeps a
+// chunk to tens of milliseconds (a claim cost about 50 µs on PostgreSQL
+// and 100 µs on MariaDB on that machine, busy with other work) and lets
+// the two round trips in flight share the work of an instant of 1,000
+// jobs.
 const (
 	maxBatchPG    = 500
 	maxBatchMySQL = 500
 )
 
-// claimParallel bounds how many round trips of one call run at once. The
-// chunks of an instant go out together, but not so many at once that the
-// pool must open (and later close) a connection for each of them.
-const claimParallel = 4
+// ledgerParallel bounds how many ledger round trips of one Backend run at
+// once, whichever calls they belong to: the chunks of one Claim, and the
+// Host's concurrent calls of one instant, queue for them. Two, because a
+// database/sql pool keeps two idle connections unless told otherwise
+// (SetMaxIdleConns): with four at once, every instant closed and reopened
+// connections (and PostgreSQL prepared the statement again on each), and
+// 10,000 claims took twice as long as with two on a 2-core machine; with
+// the idle connections raised to 8, four at once were no faster than two.
+const ledgerParallel = 2
 
 // MaxBatch implements ledger.Ledger.
 func (l *tickLedger) MaxBatch() int {
@@ -201,7 +211,7 @@ func (l *tickLedger) Claim(ctx context.Context, cs []ledger.Claim) []error {
 			chunks = append(chunks, chunk{tok, items[from:min(from+l.MaxBatch(), len(items))]})
 		}
 	}
-	l.parallel(len(chunks), func(k int) {
+	parallel(len(chunks), func(k int) {
 		ch := chunks[k]
 		res, err := l.claimChunk(ctx, ch.token, ch.items)
 		for n, it := range ch.items {
@@ -223,6 +233,11 @@ func (l *tickLedger) Claim(ctx context.Context, cs []ledger.Claim) []error {
 // of distinct jobs.
 func (l *tickLedger) claimChunk(ctx context.Context, token uint64, items []claimItem) (claimChunk, error) {
 	b := l.b
+	done, err := l.slot(ctx)
+	if err != nil {
+		return claimChunk{}, err
+	}
+	defer done()
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.QueryTimeout)
 	defer cancel()
 	// A concurrent first claim of the same job (MySQL: duplicate key) or
@@ -244,23 +259,29 @@ func (l *tickLedger) claimChunk(ctx context.Context, token uint64, items []claim
 	}
 }
 
-// parallel calls f(0), ..., f(n-1), at most claimParallel at a time, and
-// returns when all have returned.
-func (l *tickLedger) parallel(n int, f func(k int)) {
-	if n == 1 {
-		f(0)
-		return
-	}
+// parallel calls f(0), ..., f(n-1), each on a goroutine of its own (the
+// first on the caller's), and returns when all have returned. Each f
+// queues for a round trip with slot.
+func parallel(n int, f func(k int)) {
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, claimParallel)
-	for k := range n {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			f(k)
-		})
+	for k := 1; k < n; k++ {
+		wg.Go(func() { f(k) })
+	}
+	if n > 0 {
+		f(0)
 	}
 	wg.Wait()
+}
+
+// slot waits for one of the Backend's ledgerParallel round trips, and
+// returns the function that gives it back, or ctx's error.
+func (l *tickLedger) slot(ctx context.Context) (func(), error) {
+	select {
+	case l.b.ledgerSlots <- struct{}{}:
+		return func() { <-l.b.ledgerSlots }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // LastClaimed implements ledger.Ledger: one query per MaxBatch distinct
@@ -282,7 +303,7 @@ func (l *tickLedger) LastClaimed(ctx context.Context, jobs []string) ([]time.Tim
 		first error
 	)
 	n := (len(keys) + l.MaxBatch() - 1) / l.MaxBatch()
-	l.parallel(n, func(k int) {
+	parallel(n, func(k int) {
 		page := keys[k*l.MaxBatch() : min((k+1)*l.MaxBatch(), len(keys))]
 		got, err := l.lastClaimedPage(ctx, page)
 		mu.Lock()
@@ -309,10 +330,14 @@ func (l *tickLedger) LastClaimed(ctx context.Context, jobs []string) ([]time.Tim
 // lastClaimedPage reads the last ticks of jobs in one query.
 func (l *tickLedger) lastClaimedPage(ctx context.Context, jobs []string) (map[string]int64, error) {
 	b := l.b
+	done, err := l.slot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.QueryTimeout)
 	defer cancel()
 	var rows *dbsql.Rows
-	var err error
 	if b.drv.Dialect == Postgres {
 		var a pgArray
 		for _, job := range jobs {
@@ -399,7 +424,7 @@ func (l *tickLedger) Finish(ctx context.Context, rs []ledger.Run) []error {
 		return cmp.Or(strings.Compare(x.job, y.job), cmp.Compare(x.tick, y.tick), cmp.Compare(x.token, y.token))
 	})
 	n := (len(items) + l.MaxBatch() - 1) / l.MaxBatch()
-	l.parallel(n, func(k int) {
+	parallel(n, func(k int) {
 		chunk := items[k*l.MaxBatch() : min((k+1)*l.MaxBatch(), len(items))]
 		if err := l.finishChunk(ctx, chunk); err != nil {
 			for _, it := range chunk {
@@ -419,6 +444,11 @@ func (l *tickLedger) Finish(ctx context.Context, rs []ledger.Run) []error {
 // finishChunk stores one round trip of outcomes, sorted by job and tick.
 func (l *tickLedger) finishChunk(ctx context.Context, items []finishItem) error {
 	b := l.b
+	done, err := l.slot(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.QueryTimeout)
 	defer cancel()
 	for attempt := 0; ; attempt++ {
