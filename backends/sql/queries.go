@@ -102,12 +102,15 @@ SELECT pg_notify($3, r.election) FROM r`,
 			// takeover in progress re-reads the row after it and finds
 			// another token. claim then moves each job's tick forward
 			// only if newer, taking the tick rows' locks in the order of
-			// the jobs (so that concurrent chunks cannot deadlock); run
-			// records the claimed ones; doomed and trim delete each
-			// claimed job's runs beyond the newest $8 (the new run and
-			// the newest $8-1 older ones; the statement's snapshot does
-			// not see the new run), locking them in the order of job and
-			// tick as Finish does.
+			// the arrays (so that concurrent chunks cannot deadlock); run
+			// records the claimed ones. doomed finds, for each claimed
+			// job, the runs beyond the newest $8 (the new run and the
+			// newest $8-1 older ones: the statement's snapshot does not see
+			// the new run) and locks them in the order of job and tick, as
+			// Finish does; trim deletes them by their row address (a
+			// LATERAL per job and a TID scan: no plan that reads the whole
+			// table, whatever its size). A run finished between the
+			// snapshot and the lock is not deleted (the next claim does it).
 			claimPG: `WITH input AS (
 	SELECT * FROM unnest($3::text::text[], $4::text::bigint[], $5::text::text[], $6::text::boolean[], $7::text::timestamptz[])
 		WITH ORDINALITY AS i(job, tick, instance, catch_up, started, ord)
@@ -131,15 +134,15 @@ SELECT pg_notify($3, r.election) FROM r`,
 		started = EXCLUDED.started, ended = NULL, result = EXCLUDED.result, error = EXCLUDED.error
 	RETURNING h.job
 ), doomed AS (
-	SELECT r.job, r.tick FROM claim c
+	SELECT d.ctid FROM claim c
 	CROSS JOIN LATERAL (
 		SELECT o.tick FROM {t}_runs o WHERE o.election = $1::varchar AND o.job = c.job AND o.tick < c.last_tick
 		ORDER BY o.tick DESC OFFSET $8::int - 1 LIMIT 1) cut
-	JOIN {t}_runs r ON r.election = $1::varchar AND r.job = c.job AND r.tick <= cut.tick
-	ORDER BY r.job, r.tick
-	FOR UPDATE OF r
+	CROSS JOIN LATERAL (
+		SELECT r.ctid FROM {t}_runs r WHERE r.election = $1::varchar AND r.job = c.job AND r.tick <= cut.tick
+		ORDER BY r.tick FOR UPDATE) d
 ), trim AS (
-	DELETE FROM {t}_runs d USING doomed WHERE d.election = $1::varchar AND d.job = doomed.job AND d.tick = doomed.tick
+	DELETE FROM {t}_runs WHERE ctid = ANY (ARRAY(SELECT ctid FROM doomed))
 )
 SELECT l.n, r.ord FROM (SELECT count(*) AS n FROM lease) l
 LEFT JOIN (SELECT i.ord FROM run JOIN input i ON i.job = run.job) r ON true`,
@@ -147,18 +150,20 @@ LEFT JOIN (SELECT i.ord FROM run JOIN input i ON i.job = run.job) r ON true`,
 			// One statement per chunk of runs, given as arrays ($2 jobs,
 			// $3 ticks, $4 tokens, $5 ended, $6 results, $7 errors), sorted
 			// by job and tick. target locks the matching rows in that order
-			// (as a claim's trim does), then they are updated.
+			// (as a claim's trim does), then they are updated by their row
+			// address.
 			finish: `WITH input AS (
 	SELECT * FROM unnest($2::text::text[], $3::text::bigint[], $4::text::bigint[], $5::text::timestamptz[], $6::text::text[], $7::text::text[])
 		AS i(job, tick, token, ended, result, error)
 ), target AS (
-	SELECT r.job, r.tick, i.ended, i.result, i.error
-	FROM input i JOIN {t}_runs r ON r.election = $1::varchar AND r.job = i.job AND r.tick = i.tick AND r.token = i.token
-	ORDER BY r.job, r.tick
-	FOR UPDATE OF r
+	SELECT r.ctid, i.ended, i.result, i.error FROM input i
+	CROSS JOIN LATERAL (
+		SELECT r.ctid FROM {t}_runs r
+		WHERE r.election = $1::varchar AND r.job = i.job AND r.tick = i.tick AND r.token = i.token
+		FOR UPDATE) r
 )
 UPDATE {t}_runs r SET ended = t.ended, result = t.result, error = t.error
-FROM target t WHERE r.election = $1::varchar AND r.job = t.job AND r.tick = t.tick`,
+FROM target t WHERE r.ctid = t.ctid`,
 			history: `SELECT tick, instance, token, catch_up, floor(extract(epoch FROM started) * 1000000)::bigint,
 	floor(extract(epoch FROM ended) * 1000000)::bigint, result, error
 FROM {t}_runs WHERE election = $1 AND job = $2 ORDER BY tick DESC LIMIT $3`,
