@@ -22,8 +22,8 @@ import (
 //
 // Round trips: Claim and Finish carry MaxBatch (500) items per round
 // trip: on PostgreSQL one statement; on MySQL, for Claim, one transaction
-// of at most six statements (two when every tick is claimed already), for
-// Finish one statement. LastClaimed reads MaxBatch jobs per query,
+// of at most seven statements (two when every tick is claimed already),
+// for Finish one statement. LastClaimed reads MaxBatch jobs per query,
 // History is one query. Each round trip is bounded by ctx and
 // Config.QueryTimeout. A Backend runs at most two ledger round trips at
 // once (the chunks of a call, and concurrent calls, queue for them), so

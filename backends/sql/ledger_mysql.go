@@ -1,11 +1,13 @@
 package sql
 
 import (
+	"cmp"
 	"context"
 	dbsql "database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -143,7 +145,7 @@ func mysqlTime(t time.Time) any {
 }
 
 // claimMySQL runs one claim transaction for items (sorted by job,
-// distinct), of at most six statements whatever their number:
+// distinct), of at most seven statements whatever their number:
 //
 //  1. share-lock the lease row, which must hold token and be live;
 //  2. lock the tick rows of the jobs that have one (SELECT ... FOR
@@ -152,7 +154,8 @@ func mysqlTime(t time.Time) any {
 //     claim makes it fail with a duplicate key, and the caller retries);
 //  4. move forward the tick rows older than their claim;
 //  5. insert the runs of the claimed ticks;
-//  6. delete the claimed jobs' runs beyond History.
+//  6. read the claimed jobs' runs beyond History;
+//  7. delete them.
 //
 // READ COMMITTED: no gap locks, so claims of different new jobs do not
 // deadlock on the index gap between them.
@@ -258,7 +261,11 @@ func (l *tickLedger) claimMySQL(ctx context.Context, token int64, items []claimI
 		" ended = NULL, result = 'running', error = ''", append(args, token)...); err != nil {
 		return claimChunk{}, err
 	}
-	// The transaction sees its own new runs: keep the newest History.
+	// The runs beyond the newest History (the transaction sees its own
+	// new ones), read without locks: inside the DELETE, the read took
+	// shared locks on every run of the claimed jobs, which a concurrent
+	// Finish of two of them deadlocked with. Then they are deleted in
+	// the order of job and tick, as Finish locks them.
 	jobs = jobs[:0]
 	for _, it := range claimed {
 		jobs = append(jobs, []any{it.job})
@@ -267,14 +274,39 @@ func (l *tickLedger) claimMySQL(ctx context.Context, token int64, items []claimI
 	if err != nil {
 		return claimChunk{}, err
 	}
-	if _, err := tx.ExecContext(ctx, "DELETE r FROM (\n"+
-		"\tSELECT job, tick FROM (\n"+
-		"\t\tSELECT x.job, x.tick, ROW_NUMBER() OVER (PARTITION BY x.job ORDER BY x.tick DESC) AS n\n"+
-		"\t\tFROM "+v+" STRAIGHT_JOIN "+t+"_runs x ON x.election = ? AND x.job = v.job\n"+
-		"\t) ranked WHERE n > ?\n"+
-		") d STRAIGHT_JOIN "+t+"_runs r ON r.election = ? AND r.job = d.job AND r.tick = d.tick",
-		append(args, b.cfg.Election, b.cfg.History, b.cfg.Election)...); err != nil {
+	rows, err = tx.QueryContext(ctx, "SELECT job, tick FROM (\n"+
+		"\tSELECT x.job, x.tick, ROW_NUMBER() OVER (PARTITION BY x.job ORDER BY x.tick DESC) AS n\n"+
+		"\tFROM "+v+" STRAIGHT_JOIN "+t+"_runs x ON x.election = ? AND x.job = v.job\n"+
+		") ranked WHERE n > ?", append(args, b.cfg.Election, b.cfg.History)...)
+	if err != nil {
 		return claimChunk{}, err
+	}
+	var doomed [][]any
+	for rows.Next() {
+		var job string
+		var tick int64
+		if err := rows.Scan(&job, &tick); err != nil {
+			rows.Close()
+			return claimChunk{}, err
+		}
+		doomed = append(doomed, []any{job, tick})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return claimChunk{}, err
+	}
+	if len(doomed) > 0 {
+		slices.SortFunc(doomed, func(x, y []any) int {
+			return cmp.Or(strings.Compare(x[0].(string), y[0].(string)), cmp.Compare(x[1].(int64), y[1].(int64)))
+		})
+		v, args, err = myTable(useJSON, nil, []myCol{myColJob, myColTick}, doomed)
+		if err != nil {
+			return claimChunk{}, err
+		}
+		if _, err := tx.ExecContext(ctx, "DELETE r FROM "+v+" STRAIGHT_JOIN "+t+"_runs r ON r.election = ? AND r.job = v.job AND r.tick = v.tick",
+			append(args, b.cfg.Election)...); err != nil {
+			return claimChunk{}, err
+		}
 	}
 	return res, tx.Commit()
 }
