@@ -140,9 +140,8 @@ type claimItem struct {
 	started  time.Time // UTC, microseconds
 }
 
-// claimChunk is the outcome of one claim round trip: either err (every
-// claim of the chunk unknown), or stale (every claim refused), or
-// claimed[k] for each item.
+// claimChunk is the answer of one claim round trip: stale (every claim
+// refused, nothing recorded), or whether each item was claimed.
 type claimChunk struct {
 	stale   bool
 	claimed []bool
