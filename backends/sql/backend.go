@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/batonhq/baton/election"
@@ -29,6 +30,9 @@ type Backend struct {
 	q       queries
 	log     *slog.Logger
 	channel string // PostgreSQL notification channel of this election
+
+	ledgerSlots chan struct{} // the ledger's round trips in flight, at most ledgerParallel
+	jsonTable   atomic.Int32  // MySQL: whether the server has JSON_TABLE (jsonTableYes, jsonTableNo), once known
 }
 
 var (
@@ -57,6 +61,8 @@ func New(cfg Config, drv Driver) (*Backend, error) {
 		q:       buildQueries(drv.Dialect, cfg.Table, cfg.Timing.TTL.Microseconds()),
 		log:     cfg.Logger.With("election", cfg.Election),
 		channel: "baton_" + hex.EncodeToString(sum[:12]),
+
+		ledgerSlots: make(chan struct{}, ledgerParallel),
 	}, nil
 }
 

@@ -132,15 +132,16 @@ package sql
 //
 // Ledger returns the election's ledger.Ledger, in tables Table_ticks
 // (the newest claimed tick of each job, as unix nanoseconds) and Table_runs
-// (the newest History runs of each job). A claim is conditioned, in the
-// same statement (PostgreSQL) or transaction (MySQL), on the lease row
-// holding the claiming token and not having expired by the database clock,
-// with the lease row share-locked so that a takeover waits for the claim
-// to commit. A stale claim is refused with ErrStaleTerm, and the Host
-// then ends its term at once (election.Term.Lose), before the renew loop
-// would notice; a tick not after the
-// job's last claimed one is ErrTickClaimed. Finish updates the run with
-// the same job, tick and token, whether or not the term still holds.
+// (the newest History runs of each job). Claims go 500 to a round trip:
+// each chunk is conditioned, in one statement (PostgreSQL) or transaction
+// (MySQL), on the lease row holding the claiming token and not having
+// expired by the database clock, with the lease row share-locked so that
+// a takeover (and a renewal) waits for the claims to commit. A stale
+// chunk is refused with ErrStaleTerm, and the Host then ends its term at
+// once (election.Term.Lose), before the renew loop would notice; a tick
+// not after the job's last claimed one is ErrTickClaimed. Finish updates
+// the runs with the same job, tick and token, 500 to a statement,
+// whether or not the term still holds.
 //
 // # Limits
 //

@@ -52,9 +52,10 @@ type Driver struct {
 	// retrying the statement cannot change (not about load, locks,
 	// shutdown or connections). Network errors are not permanent.
 	Permanent func(err error) bool
-	// ClaimConflict reports whether a claim transaction failed because a
-	// concurrent one won a race (a duplicate key or a deadlock), so that
-	// running it again will see the other's outcome.
+	// ClaimConflict reports whether a ledger statement or transaction
+	// failed because a concurrent one won a race (a duplicate key or a
+	// deadlock) and was rolled back, so that running it again will see
+	// the other's outcome.
 	ClaimConflict func(err error) bool
 	// Listen, if not nil, opens a connection of its own, subscribes to
 	// p.Channel, calls p.Wake once subscribed and on every notification on

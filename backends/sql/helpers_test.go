@@ -3,6 +3,7 @@ package sql_test
 import (
 	"context"
 	dbsql "database/sql"
+	"database/sql/driver"
 	"log/slog"
 	"net"
 	"os"
@@ -49,9 +50,9 @@ type server struct {
 	db      *testdb.Server // the server as internal/testdb opened it
 	kind    testdb.Dialect // which of testdb's servers it is
 
-	// open returns a pool dialing addr (a proxy) with the session time
+	// connector dials addr (a proxy, or target) with the session time
 	// zone tz ("" for the server's).
-	open func(addr, tz string) *dbsql.DB
+	connector func(addr, tz string) driver.Connector
 	// listen returns a postgres.Config.Listen dialing addr (PostgreSQL
 	// only).
 	listen func(addr, tz string) func(context.Context) (*pgx.Conn, error)
@@ -100,13 +101,13 @@ func postgresServer() (*server, error) {
 		return c
 	}
 	return &server{
-		name:    "postgres",
-		dialect: sql.Postgres,
-		kind:    testdb.Postgres,
-		target:  net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))),
-		poll:    pgPoll,
-		driver:  postgres.Driver,
-		open:    func(addr, tz string) *dbsql.DB { return stdlib.OpenDB(*withAddr(addr, tz)) },
+		name:      "postgres",
+		dialect:   sql.Postgres,
+		kind:      testdb.Postgres,
+		target:    net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))),
+		poll:      pgPoll,
+		driver:    postgres.Driver,
+		connector: func(addr, tz string) driver.Connector { return stdlib.GetConnector(*withAddr(addr, tz)) },
 		listen: func(addr, tz string) func(context.Context) (*pgx.Conn, error) {
 			return func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, withAddr(addr, tz)) }
 		},
@@ -130,7 +131,7 @@ func mariadbServer() (*server, error) {
 		target:  cfg.Addr,
 		poll:    myPoll,
 		driver:  func(func(context.Context) (*pgx.Conn, error)) sql.Driver { return mysql.Driver() },
-		open: func(addr, tz string) *dbsql.DB {
+		connector: func(addr, tz string) driver.Connector {
 			c := cfg.Clone()
 			c.Addr = addr
 			if tz != "" {
@@ -143,10 +144,14 @@ func mariadbServer() (*server, error) {
 			if err != nil {
 				panic(err)
 			}
-			return dbsql.OpenDB(conn)
+			return conn
 		},
 	}, nil
 }
+
+// open returns a pool dialing addr (a proxy) with the session time zone
+// tz ("" for the server's).
+func (s *server) open(addr, tz string) *dbsql.DB { return dbsql.OpenDB(s.connector(addr, tz)) }
 
 // getServer returns the named server or skips (fails under
 // BATON_TEST_REQUIRE=1) if it is unreachable.

@@ -38,19 +38,19 @@ func TestLedger_Precision(t *testing.T) {
 
 		started := time.Now()
 		c := ledger.Claim{Job: "mail", Tick: tick0, Token: la.Token(), Instance: "a", Started: started}
-		if err := lg.Claim(ctx, c); err != nil {
+		if err := lg.Claim(ctx, []ledger.Claim{c})[0]; err != nil {
 			t.Fatalf("first claim: %v", err)
 		}
 		c2 := c
 		c2.Tick = tick0.Add(-time.Nanosecond)
-		if err := lg.Claim(ctx, c2); !errors.Is(err, ledger.ErrTickClaimed) {
+		if err := lg.Claim(ctx, []ledger.Claim{c2})[0]; !errors.Is(err, ledger.ErrTickClaimed) {
 			t.Errorf("claim of %v after %v: %v, want ErrTickClaimed", c2.Tick, tick0, err)
 		}
-		if last, err := lg.LastClaimed(ctx, "mail"); err != nil || !last.Equal(tick0) {
-			t.Fatalf("LastClaimed = %v, %v; want %v exactly", last, err, tick0)
+		if last, err := lg.LastClaimed(ctx, []string{"mail"}); err != nil || len(last) != 1 || !last[0].Equal(tick0) {
+			t.Fatalf("LastClaimed = %v, %v; want [%v] exactly", last, err, tick0)
 		}
 		next := ledger.Claim{Job: "mail", Tick: tick0.Add(time.Nanosecond), Token: la.Token(), Instance: "a", CatchUp: true}
-		if err := lg.Claim(ctx, next); err != nil {
+		if err := lg.Claim(ctx, []ledger.Claim{next})[0]; err != nil {
 			t.Fatalf("claim of the next tick: %v", err)
 		}
 		h, err := lg.History(ctx, "mail", 10)
@@ -81,7 +81,7 @@ func TestLedger_ConcurrentClaims(t *testing.T) {
 		for i := range 32 {
 			job := fmt.Sprintf("job%d", i%4)
 			wg.Go(func() {
-				err := lg.Claim(ctx, ledger.Claim{Job: job, Tick: tick0, Token: la.Token(), Instance: "a"})
+				err := lg.Claim(ctx, []ledger.Claim{{Job: job, Tick: tick0, Token: la.Token(), Instance: "a"}})[0]
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
@@ -113,7 +113,7 @@ func TestLedger_StaleTermAfterTakeover(t *testing.T) {
 		aa := s.backend(t, a.db, table, "stale", func(c *testConfig) { c.Timing = slow })
 		la := acquire(t, aa, "a")
 		ctx := ctx5(t)
-		if err := aa.Ledger().Claim(ctx, ledger.Claim{Job: "mail", Tick: tick0, Token: la.Token(), Instance: "a"}); err != nil {
+		if err := aa.Ledger().Claim(ctx, []ledger.Claim{{Job: "mail", Tick: tick0, Token: la.Token(), Instance: "a"}})[0]; err != nil {
 			t.Fatal(err)
 		}
 		// The row expires early (by hand: as if a's renewals had stopped
@@ -128,7 +128,7 @@ func TestLedger_StaleTermAfterTakeover(t *testing.T) {
 			t.Fatalf("a's lease ended before its stale claim: %v", la.Err())
 		}
 		stale := ledger.Claim{Job: "mail", Tick: tick0.Add(time.Minute), Token: la.Token(), Instance: "a"}
-		err := aa.Ledger().Claim(ctx, stale)
+		err := aa.Ledger().Claim(ctx, []ledger.Claim{stale})[0]
 		if !errors.Is(err, ledger.ErrStaleTerm) || !errors.Is(err, election.ErrLeadershipLost) {
 			t.Fatalf("claim with the old token: %v, want ErrStaleTerm", err)
 		}
@@ -145,11 +145,11 @@ func TestLedger_StaleTermAfterTakeover(t *testing.T) {
 		// The new term may claim the tick a could not, but not the one a
 		// claimed.
 		lg := b.Ledger()
-		if err := lg.Claim(ctx, ledger.Claim{Job: "mail", Tick: tick0, Token: lb.Token(), Instance: "b"}); !errors.Is(err, ledger.ErrTickClaimed) {
+		if err := lg.Claim(ctx, []ledger.Claim{{Job: "mail", Tick: tick0, Token: lb.Token(), Instance: "b"}})[0]; !errors.Is(err, ledger.ErrTickClaimed) {
 			t.Errorf("b claiming a's tick: %v, want ErrTickClaimed", err)
 		}
 		stale.Token, stale.Instance = lb.Token(), "b"
-		if err := lg.Claim(ctx, stale); err != nil {
+		if err := lg.Claim(ctx, []ledger.Claim{stale})[0]; err != nil {
 			t.Errorf("b claiming the next tick: %v", err)
 		}
 		if h, err := lg.History(ctx, "mail", 5); err != nil || len(h) != 2 || h[0].Instance != "b" || h[1].Instance != "a" {
@@ -172,7 +172,7 @@ func TestLedger_HistoryBoundedAndFinish(t *testing.T) {
 		for i := range 12 {
 			tick := tick0.Add(time.Duration(i) * time.Minute)
 			ticks = append(ticks, tick)
-			if err := lg.Claim(ctx, ledger.Claim{Job: "j", Tick: tick, Token: la.Token(), Instance: "a", Started: tick}); err != nil {
+			if err := lg.Claim(ctx, []ledger.Claim{{Job: "j", Tick: tick, Token: la.Token(), Instance: "a", Started: tick}})[0]; err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -191,17 +191,17 @@ func TestLedger_HistoryBoundedAndFinish(t *testing.T) {
 		ended := ticks[11].Add(1500 * time.Millisecond)
 		done := h[0]
 		done.Ended, done.Result, done.Error = ended, ledger.ResultFailed, "boom: "+strings.Repeat("é", 10000)
-		if err := lg.Finish(ctx, done); err != nil {
+		if err := lg.Finish(ctx, []ledger.Run{done})[0]; err != nil {
 			t.Fatal(err)
 		}
 		wrong := h[1]
 		wrong.Token++
 		wrong.Result = ledger.ResultOK
-		if err := lg.Finish(ctx, wrong); err != nil { // another term's run: left alone
+		if err := lg.Finish(ctx, []ledger.Run{wrong})[0]; err != nil { // another term's run: left alone
 			t.Fatal(err)
 		}
 		gone := ledger.Run{Job: "j", Tick: ticks[0], Token: la.Token(), Result: ledger.ResultOK, Ended: ended}
-		if err := lg.Finish(ctx, gone); err != nil { // trimmed: not an error
+		if err := lg.Finish(ctx, []ledger.Run{gone})[0]; err != nil { // trimmed: not an error
 			t.Fatal(err)
 		}
 		h, err = lg.History(ctx, "j", 2)
@@ -230,7 +230,7 @@ func TestLedger_Invalid(t *testing.T) {
 			{Job: "j", Token: la.Token()},
 			{Job: "j", Tick: time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), Token: la.Token()},
 		} {
-			if err := a.Ledger().Claim(ctx, c); !errors.Is(err, sql.ErrInvalidName) {
+			if err := a.Ledger().Claim(ctx, []ledger.Claim{c})[0]; !errors.Is(err, sql.ErrInvalidName) {
 				t.Errorf("Claim(job %.10q, tick %v) = %v, want ErrInvalidName", c.Job, c.Tick, err)
 			}
 		}
@@ -256,5 +256,18 @@ func TestLedger_Conformance(t *testing.T) {
 			b := s.backend(t, s.admin, s.newTable(t), "conformance", nil)
 			return ledgertest.Election{Ledger: b.Ledger(), Lead: ledgertest.Leader(b)}
 		})
+	})
+}
+
+// TestLedger_ConformanceWithoutJSONTable runs the suite on MariaDB with
+// the ledger's rows sent as UNION ALL rows, as on a server without
+// JSON_TABLE (MariaDB 10.5).
+func TestLedger_ConformanceWithoutJSONTable(t *testing.T) {
+	s := getServer(t, "mariadb")
+	t.Parallel()
+	ledgertest.Run(t, func(t *testing.T) ledgertest.Election {
+		b := s.backend(t, s.admin, s.newTable(t), "conformance", nil)
+		sql.SetJSONTable(b, false)
+		return ledgertest.Election{Ledger: b.Ledger(), Lead: ledgertest.Leader(b)}
 	})
 }

@@ -41,17 +41,13 @@ type queries struct {
 	release string // election, token (postgres: + notify channel)
 	checks  []check
 
-	// Ledger.
-	claimPG     string // postgres: election, token, job, tick, instance, catch_up, started -> lease n, claim n
+	// Ledger. MySQL's claim and finish statements list their rows, so
+	// they are built per chunk (ledger_mysql.go).
+	claimPG     string // postgres: see the statement
 	leaseShare  string // mysql: token, election -> live bool
-	tickForUpd  string // mysql: election, job -> last_tick
-	tickUpdate  string // mysql: tick, token, election, job
-	tickInsert  string // mysql: election, job, tick, token
-	runInsert   string // mysql: see the statement
-	lastClaimed string // election, job -> last_tick
-	finish      string // ended, result, error, election, job, tick, token
+	lastClaimed string // postgres: election, jobs text[] literal -> job, last_tick
+	finish      string // postgres: see the statement
 	history     string // election, job, limit
-	trimHistory string // election, job, offset (keep-1), election, job
 }
 
 // check is one relation Check and the schema error messages know about.
@@ -93,41 +89,86 @@ SELECT pg_notify($3, r.election) FROM r`,
 				{"{t}_ticks", `SELECT election, job, last_tick, token, claimed_at FROM {t}_ticks WHERE false`},
 				{"{t}_runs", `SELECT election, job, tick, instance, token, catch_up, started, ended, result, error FROM {t}_runs WHERE false`},
 			},
-			// One statement: lock the lease row (FOR SHARE, so a takeover
-			// waits for the claim and the claim sees a committed takeover),
-			// then move the tick forward only if the lease is live and the
-			// tick newer, then record the run only if the tick moved.
-			claimPG: `WITH lease AS (
+			// One statement per chunk of claims of one token, the claims
+			// given as arrays ($3 jobs, sorted, distinct; $4 ticks; $5
+			// instances; $6 catch-up flags; $7 start times), $8 the history
+			// to keep. It returns one row per recorded claim with its
+			// ordinal in the arrays (or one row with a NULL ordinal if none
+			// was), each with the number of lease rows found live with the
+			// token (0: stale, nothing recorded).
+			//
+			// lease locks the lease row FOR SHARE, so that a takeover
+			// waits for the claims to commit, and a claim that waits for a
+			// takeover in progress re-reads the row after it and finds
+			// another token. claim then moves each job's tick forward
+			// only if newer, taking the tick rows' locks in the order of
+			// the arrays (so that concurrent chunks cannot deadlock); run
+			// records the claimed ones. doomed finds, for each claimed
+			// job, the runs beyond the newest $8 (the new run and the
+			// newest $8-1 older ones: the statement's snapshot does not see
+			// the new run) and locks them in the order of job and tick, as
+			// Finish does; trim deletes them by their row address (a
+			// LATERAL per job and a TID scan: no plan that reads the whole
+			// table, whatever its size). A run finished between the
+			// snapshot and the lock is not deleted (the next claim does it).
+			claimPG: `WITH input AS (
+	SELECT * FROM unnest($3::text::text[], $4::text::bigint[], $5::text::text[], $6::text::boolean[], $7::text::timestamptz[])
+		WITH ORDINALITY AS i(job, tick, instance, catch_up, started, ord)
+), lease AS (
 	SELECT election FROM {t}
-	WHERE election = $1 AND token = $2 AND expires_at > clock_timestamp()
+	WHERE election = $1::varchar AND token = $2::bigint AND expires_at > clock_timestamp()
 	FOR SHARE
 ), claim AS (
 	INSERT INTO {t}_ticks AS k (election, job, last_tick, token, claimed_at)
-	SELECT lease.election, $3::varchar, $4::bigint, $2::bigint, clock_timestamp() FROM lease
+	SELECT lease.election, i.job, i.tick, $2::bigint, clock_timestamp() FROM lease, input i ORDER BY i.ord
 	ON CONFLICT (election, job) DO UPDATE SET
 		last_tick = EXCLUDED.last_tick, token = EXCLUDED.token, claimed_at = EXCLUDED.claimed_at
 	WHERE k.last_tick < EXCLUDED.last_tick
-	RETURNING k.election, k.job, k.last_tick, k.token
+	RETURNING k.job, k.last_tick
 ), run AS (
 	INSERT INTO {t}_runs AS h (election, job, tick, instance, token, catch_up, started, ended, result, error)
-	SELECT claim.election, claim.job, claim.last_tick, $5::text, claim.token, $6::boolean, $7::timestamptz, NULL, 'running', '' FROM claim
+	SELECT $1::varchar, i.job, i.tick, i.instance, $2::bigint, i.catch_up, i.started, NULL, 'running', ''
+	FROM claim c JOIN input i ON i.job = c.job ORDER BY i.ord
 	ON CONFLICT (election, job, tick) DO UPDATE SET
 		instance = EXCLUDED.instance, token = EXCLUDED.token, catch_up = EXCLUDED.catch_up,
 		started = EXCLUDED.started, ended = NULL, result = EXCLUDED.result, error = EXCLUDED.error
-	RETURNING 1
+	RETURNING h.job
+), doomed AS (
+	SELECT d.ctid FROM claim c
+	CROSS JOIN LATERAL (
+		SELECT o.tick FROM {t}_runs o WHERE o.election = $1::varchar AND o.job = c.job AND o.tick < c.last_tick
+		ORDER BY o.tick DESC OFFSET $8::int - 1 LIMIT 1) cut
+	CROSS JOIN LATERAL (
+		SELECT r.ctid FROM {t}_runs r WHERE r.election = $1::varchar AND r.job = c.job AND r.tick <= cut.tick
+		ORDER BY r.tick FOR UPDATE) d
+), trim AS (
+	DELETE FROM {t}_runs WHERE ctid = ANY (ARRAY(SELECT ctid FROM doomed))
 )
-SELECT (SELECT count(*) FROM lease), (SELECT count(*) FROM claim), (SELECT count(*) FROM run)`,
-			lastClaimed: `SELECT last_tick FROM {t}_ticks WHERE election = $1 AND job = $2`,
-			finish: `UPDATE {t}_runs SET ended = $1, result = $2, error = $3
-WHERE election = $4 AND job = $5 AND tick = $6 AND token = $7`,
+SELECT l.n, r.ord FROM (SELECT count(*) AS n FROM lease) l
+LEFT JOIN (SELECT i.ord FROM run JOIN input i ON i.job = run.job) r ON true`,
+			lastClaimed: `SELECT job, last_tick FROM {t}_ticks WHERE election = $1 AND job = ANY ($2::text::text[])`,
+			// One statement per chunk of runs, given as arrays ($2 jobs,
+			// $3 ticks, $4 tokens, $5 ended, $6 results, $7 errors), sorted
+			// by job and tick. target locks the matching rows in that order
+			// (as a claim's trim does), then they are updated by their row
+			// address.
+			finish: `WITH input AS (
+	SELECT * FROM unnest($2::text::text[], $3::text::bigint[], $4::text::bigint[], $5::text::timestamptz[], $6::text::text[], $7::text::text[])
+		AS i(job, tick, token, ended, result, error)
+), target AS (
+	SELECT r.ctid, i.ended, i.result, i.error FROM input i
+	CROSS JOIN LATERAL (
+		SELECT r.ctid FROM {t}_runs r
+		WHERE r.election = $1::varchar AND r.job = i.job AND r.tick = i.tick AND r.token = i.token
+		FOR UPDATE) r
+)
+UPDATE {t}_runs r SET ended = t.ended, result = t.result, error = t.error
+FROM target t WHERE r.ctid = t.ctid`,
 			history: `SELECT tick, instance, token, catch_up, floor(extract(epoch FROM started) * 1000000)::bigint,
 	floor(extract(epoch FROM ended) * 1000000)::bigint, result, error
 FROM {t}_runs WHERE election = $1 AND job = $2 ORDER BY tick DESC LIMIT $3`,
-			trimHistory: `DELETE FROM {t}_runs WHERE election = $1 AND job = $2 AND tick < (
-	SELECT tick FROM {t}_runs WHERE election = $1 AND job = $2 ORDER BY tick DESC OFFSET $3 LIMIT 1)`,
 		}
 	case MySQL:
-		const now = "UTC_TIMESTAMP(6)"
 		q = queries{
 			peek: `SELECT expires_at <= UTC_TIMESTAMP(6), TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
 FROM {t} WHERE election = ?`,
@@ -159,30 +200,13 @@ WHERE election = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6)`,
 				{"{t}_runs", `SELECT election, job, tick, instance, token, catch_up, started, ended, result, error FROM {t}_runs WHERE 1 = 0`},
 			},
 			leaseShare: `SELECT token = ? AND expires_at > UTC_TIMESTAMP(6) FROM {t} WHERE election = ? LOCK IN SHARE MODE`,
-			tickForUpd: `SELECT last_tick FROM {t}_ticks WHERE election = ? AND job = ? FOR UPDATE`,
-			tickUpdate: `UPDATE {t}_ticks SET last_tick = ?, token = ?, claimed_at = ` + now + ` WHERE election = ? AND job = ?`,
-			tickInsert: `INSERT INTO {t}_ticks (election, job, last_tick, token, claimed_at) VALUES (?, ?, ?, ?, ` + now + `)`,
-			// args: election, job, tick, instance, token, catch_up, started,
-			// then instance, token, catch_up, started again (VALUES() is
-			// deprecated in MySQL 8).
-			runInsert: `INSERT INTO {t}_runs (election, job, tick, instance, token, catch_up, started, ended, result, error)
-VALUES (?, ?, ?, ?, ?, ?, ?, NULL, 'running', '')
-ON DUPLICATE KEY UPDATE instance = ?, token = ?, catch_up = ?, started = ?, ended = NULL, result = 'running', error = ''`,
-			lastClaimed: `SELECT last_tick FROM {t}_ticks WHERE election = ? AND job = ?`,
-			finish: `UPDATE {t}_runs SET ended = ?, result = ?, error = ?
-WHERE election = ? AND job = ? AND tick = ? AND token = ?`,
 			history: `SELECT tick, instance, token, catch_up, TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', started),
 	TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', ended), result, error
 FROM {t}_runs WHERE election = ? AND job = ? ORDER BY tick DESC LIMIT ?`,
-			// MySQL cannot use LIMIT in an IN subquery, nor select from the
-			// table being deleted from, except through a derived table.
-			trimHistory: `DELETE FROM {t}_runs WHERE election = ? AND job = ? AND tick < (
-	SELECT tick FROM (SELECT tick FROM {t}_runs WHERE election = ? AND job = ? ORDER BY tick DESC LIMIT 1 OFFSET ?) AS keep)`,
 		}
 	}
 	fields := []*string{&q.peek, &q.acquire, &q.bump, &q.upsert, &q.state, &q.renew, &q.release,
-		&q.claimPG, &q.leaseShare, &q.tickForUpd, &q.tickUpdate, &q.tickInsert, &q.runInsert,
-		&q.lastClaimed, &q.finish, &q.history, &q.trimHistory}
+		&q.claimPG, &q.leaseShare, &q.lastClaimed, &q.finish, &q.history}
 	for _, f := range fields {
 		*f = r.Replace(*f)
 	}

@@ -35,3 +35,11 @@ func permanent(err error) bool {
 	}
 	return true
 }
+
+// claimConflict reports whether a ledger statement was rolled back for a
+// deadlock (or a serialization failure), so that running it again is
+// safe and will see the other transaction's outcome.
+func claimConflict(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001") // deadlock_detected, serialization_failure
+}

@@ -70,6 +70,7 @@ func Driver(listen func(ctx context.Context) (*pgx.Conn, error)) sql.Driver {
 		Dialect:       sql.Postgres,
 		SchemaMissing: schemaMissing,
 		Permanent:     permanent,
+		ClaimConflict: claimConflict,
 	}
 	if listen != nil {
 		d.Listen = func(ctx context.Context, p sql.ListenParams) error { return listenOnce(ctx, listen, p) }
