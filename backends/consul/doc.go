@@ -101,6 +101,8 @@ package consul
 //
 // # Ledger
 //
-// Backend.Ledger returns a ledger.Ledger kept under Key+"-ledger/":
-// each claim is a Consul transaction that checks that the claiming term's
-// session still holds the lock key.
+// Backend.Ledger returns a ledger.Ledger kept under Key+"-ledger/", a
+// "last" entry and a ring of History run entries per job: the claims of
+// one instant go in Consul transactions of 63 (MaxBatch) that each check
+// that the claiming term's session still holds the lock key; the finishes
+// too, 63 per transaction. Ledger's doc details the keys and round trips.
