@@ -101,8 +101,9 @@ package consul
 //
 // # Ledger
 //
-// Backend.Ledger returns a ledger.Ledger kept under Key+"-ledger/", a
-// "last" entry and a ring of History run entries per job: the claims of
-// one instant go in Consul transactions of 63 (MaxBatch) that each check
-// that the claiming term's session still holds the lock key; the finishes
-// too, 63 per transaction. Ledger's doc details the keys and round trips.
+// Backend.Ledger returns a ledger.Ledger kept under Key+"-ledger/": per
+// job a "last" entry (the newest claimed tick and the runs going) and a
+// ring of History run entries. The claims of one instant go in Consul
+// transactions of 127 (MaxBatch), each checking that the claiming term's
+// session still holds the lock key, one CAS per claim; the finishes too,
+// one CAS per run. Ledger's doc details the keys and the round trips.

@@ -197,8 +197,8 @@ func TestLedger_BatchRoundTrips(t *testing.T) {
 	ctx := bctx(t)
 	tok := l.Token()
 	mb := lg.MaxBatch()
-	if mb != 63 {
-		t.Errorf("MaxBatch() = %d, want 63 ((128 operations - 1 check-session) / 2 per claim)", mb)
+	if mb != 127 {
+		t.Errorf("MaxBatch() = %d, want 127 (128 operations: a check-session and a CAS per claim)", mb)
 	}
 	n := 3 * mb
 	jobs := jobNames(n)
@@ -219,7 +219,7 @@ func TestLedger_BatchRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tripsAre(t, "LastClaimed", ct.take(), trips{"txn-read": 2}) // 189 jobs, 128 per read
+	tripsAre(t, "LastClaimed", ct.take(), trips{"txn-read": 3}) // 381 jobs, 128 per read
 	for i := range jobs {
 		if !last[i].Equal(cs1[i].Tick) {
 			t.Fatalf("LastClaimed()[%d] = %v, want %v", i, last[i], cs1[i].Tick)
@@ -227,7 +227,8 @@ func TestLedger_BatchRoundTrips(t *testing.T) {
 	}
 
 	// Another Ledger (another process) finishes the first claims: it
-	// looks the runs up first, one read per chunk.
+	// looks the runs up first, one read per chunk (of their jobs' keys,
+	// which tells it the ring slots too).
 	b2, ct2 := countingBackend(t, a, key, nil)
 	lg2 := b2.Ledger()
 	allNil(t, "Finish through another Ledger", lg2.Finish(ctx, finishesOf(cs0, ledger.ResultFailed)), n)
@@ -259,12 +260,14 @@ func TestLedger_BatchRoundTrips(t *testing.T) {
 	tripsAre(t, "Claim of ticks claimed through another Ledger", ct.take(), trips{"txn-write": 3, "txn-read": 3})
 }
 
-// TestLedger_HistoryStaysBounded: many claims of one job keep History run
-// entries and one "last" entry, nothing else.
+// TestLedger_HistoryStaysBounded: many claims of one job, some finished,
+// keep at most History ring entries and one short "last" entry, nothing
+// else, and History shows the newest runs as they ended.
 func TestLedger_HistoryStaysBounded(t *testing.T) {
 	sharedAgent(t)
 	key := newKey(t)
 	const keep = 5
+	const job = "mail/daily report"
 	b := backendOn(t, mustClient(t), key, func(c *consul.Config) { c.History = keep })
 	lg := b.Ledger()
 	ctx := bctx(t)
@@ -272,26 +275,37 @@ func TestLedger_HistoryStaysBounded(t *testing.T) {
 	defer electiontest.Release(t, l)
 	const n = 4*keep + 2
 	for i := range n {
-		c := ledger.Claim{Job: "mail/daily report", Tick: batchTick.Add(time.Duration(i) * time.Minute), Token: l.Token(), Instance: "a"}
+		c := ledger.Claim{Job: job, Tick: batchTick.Add(time.Duration(i) * time.Minute), Token: l.Token(), Instance: "a"}
 		allNil(t, fmt.Sprintf("Claim %d", i), lg.Claim(ctx, []ledger.Claim{c}), 1)
 		if i%3 == 0 {
 			allNil(t, fmt.Sprintf("Finish %d", i), lg.Finish(ctx, finishesOf([]ledger.Claim{c}, ledger.ResultOK)), 1)
 		}
 	}
-	keys, _, err := mustClient(t).KV().Keys(key+"-ledger/", "", nil)
+	pairs, _, err := mustClient(t).KV().List(key+"-ledger/", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(keys) != keep+1 {
-		t.Errorf("after %d claims with History %d the ledger has %d keys, want %d: %q", n, keep, len(keys), keep+1, keys)
+	if len(pairs) > keep+1 {
+		t.Errorf("after %d claims with History %d the ledger has %d keys, want at most %d", n, keep, len(pairs), keep+1)
 	}
-	h, err := lg.History(ctx, "mail/daily report", 100)
+	for _, p := range pairs {
+		t.Logf("%s: %d bytes", p.Key, len(p.Value))
+		if strings.HasSuffix(p.Key, "/last") && len(p.Value) > 1024 {
+			t.Errorf("%s holds %d bytes: %s", p.Key, len(p.Value), p.Value)
+		}
+	}
+	h, err := lg.History(ctx, job, 100)
 	if err != nil || len(h) != keep {
 		t.Fatalf("History = %d runs, %v; want %d", len(h), err, keep)
 	}
-	for i, r := range h {
-		if want := batchTick.Add(time.Duration(n-1-i) * time.Minute); !r.Tick.Equal(want) {
-			t.Errorf("History()[%d].Tick = %v, want %v", i, r.Tick, want)
+	for k, r := range h {
+		i := n - 1 - k
+		want := ledger.ResultRunning
+		if i%3 == 0 {
+			want = ledger.ResultOK
+		}
+		if !r.Tick.Equal(batchTick.Add(time.Duration(i)*time.Minute)) || r.Result != want || r.Job != job {
+			t.Errorf("History()[%d] = %+v, want claim %d, %s", k, r, i, want)
 		}
 	}
 }
@@ -477,8 +491,8 @@ func TestLedger_AgentBefore114(t *testing.T) {
 	jobs := jobNames(3 * lg.MaxBatch())
 	cs := claimsAt(jobs, batchTick, l.Token(), "a")
 	allNil(t, "Claim", lg.Claim(ctx, cs), len(cs))
-	if got := lg.MaxBatch(); got != 31 {
-		t.Errorf("MaxBatch() after a refusal = %d, want 31", got)
+	if got := lg.MaxBatch(); got != 63 {
+		t.Errorf("MaxBatch() after a refusal = %d, want 63", got)
 	}
 	if last, err := lg.LastClaimed(ctx, jobs); err != nil || !last[len(jobs)-1].Equal(batchTick) {
 		t.Errorf("LastClaimed = %v, %v", last[len(jobs)-1:], err)
