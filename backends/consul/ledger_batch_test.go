@@ -310,6 +310,113 @@ func TestLedger_HistoryStaysBounded(t *testing.T) {
 	}
 }
 
+// TestLedger_RunsGoingBeyondLast: a job's runs not finished when the next
+// ones are claimed ride in its "last" entry, up to 3; a claim that would
+// make it carry more first copies the oldest into the ring (one more
+// write). Their Finish, in one write, replaces the copies.
+func TestLedger_RunsGoingBeyondLast(t *testing.T) {
+	a := sharedAgent(t)
+	key := newKey(t)
+	l := lead(t, a, key)
+	b, ct := countingBackend(t, a, key, nil)
+	lg := b.Ledger()
+	ctx := bctx(t)
+	var cs []ledger.Claim
+	for i := range 5 {
+		c := ledger.Claim{Job: "long", Tick: batchTick.Add(time.Duration(i) * time.Minute), Token: l.Token(), Instance: "a"}
+		cs = append(cs, c)
+		ct.take()
+		allNil(t, fmt.Sprintf("Claim %d", i), lg.Claim(ctx, []ledger.Claim{c}), 1)
+		want := trips{"txn-write": 1}
+		switch {
+		case i == 0:
+			want = trips{"txn-write": 1, "txn-read": 1, "kv": 1}
+		case i >= 3:
+			want = trips{"txn-write": 2} // the copy of the oldest run going
+		}
+		tripsAre(t, fmt.Sprintf("Claim %d", i), ct.take(), want)
+	}
+	h, err := lg.History(ctx, "long", 10)
+	if err != nil || len(h) != 5 {
+		t.Fatalf("History = %+v, %v; want 5 runs", h, err)
+	}
+	for k, r := range h {
+		if !r.Tick.Equal(cs[4-k].Tick) || r.Result != ledger.ResultRunning {
+			t.Errorf("History()[%d] = %+v, want claim %d running", k, r, 4-k)
+		}
+	}
+	ct.take()
+	allNil(t, "Finish", lg.Finish(ctx, finishesOf(cs, ledger.ResultOK)), len(cs))
+	tripsAre(t, "Finish of 5 runs, 2 copied to the ring", ct.take(), trips{"txn-write": 1})
+	h, err = lg.History(ctx, "long", 10)
+	if err != nil || len(h) != 5 {
+		t.Fatalf("History = %+v, %v; want 5 runs", h, err)
+	}
+	for k, r := range h {
+		if !r.Tick.Equal(cs[4-k].Tick) || r.Result != ledger.ResultOK {
+			t.Errorf("History()[%d] after Finish = %+v, want claim %d ok", k, r, 4-k)
+		}
+	}
+	// Finished runs are no longer carried.
+	c := ledger.Claim{Job: "long", Tick: batchTick.Add(time.Hour), Token: l.Token(), Instance: "a"}
+	ct.take()
+	allNil(t, "Claim after Finish", lg.Claim(ctx, []ledger.Claim{c}), 1)
+	tripsAre(t, "Claim after Finish", ct.take(), trips{"txn-write": 1})
+	pair, _, err := mustClient(t).KV().Get(key+"-ledger/long/last", nil)
+	if err != nil || pair == nil || strings.Count(string(pair.Value), `"started"`) != 1 {
+		t.Errorf("last entry after all runs finished = %s, %v; want one run carried", pair.Value, err)
+	}
+}
+
+// TestLedger_TakeoverRoundTrips: a Ledger taking over jobs claimed
+// through another one (past their first History runs) reads each job's
+// "last" entry once to claim, and the ring slot once to finish; what it
+// wrote itself it does not read again.
+func TestLedger_TakeoverRoundTrips(t *testing.T) {
+	a := sharedAgent(t)
+	key := newKey(t)
+	const keep = 3
+	l := lead(t, a, key)
+	ctx := bctx(t)
+	jobs := jobNames(20)
+	old := backendOn(t, mustClient(t), key, func(c *consul.Config) { c.History = keep }).Ledger()
+	tick := func(i int) time.Time { return batchTick.Add(time.Duration(i) * time.Minute) }
+	for i := range keep + 2 {
+		cs := claimsAt(jobs, tick(i), l.Token(), "old")
+		allNil(t, "Claim", old.Claim(ctx, cs), len(cs))
+		allNil(t, "Finish", old.Finish(ctx, finishesOf(cs, ledger.ResultOK)), len(cs))
+	}
+	b, ct := countingBackend(t, a, key, func(c *consul.Config) { c.History = keep })
+	lg := b.Ledger()
+	for i := keep + 2; i < 3*keep+2; i++ {
+		cs := claimsAt(jobs, tick(i), l.Token(), "new")
+		ct.take()
+		allNil(t, "Claim", lg.Claim(ctx, cs), len(cs))
+		want := trips{"txn-write": 1}
+		if i == keep+2 {
+			want = trips{"txn-write": 1, "txn-read": 1, "kv": 1}
+		}
+		tripsAre(t, fmt.Sprintf("Claim %d", i), ct.take(), want)
+		allNil(t, "Finish", lg.Finish(ctx, finishesOf(cs, ledger.ResultFailed)), len(cs))
+		want = trips{"txn-write": 1}
+		if i < 2*keep+2 {
+			want = trips{"txn-write": 1, "txn-read": 1} // a slot the old Ledger wrote
+		}
+		tripsAre(t, fmt.Sprintf("Finish %d", i), ct.take(), want)
+	}
+	for _, job := range []string{jobs[0], jobs[19]} {
+		h, err := lg.History(ctx, job, 10)
+		if err != nil || len(h) != keep {
+			t.Fatalf("History(%s) = %+v, %v; want %d runs", job, h, err, keep)
+		}
+		for k, r := range h {
+			if want := tick(3*keep + 1 - k); !r.Tick.Equal(want) || r.Result != ledger.ResultFailed || r.Instance != "new" {
+				t.Errorf("History(%s)[%d] = %+v, want the run at %v, failed, by new", job, k, r, want)
+			}
+		}
+	}
+}
+
 // TestLedger_ConcurrentWriterMidBatch: another writer changes two jobs'
 // "last" entries between the reads and the write of a batch. The write
 // is refused as a whole; of its claims only those two are read again: the
@@ -376,6 +483,44 @@ func TestLedger_ConcurrentWriterMidBatch(t *testing.T) {
 		h, err := lg.History(ctx, job, 10)
 		if err != nil || len(h) != 2 || !h[0].Tick.Equal(next) || h[0].Instance != want {
 			t.Errorf("History(%s) = %+v, %v; want 2 runs, the newest at %v by %s", job, h, err, next, want)
+		}
+	}
+}
+
+// TestLedger_FinishMidWrite: another process finishes one of the runs
+// between this Ledger's claim and its Finish of a batch. The Finish's
+// write is refused as a whole; only that run's ring entry is read again
+// (it holds the run: it is replaced), the rest sent again.
+func TestLedger_FinishMidWrite(t *testing.T) {
+	a := sharedAgent(t)
+	key := newKey(t)
+	l := lead(t, a, key)
+	b, ct := countingBackend(t, a, key, nil)
+	lg := b.Ledger()
+	ctx := bctx(t)
+	jobs := jobNames(10)
+	cs := claimsAt(jobs, batchTick, l.Token(), "a")
+	allNil(t, "Claim", lg.Claim(ctx, cs), len(cs))
+
+	other := backendOn(t, mustClient(t), key, nil).Ledger()
+	var once sync.Once
+	var hookErr error
+	ct.setBefore(func(kind string, ops api.TxnOps) *http.Response {
+		if kind == "txn-write" {
+			once.Do(func() { hookErr = other.Finish(ctx, finishesOf(cs[4:5], ledger.ResultFailed))[0] })
+		}
+		return nil
+	})
+	ct.take()
+	allNil(t, "Finish", lg.Finish(ctx, finishesOf(cs, ledger.ResultOK)), len(cs))
+	ct.setBefore(nil)
+	if hookErr != nil {
+		t.Fatal(hookErr)
+	}
+	tripsAre(t, "Finish with one run finished under it", ct.take(), trips{"txn-write": 2, "txn-read": 1})
+	for _, job := range jobs {
+		if h, err := lg.History(ctx, job, 10); err != nil || len(h) != 1 || h[0].Result != ledger.ResultOK {
+			t.Errorf("History(%s) = %+v, %v; want one run, ok (the last Finish)", job, h, err)
 		}
 	}
 }
