@@ -27,8 +27,9 @@ var (
 // from when it was sent, and ends a term at the local safe deadline (see
 // kit.ManagedLease), which api.Lock does not do.
 type Backend struct {
-	cfg Config
-	log *slog.Logger
+	cfg    Config
+	log    *slog.Logger
+	ledger *tickLedger
 }
 
 // New returns a Backend for cfg after applying defaults and validating it.
@@ -38,7 +39,9 @@ func New(cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{cfg: cfg, log: cfg.Logger.With("election", cfg.Key)}, nil
+	b := &Backend{cfg: cfg, log: cfg.Logger.With("election", cfg.Key)}
+	b.ledger = newLedger(b)
+	return b, nil
 }
 
 // Key returns the lock key.

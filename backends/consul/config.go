@@ -94,7 +94,8 @@ type Config struct {
 	// `consul operator`/`/v1/session/list` output. Empty means
 	// "baton " + Identity.ID + " " + Key.
 	SessionName string
-	// History is how many runs per job the ledger keeps. Zero means
+	// History is how many runs per job the ledger keeps: a ring of that
+	// many keys per job (see Backend.Ledger). Zero means
 	// ledger.DefaultHistory.
 	History int
 	// Logger receives retried errors (Warn) and details (Debug). Nil

@@ -101,6 +101,9 @@ package consul
 //
 // # Ledger
 //
-// Backend.Ledger returns a ledger.Ledger kept under Key+"-ledger/":
-// each claim is a Consul transaction that checks that the claiming term's
-// session still holds the lock key.
+// Backend.Ledger returns a ledger.Ledger kept under Key+"-ledger/": per
+// job a "last" entry (the newest claimed tick and the runs going) and a
+// ring of History run entries. The claims of one instant go in Consul
+// transactions of 127 (MaxBatch), each checking that the claiming term's
+// session still holds the lock key, one CAS per claim; the finishes too,
+// one CAS per run. Ledger's doc details the keys and the round trips.

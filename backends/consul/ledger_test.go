@@ -29,7 +29,7 @@ func TestLedger_FinishWithAnotherToken(t *testing.T) {
 
 	base := time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
 	job := "mail/daily report" // escaped in the key
-	if err := lg.Claim(ctx, ledger.Claim{Job: job, Tick: base, Token: l.Token(), Instance: "a", Started: time.Now()}); err != nil {
+	if err := lg.Claim(ctx, []ledger.Claim{{Job: job, Tick: base, Token: l.Token(), Instance: "a", Started: time.Now()}})[0]; err != nil {
 		t.Fatalf("Claim: %v", err)
 	}
 	h, err := lg.History(ctx, job, 10)
@@ -38,12 +38,12 @@ func TestLedger_FinishWithAnotherToken(t *testing.T) {
 	}
 	fin := h[0]
 	fin.Result, fin.Ended = ledger.ResultOK, time.Now().UTC()
-	if err := lg.Finish(ctx, fin); err != nil {
+	if err := lg.Finish(ctx, []ledger.Run{fin})[0]; err != nil {
 		t.Fatalf("Finish: %v", err)
 	}
 	other := fin
 	other.Token, other.Result = l.Token()+1, ledger.ResultFailed
-	if err := lg.Finish(ctx, other); err != nil {
+	if err := lg.Finish(ctx, []ledger.Run{other})[0]; err != nil {
 		t.Fatalf("Finish with another token: %v", err)
 	}
 	if h, _ := lg.History(ctx, job, 1); len(h) != 1 || h[0].Result != ledger.ResultOK {
@@ -65,13 +65,13 @@ func TestLedger_StaleTerm(t *testing.T) {
 	la := electiontest.Acquire(t, ca, "a", 30*time.Second)
 	electiontest.Release(t, la)
 	lb := electiontest.Acquire(t, cb, "b", 30*time.Second)
-	err := ca.Ledger().Claim(ctx, ledger.Claim{Job: "j", Tick: tick, Token: la.Token(), Instance: "a"})
+	err := ca.Ledger().Claim(ctx, []ledger.Claim{{Job: "j", Tick: tick, Token: la.Token(), Instance: "a"}})[0]
 	if !errors.Is(err, ledger.ErrStaleTerm) || !errors.Is(err, election.ErrLeadershipLost) {
 		t.Errorf("Claim with a released term's token: %v, want ErrStaleTerm", err)
 	}
 	// b's Backend can claim with b's token, and so can a's Backend
 	// (another process's view), finding the term through the lock key.
-	if err := ca.Ledger().Claim(ctx, ledger.Claim{Job: "j", Tick: tick, Token: lb.Token(), Instance: "b"}); err != nil {
+	if err := ca.Ledger().Claim(ctx, []ledger.Claim{{Job: "j", Tick: tick, Token: lb.Token(), Instance: "b"}})[0]; err != nil {
 		t.Errorf("Claim with the live token through another Backend: %v", err)
 	}
 
@@ -90,7 +90,7 @@ func TestLedger_StaleTerm(t *testing.T) {
 		t.Fatal(err)
 	}
 	cb.proxy.Heal()
-	err = cb.Ledger().Claim(ctx, ledger.Claim{Job: "j", Tick: tick.Add(time.Minute), Token: info.Token, Instance: "b"})
+	err = cb.Ledger().Claim(ctx, []ledger.Claim{{Job: "j", Tick: tick.Add(time.Minute), Token: info.Token, Instance: "b"}})[0]
 	if !errors.Is(err, ledger.ErrStaleTerm) {
 		t.Errorf("Claim after the session was destroyed: %v, want ErrStaleTerm", err)
 	}
@@ -104,8 +104,8 @@ func TestLedger_StaleTerm(t *testing.T) {
 		t.Error("b's term still open 5s after a stale claim")
 	}
 	electiontest.Release(t, lb)
-	if last, _ := cb.Ledger().LastClaimed(ctx, "j"); !last.Equal(tick) {
-		t.Errorf("LastClaimed = %v, want %v (the stale claim must not count)", last, tick)
+	if last, err := cb.Ledger().LastClaimed(ctx, []string{"j"}); err != nil || !last[0].Equal(tick) {
+		t.Errorf("LastClaimed = %v, %v; want %v (the stale claim must not count)", last, err, tick)
 	}
 }
 
