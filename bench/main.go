@@ -17,6 +17,7 @@ import (
 	"io"
 	"log"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -60,7 +61,29 @@ func run() error {
 	flag.IntVar(&o.trials, "trials", 50, "trials per figure")
 	flag.BoolVar(&o.quick, "quick", false, "few trials and short windows, for development (not for publishing)")
 	flag.StringVar(&only, "only", "", "comma-separated sections to run: lateness,handover,crash,idle,scale,ledger (default all)")
+	var ledgerJobsFlag, ledgerBackendsFlag string
+	flag.StringVar(&ledgerJobsFlag, "ledger-jobs", "", "comma-separated job counts for the ledger section (default 1,100,1000,10000)")
+	flag.StringVar(&ledgerBackendsFlag, "ledger-backends", "", "comma-separated backends for the ledger section (default etcd,postgres,mariadb,consul)")
 	flag.Parse()
+	if ledgerJobsFlag != "" {
+		ledgerJobs = nil
+		for _, f := range strings.Split(ledgerJobsFlag, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return fmt.Errorf("-ledger-jobs: %q is not a job count", f)
+			}
+			ledgerJobs = append(ledgerJobs, n)
+		}
+	}
+	if ledgerBackendsFlag != "" {
+		ledgerBackends = nil
+		for _, f := range strings.Split(ledgerBackendsFlag, ",") {
+			if _, ok := backendNames[strings.TrimSpace(f)]; !ok {
+				return fmt.Errorf("-ledger-backends: unknown backend %q (etcd, postgres, mariadb, consul)", f)
+			}
+			ledgerBackends = append(ledgerBackends, strings.TrimSpace(f))
+		}
+	}
 	o.only = map[string]bool{}
 	for _, s := range strings.Split(only, ",") {
 		if s = strings.TrimSpace(s); s != "" {

@@ -252,7 +252,7 @@ func TestCommand_EnvCatchUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := time.Now().Add(-3 * time.Second).Truncate(time.Second)
-	if err := mem.Ledger().Claim(ctx, ledger.Claim{Job: "cu", Tick: old, Token: lease.Token(), Instance: "old"}); err != nil {
+	if err := mem.Ledger().Claim(ctx, []ledger.Claim{{Job: "cu", Tick: old, Token: lease.Token(), Instance: "old"}})[0]; err != nil {
 		t.Fatal(err)
 	}
 	if err := lease.Release(ctx); err != nil {
