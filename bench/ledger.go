@@ -68,7 +68,7 @@ func openLedger(e *env, backend, addr, lane string) (*ledgerConn, error) {
 		if err != nil {
 			return nil, err
 		}
-		eb, err := etcd.New(etcd.Config{Client: cli, Prefix: "/bench-ledger/" + lane, Timing: timing, Logger: quiet})
+		eb, err := etcd.New(etcd.Config{Client: cli, Prefix: "/benchledger/" + lane, Timing: timing, Logger: quiet})
 		if err != nil {
 			cli.Close()
 			return nil, err
@@ -79,7 +79,7 @@ func openLedger(e *env, backend, addr, lane string) (*ledgerConn, error) {
 		if err != nil {
 			return nil, err
 		}
-		cb, err := consul.New(consul.Config{Client: cli, Key: "bench-ledger/" + lane + "/leader", Timing: timing, Logger: quiet})
+		cb, err := consul.New(consul.Config{Client: cli, Key: "benchledger/" + lane + "/leader", Timing: timing, Logger: quiet})
 		if err != nil {
 			return nil, err
 		}

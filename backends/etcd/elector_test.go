@@ -57,9 +57,9 @@ func TestElector_GracefulStopDrainsThenHandsOver(t *testing.T) {
 
 	const jobTime = 3 * time.Second // longer than the TTL: renewals go on while draining
 	var (
-		mu                  sync.Mutex
+		mu                            sync.Mutex
 		jobBegan, jobEnded, lead1Done time.Time
-		jobErr              error
+		jobErr                        error
 	)
 	jobStarted := make(chan struct{})
 	lead1 := func(termCtx context.Context, term election.Term) error {

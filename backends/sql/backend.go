@@ -33,6 +33,7 @@ type Backend struct {
 
 	ledgerSlots chan struct{} // the ledger's round trips in flight, at most ledgerParallel
 	jsonTable   atomic.Int32  // MySQL: whether the server has JSON_TABLE (jsonTableYes, jsonTableNo), once known
+	idleTimeout atomic.Int32  // MySQL: whether the server has idle_transaction_timeout (MariaDB), once known
 }
 
 var (

@@ -112,7 +112,27 @@ func (l *tickLedger) jsonTable(ctx context.Context) bool {
 	return false
 }
 
-// Values of Backend.jsonTable.
+// idleTimeout sets conn's idle_transaction_timeout to a second, and
+// reports whether it did: MariaDB has it, MySQL does not (asked the first
+// time, as jsonTable is).
+func (l *tickLedger) idleTimeout(ctx context.Context, conn *dbsql.Conn) bool {
+	b := l.b
+	if b.idleTimeout.Load() == jsonTableNo {
+		return false
+	}
+	_, err := conn.ExecContext(ctx, "SET SESSION idle_transaction_timeout = 1")
+	switch {
+	case err == nil:
+		b.idleTimeout.Store(jsonTableYes)
+		return true
+	case b.permanent(err):
+		b.log.Info("the server has no idle_transaction_timeout: a claim cut off mid-transaction holds the lease row until the server drops its connection", "err", err)
+		b.idleTimeout.Store(jsonTableNo)
+	}
+	return false
+}
+
+// Values of Backend.jsonTable and Backend.idleTimeout.
 const (
 	jsonTableUnknown = iota
 	jsonTableYes
@@ -163,7 +183,23 @@ func (l *tickLedger) claimMySQL(ctx context.Context, token int64, items []claimI
 	b := l.b
 	t := b.cfg.Table
 	useJSON := l.jsonTable(ctx) // before the transaction takes a connection of the pool
-	tx, err := b.cfg.DB.BeginTx(ctx, &dbsql.TxOptions{Isolation: dbsql.LevelReadCommitted})
+	// A claim whose connection is cut mid-transaction (a partition, or a
+	// crash of a host whose TCP connection stays half-open) would hold its
+	// share lock on the lease row, and the next leader's takeover would
+	// wait for it until the server dropped the connection (hours). MariaDB
+	// kills a connection idle in a transaction for longer than its
+	// idle_transaction_timeout: the claim sets it to a second, shorter
+	// than any lease's remaining time at a cut, on a connection of its
+	// own, and puts it back before the connection returns to the pool.
+	conn, err := b.cfg.DB.Conn(ctx)
+	if err != nil {
+		return claimChunk{}, err
+	}
+	defer conn.Close()
+	if l.idleTimeout(ctx, conn) {
+		defer conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION idle_transaction_timeout = DEFAULT")
+	}
+	tx, err := conn.BeginTx(ctx, &dbsql.TxOptions{Isolation: dbsql.LevelReadCommitted})
 	if err != nil {
 		return claimChunk{}, err
 	}
