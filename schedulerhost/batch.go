@@ -15,10 +15,8 @@ import (
 // batch costs no goroutine of its own, and the caller that sent it waits
 // no longer than for its own item.
 //
-// When a batch may go: finishes as in a group commit (the first of a
-// burst goes alone, the rest gather while it is on the wire), but not while
-// the term's claims are queued, on the wire or expected: the backend
-// serves the claims of an instant before the history entries. Claims
+// When a batch may go: finishes at once, as in a group commit (the first
+// of a burst goes alone, the rest gather while it is on the wire). Claims
 // also wait for the runs that are expected to claim: fireAll says how many
 // runs it starts at one instant (expect), and each of them either claims
 // (do with expected) or says it will not claim now (arrive). A full batch
@@ -43,12 +41,6 @@ type batchQueue[T any] struct {
 	maxInflight int                     // calls on the wire at once
 	send        func(items []T) []error // one call: one error per item
 	stuck       func(waited time.Duration, expected int)
-	// hold, if set, says batches must wait (up to maxLinger): the
-	// finishes wait while the term's claims are busy, so that the backend
-	// serves an instant's claims first. idle, if set, is called (without
-	// q.mu) when the queue has nothing queued, on the wire or expected.
-	hold func() bool
-	idle func()
 
 	mu       sync.Mutex
 	queue    []*batchItem[T]
@@ -81,29 +73,7 @@ func (q *batchQueue[T]) arrive() {
 	q.mu.Lock()
 	q.expect--
 	q.kickLocked(false)
-	idle := q.idleLocked()
 	q.mu.Unlock()
-	if idle && q.idle != nil {
-		q.idle()
-	}
-}
-
-// kick sends what may go now: the hold was lifted.
-func (q *batchQueue[T]) kick() {
-	q.mu.Lock()
-	q.kickLocked(false)
-	q.mu.Unlock()
-}
-
-// busy reports whether anything is queued, on the wire or expected.
-func (q *batchQueue[T]) busy() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return !q.idleLocked()
-}
-
-func (q *batchQueue[T]) idleLocked() bool {
-	return len(q.queue) == 0 && q.inflight == 0 && q.expect <= 0
 }
 
 // do queues v, sends batches while its item leads one, and returns v's
@@ -116,7 +86,7 @@ func (q *batchQueue[T]) do(v T, expected bool) error {
 	}
 	q.queue = append(q.queue, it)
 	q.kickLocked(false)
-	waiting := it.batch == nil && (q.expect > 0 || (q.hold != nil && q.hold()))
+	waiting := it.batch == nil && q.expect > 0
 	q.mu.Unlock()
 	var linger <-chan time.Time
 	if waiting {
@@ -176,20 +146,13 @@ func (q *batchQueue[T]) lead(it *batchItem[T]) {
 		}
 	}
 	q.kickLocked(false)
-	idle := q.idleLocked()
 	q.mu.Unlock()
-	if idle && q.idle != nil {
-		q.idle()
-	}
 }
 
 // kickLocked hands batches to the items at the head of the queue while
 // a batch may go (q.mu held): a full one always, the rest once no run is
 // expected (or force).
 func (q *batchQueue[T]) kickLocked(force bool) {
-	if !force && q.hold != nil && q.hold() {
-		return
-	}
 	for len(q.queue) > 0 && q.inflight < q.maxInflight && (len(q.queue) >= q.limit || q.expect <= 0 || force) {
 		n := min(q.limit, len(q.queue))
 		batch := make([]*batchItem[T], n)

@@ -25,9 +25,8 @@ type Host struct {
 	jobs  []*jobState
 	clock clock
 
-	running  atomic.Int64                             // runs whose function has not returned, across terms
-	finishes *batchQueue[ledger.Run]                  // history entries on their way to the ledger (batch.go); nil without a Ledger
-	claims   atomic.Pointer[batchQueue[ledger.Claim]] // the claim queue of the term leading now; finishes wait while it is busy
+	running  atomic.Int64            // runs whose function has not returned, across terms
+	finishes *batchQueue[ledger.Run] // history entries on their way to the ledger (batch.go); nil without a Ledger
 
 	mu      sync.Mutex
 	leading bool
@@ -68,10 +67,6 @@ func New(cfg Config) (*Host, error) {
 			defer cancel()
 			return l.Finish(ctx, rs)
 		})
-		h.finishes.hold = func() bool {
-			q := h.claims.Load()
-			return q != nil && q.busy()
-		}
 	}
 	plain, timed := h.pipeline(false), h.pipeline(true)
 	for _, j := range cfg.Jobs {

@@ -55,7 +55,6 @@ func (h *Host) newTerm(ctx context.Context, term election.Term) (t *termRun, loo
 			defer cancel()
 			return l.Claim(ctx, cs)
 		})
-		t.claims.idle = h.finishes.kick
 		t.claims.stuck = func(waited time.Duration, expected int) {
 			h.log.Debug("claim batch sent before every run expected at its instant had claimed", "token", t.token, "waited", waited, "expected", expected)
 		}
@@ -70,9 +69,6 @@ func (t *termRun) open() {
 	h.mu.Lock()
 	h.term = t
 	h.mu.Unlock()
-	if t.claims != nil {
-		h.claims.Store(t.claims)
-	}
 	for _, j := range h.jobs {
 		j.mu.Lock()
 		j.queue, j.next, j.term, j.lastTurn = nil, time.Time{}, t, nil
@@ -91,9 +87,6 @@ func (t *termRun) close() {
 		j.mu.Lock()
 		j.next, j.term = time.Time{}, nil
 		j.mu.Unlock()
-	}
-	if h.claims.CompareAndSwap(t.claims, nil) && h.finishes != nil {
-		h.finishes.kick()
 	}
 	h.mu.Lock()
 	if t.calls.Load() > 0 {
