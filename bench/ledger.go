@@ -39,13 +39,14 @@ type ledRow struct {
 	window      time.Duration
 	d           dist
 	missing     int
-	extra       int     // runs beyond one per tick in the window (must be 0)
-	writes      float64 // backend write requests per instant (at the proxy)
-	claimWrites float64 // Ledger.Claim calls per instant (one batch each)
-	finishCalls float64 // Ledger.Finish calls per instant
-	requests    float64 // all backend requests per instant but renewals and watches
-	rssMB       float64 // the leader process's peak RSS during the window
-	batch       int     // the ledger's MaxBatch
+	extra       int           // runs beyond one per tick in the window (must be 0)
+	writes      float64       // backend write requests per instant (at the proxy)
+	claimWrites float64       // Ledger.Claim calls per instant (one batch each)
+	finishCalls float64       // Ledger.Finish calls per instant
+	requests    float64       // all backend requests per instant but renewals and watches
+	rssMB       float64       // the leader process's peak RSS during the window
+	cpu         time.Duration // etcd only: the server's CPU time per instant
+	batch       int           // the ledger's MaxBatch
 	err         error
 }
 
@@ -209,17 +210,24 @@ func ledgerTrial(e *env, backend string, jobs int, warm, window time.Duration) l
 	// instants, each with its claims and the finishes of the runs before.
 	var c0, c1 map[string]int64
 	var l0, l1 [2]int64
+	var cpu0, cpu1 time.Duration
 	var peak atomic.Int64
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		time.Sleep(time.Until(sm.from.Add(-500 * time.Millisecond)))
 		c0, l0 = p.Counts(), cl.counts()
+		if backend == "etcd" {
+			cpu0 = e.etcdCPU()
+		}
 		for t := time.NewTicker(100 * time.Millisecond); time.Now().Before(sm.to.Add(-500 * time.Millisecond)); <-t.C {
 			if r := rssBytes(); r > peak.Load() {
 				peak.Store(r)
 			}
 		}
 		c1, l1 = p.Counts(), cl.counts()
+		if backend == "etcd" {
+			cpu1 = e.etcdCPU()
+		}
 	})
 	runErr := el.Run(ctx, h.Lead)
 	wg.Wait()
@@ -239,6 +247,7 @@ func ledgerTrial(e *env, backend string, jobs int, warm, window time.Duration) l
 	row.claimWrites = float64(l1[0]-l0[0]) / instants
 	row.finishCalls = float64(l1[1]-l0[1]) / instants
 	row.rssMB = float64(peak.Load()) / (1 << 20)
+	row.cpu = time.Duration(float64(cpu1-cpu0) / instants)
 	got := sm.samples()
 	row.d = dist{s: append([]time.Duration(nil), got...)}
 	want := jobs * int(window/time.Second)
@@ -523,6 +532,7 @@ func (r *results) ledgerMarkdown(w func(string, ...any)) {
 	}
 	w("\n## 7. The ledger at scale\n\n")
 	w("A `schedulerhost.Host` with its backend's `Ledger()`, as every backend is used: N jobs on `* * * * * *` (all due at the same instant, `OverlapAllow`), one leader (TTL 10 s) connected through a counting proxy, a %v window after 2 s of warm-up. Lateness is the job function's start minus the nominal tick; the claim of each tick is made before the start, so it is in the figure. Missing: window ticks with no run; extra: window ticks run more than once (must be 0). Requests per instant are counted at the proxy over the window (as in section 5): writes are claims and history entries (finishes); \"requests\" adds reads and transaction control (BEGIN/COMMIT on MariaDB). RSS is the bench process's peak resident set during the window (the Host and its clients; the servers run in their own processes). Rows with no ledger and the floor (section 4's runners) are measured in the same run.\n\n", r.opts.latWindow)
+	var cpuNotes []string
 	w("| Backend | Jobs | MaxBatch | n | p50 / p99 / max | missing | extra | Claim + Finish calls / instant | bound ceil(N/MaxBatch)+1 | writes / instant at the proxy | requests / instant | RSS MB |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, l := range r.ledger {
 		if l.err != nil {
@@ -531,10 +541,17 @@ func (r *results) ledgerMarkdown(w func(string, ...any)) {
 		}
 		w("| %s | %d | %d | %d | %s | %d | %d | %.1f + %.1f | %d | %.1f | %.1f | %.0f |\n", backendNames[l.backend], l.jobs, l.batch, l.d.n(), l.d.triple(), l.missing, l.extra,
 			l.claimWrites, l.finishCalls, writeBound(l.jobs, l.batch), l.writes, l.requests, l.rssMB)
+		if l.cpu > 0 {
+			cpuNotes = append(cpuNotes, fmt.Sprintf("%d jobs: %s", l.jobs, fmtDur(l.cpu)))
+		}
 	}
 	for _, l := range r.ledgerBase {
 		w("| %s | %d | — | %d | %s | %d | — | — | — | — | — | — |\n", map[string]string{"baton": "no ledger (Host alone)", "floor": "floor (bare goroutines)"}[l.runner], l.jobs, l.d.n(), l.d.triple(), l.missing)
 	}
+	if len(cpuNotes) > 0 {
+		w("\nThe etcd server's CPU time per instant (user + system, from /proc; 10 ms resolution), in its own process: %s. It applies transactions one at a time.\n", strings.Join(cpuNotes, "; "))
+	}
+
 	if len(r.catchUp) > 0 {
 		w("\nCatch-up at scale: a leader runs N jobs (`* * * * * *`, `MisfireRunOnce`, grace 1 min) for 3 s, then its connection is cut (a crash as the backend sees it); the next leader (TTL 10 s) reads every job's last claimed tick and claims one catch-up run per job before its schedule loop starts. Time from the new leader's term start (its lead function called) to the first and to the last catch-up run starting.\n\n")
 		w("| Backend | Jobs | catch-up runs | first run | last run | ticks run twice |\n|---|---|---|---|---|---|\n")

@@ -17,6 +17,7 @@ import (
 	"io"
 	"log"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,7 +62,8 @@ func run() error {
 	flag.IntVar(&o.trials, "trials", 50, "trials per figure")
 	flag.BoolVar(&o.quick, "quick", false, "few trials and short windows, for development (not for publishing)")
 	flag.StringVar(&only, "only", "", "comma-separated sections to run: lateness,handover,crash,idle,scale,ledger (default all)")
-	var ledgerJobsFlag, ledgerBackendsFlag string
+	var ledgerJobsFlag, ledgerBackendsFlag, cpuProfile string
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (this process: the hosts and clients, not the servers) to this file")
 	flag.StringVar(&ledgerJobsFlag, "ledger-jobs", "", "comma-separated job counts for the ledger section (default 1,100,1000,10000)")
 	flag.StringVar(&ledgerBackendsFlag, "ledger-backends", "", "comma-separated backends for the ledger section (default etcd,postgres,mariadb,consul)")
 	flag.Parse()
@@ -83,6 +85,17 @@ func run() error {
 			}
 			ledgerBackends = append(ledgerBackends, strings.TrimSpace(f))
 		}
+	}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	o.only = map[string]bool{}
 	for _, s := range strings.Split(only, ",") {
