@@ -34,6 +34,12 @@ type Backend struct {
 	ledgerSlots chan struct{} // the ledger's round trips in flight, at most ledgerParallel
 	jsonTable   atomic.Int32  // MySQL: whether the server has JSON_TABLE (jsonTableYes, jsonTableNo), once known
 	idleTimeout atomic.Int32  // MySQL: whether the server has idle_transaction_timeout (MariaDB), once known
+
+	// claimStep, if set (by tests only: export_test.go), is called in a
+	// MySQL claim transaction after each statement that another one or
+	// the commit follows, with its number (claimMySQL's list), on the
+	// claim's goroutine: a test cuts the network there.
+	claimStep func(done int)
 }
 
 var (

@@ -17,3 +17,11 @@ func SetJSONTable(b *Backend, has bool) {
 		b.jsonTable.Store(jsonTableNo)
 	}
 }
+
+// SetClaimStep makes b's MySQL claim transactions call step, on the
+// claim's goroutine while the transaction is open, after each statement
+// that another statement or the commit follows, with its number (1, lease
+// row share-locked; 2, tick rows locked; 3, new tick rows inserted; 4,
+// tick rows moved; 5, runs inserted; 6, runs beyond History read). Set it
+// before b's first claim.
+func SetClaimStep(b *Backend, step func(done int)) { b.claimStep = step }

@@ -212,6 +212,7 @@ func (l *tickLedger) claimMySQL(ctx context.Context, token int64, items []claimI
 	if err != nil {
 		return claimChunk{}, err
 	}
+	b.stepped(1)
 
 	jobs := make([][]any, len(items))
 	for k, it := range items {
@@ -240,6 +241,7 @@ func (l *tickLedger) claimMySQL(ctx context.Context, token int64, items []claimI
 	if err := rows.Err(); err != nil {
 		return claimChunk{}, err
 	}
+	b.stepped(2)
 
 	res := claimChunk{claimed: make([]bool, len(items))}
 	var fresh, newer, claimed []claimItem
@@ -268,6 +270,7 @@ func (l *tickLedger) claimMySQL(ctx context.Context, token int64, items []claimI
 			myList(len(fresh), "(?, ?, ?, ?, UTC_TIMESTAMP(6))", ", "), args...); err != nil {
 			return claimChunk{}, err
 		}
+		b.stepped(3)
 	}
 	if len(newer) > 0 {
 		ticks := make([][]any, len(newer))
@@ -282,6 +285,7 @@ func (l *tickLedger) claimMySQL(ctx context.Context, token int64, items []claimI
 			"SET k.last_tick = v.tick, k.token = ?, k.claimed_at = UTC_TIMESTAMP(6)", append(args, b.cfg.Election, token)...); err != nil {
 			return claimChunk{}, err
 		}
+		b.stepped(4)
 	}
 	runs := make([][]any, len(claimed))
 	for k, it := range claimed {
@@ -297,6 +301,7 @@ func (l *tickLedger) claimMySQL(ctx context.Context, token int64, items []claimI
 		" ended = NULL, result = 'running', error = ''", append(args, token)...); err != nil {
 		return claimChunk{}, err
 	}
+	b.stepped(5)
 	// The runs beyond the newest History (the transaction sees its own
 	// new ones), read without locks: inside the DELETE, the read took
 	// shared locks on every run of the claimed jobs, which a concurrent
@@ -331,6 +336,7 @@ func (l *tickLedger) claimMySQL(ctx context.Context, token int64, items []claimI
 	if err := rows.Err(); err != nil {
 		return claimChunk{}, err
 	}
+	b.stepped(6)
 	if len(doomed) > 0 {
 		slices.SortFunc(doomed, func(x, y []any) int {
 			return cmp.Or(strings.Compare(x[0].(string), y[0].(string)), cmp.Compare(x[1].(int64), y[1].(int64)))
@@ -345,6 +351,14 @@ func (l *tickLedger) claimMySQL(ctx context.Context, token int64, items []claimI
 		}
 	}
 	return res, tx.Commit()
+}
+
+// stepped calls the test hook claimStep, if set, after statement done of
+// a claim transaction.
+func (b *Backend) stepped(done int) {
+	if b.claimStep != nil {
+		b.claimStep(done)
+	}
 }
 
 // finishMySQL stores the outcomes of items (sorted by job and tick) in
