@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -89,55 +90,69 @@ func myTable(useJSON bool, args []any, cols []myCol, rows [][]any) (string, []an
 	return b.String(), args, nil
 }
 
+// feature caches whether the server has a feature: unknown until a probe
+// gets the server's own answer.
+type feature struct{ v atomic.Int32 }
+
+const (
+	featureUnknown = iota
+	featureYes
+	featureNo
+)
+
+// known returns the cached answer, if there is one.
+func (f *feature) known() (has, ok bool) {
+	v := f.v.Load()
+	return v == featureYes, v != featureUnknown
+}
+
+// set caches has.
+func (f *feature) set(has bool) {
+	if has {
+		f.v.Store(featureYes)
+	} else {
+		f.v.Store(featureNo)
+	}
+}
+
+// learn caches the outcome of a probe of the feature and reports whether
+// it succeeded: without an error, the server has it; with one the server
+// answered (b.permanent), it has not, and b logs msg; any other error
+// (the network's) leaves it unknown.
+func (f *feature) learn(b *Backend, err error, msg string) bool {
+	switch {
+	case err == nil:
+		f.set(true)
+	case b.permanent(err):
+		b.log.Info(msg, "err", err)
+		f.set(false)
+	}
+	return err == nil
+}
+
 // jsonTable reports whether the server has JSON_TABLE, asking it the
 // first time (and again after an answer that was not the server's).
 func (l *tickLedger) jsonTable(ctx context.Context) bool {
 	b := l.b
-	switch b.jsonTable.Load() {
-	case jsonTableYes:
-		return true
-	case jsonTableNo:
-		return false
+	if has, ok := b.jsonTable.known(); ok {
+		return has
 	}
 	var n int
 	err := b.cfg.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM JSON_TABLE('[1]', '$[*]' COLUMNS (x INT PATH '$')) AS t").Scan(&n)
-	switch {
-	case err == nil:
-		b.jsonTable.Store(jsonTableYes)
-		return true
-	case b.permanent(err):
-		b.log.Info("the server has no JSON_TABLE: the ledger sends its rows as UNION ALL", "err", err)
-		b.jsonTable.Store(jsonTableNo)
-	}
-	return false
+	return b.jsonTable.learn(b, err, "the server has no JSON_TABLE: the ledger sends its rows as UNION ALL")
 }
 
 // idleTimeout sets conn's idle_transaction_timeout to a second, and
-// reports whether it did: MariaDB has it, MySQL does not (asked the first
-// time, as jsonTable is).
+// reports whether it did: MariaDB has it, MySQL does not (the first
+// answer of the server is kept, as jsonTable's is).
 func (l *tickLedger) idleTimeout(ctx context.Context, conn *dbsql.Conn) bool {
 	b := l.b
-	if b.idleTimeout.Load() == jsonTableNo {
+	if has, ok := b.idleTimeout.known(); ok && !has {
 		return false
 	}
 	_, err := conn.ExecContext(ctx, "SET SESSION idle_transaction_timeout = 1")
-	switch {
-	case err == nil:
-		b.idleTimeout.Store(jsonTableYes)
-		return true
-	case b.permanent(err):
-		b.log.Info("the server has no idle_transaction_timeout: a claim cut off mid-transaction holds the lease row until the server drops its connection", "err", err)
-		b.idleTimeout.Store(jsonTableNo)
-	}
-	return false
+	return b.idleTimeout.learn(b, err, "the server has no idle_transaction_timeout: a claim cut off mid-transaction holds the lease row until the server drops its connection")
 }
-
-// Values of Backend.jsonTable and Backend.idleTimeout.
-const (
-	jsonTableUnknown = iota
-	jsonTableYes
-	jsonTableNo
-)
 
 // myList returns n copies of item separated by sep.
 func myList(n int, item, sep string) string {
