@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/batonhq/baton/election"
@@ -32,8 +31,14 @@ type Backend struct {
 	channel string // PostgreSQL notification channel of this election
 
 	ledgerSlots chan struct{} // the ledger's round trips in flight, at most ledgerParallel
-	jsonTable   atomic.Int32  // MySQL: whether the server has JSON_TABLE (jsonTableYes, jsonTableNo), once known
-	idleTimeout atomic.Int32  // MySQL: whether the server has idle_transaction_timeout (MariaDB), once known
+	jsonTable   feature       // MySQL: whether the server has JSON_TABLE, once known
+	idleTimeout feature       // MySQL: whether the server has idle_transaction_timeout (MariaDB), once known
+
+	// claimStep, if set (by tests only: export_test.go), is called in a
+	// MySQL claim transaction after each statement that another one or
+	// the commit follows, with its number (claimMySQL's list), on the
+	// claim's goroutine: a test cuts the network there.
+	claimStep func(done int)
 }
 
 var (

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -89,55 +90,69 @@ func myTable(useJSON bool, args []any, cols []myCol, rows [][]any) (string, []an
 	return b.String(), args, nil
 }
 
+// feature caches whether the server has a feature: unknown until a probe
+// gets the server's own answer.
+type feature struct{ v atomic.Int32 }
+
+const (
+	featureUnknown = iota
+	featureYes
+	featureNo
+)
+
+// known returns the cached answer, if there is one.
+func (f *feature) known() (has, ok bool) {
+	v := f.v.Load()
+	return v == featureYes, v != featureUnknown
+}
+
+// set caches has.
+func (f *feature) set(has bool) {
+	if has {
+		f.v.Store(featureYes)
+	} else {
+		f.v.Store(featureNo)
+	}
+}
+
+// learn caches the outcome of a probe of the feature and reports whether
+// it succeeded: without an error, the server has it; with one the server
+// answered (b.permanent), it has not, and b logs msg; any other error
+// (the network's) leaves it unknown.
+func (f *feature) learn(b *Backend, err error, msg string) bool {
+	switch {
+	case err == nil:
+		f.set(true)
+	case b.permanent(err):
+		b.log.Info(msg, "err", err)
+		f.set(false)
+	}
+	return err == nil
+}
+
 // jsonTable reports whether the server has JSON_TABLE, asking it the
 // first time (and again after an answer that was not the server's).
 func (l *tickLedger) jsonTable(ctx context.Context) bool {
 	b := l.b
-	switch b.jsonTable.Load() {
-	case jsonTableYes:
-		return true
-	case jsonTableNo:
-		return false
+	if has, ok := b.jsonTable.known(); ok {
+		return has
 	}
 	var n int
 	err := b.cfg.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM JSON_TABLE('[1]', '$[*]' COLUMNS (x INT PATH '$')) AS t").Scan(&n)
-	switch {
-	case err == nil:
-		b.jsonTable.Store(jsonTableYes)
-		return true
-	case b.permanent(err):
-		b.log.Info("the server has no JSON_TABLE: the ledger sends its rows as UNION ALL", "err", err)
-		b.jsonTable.Store(jsonTableNo)
-	}
-	return false
+	return b.jsonTable.learn(b, err, "the server has no JSON_TABLE: the ledger sends its rows as UNION ALL")
 }
 
 // idleTimeout sets conn's idle_transaction_timeout to a second, and
-// reports whether it did: MariaDB has it, MySQL does not (asked the first
-// time, as jsonTable is).
+// reports whether it did: MariaDB has it, MySQL does not (the first
+// answer of the server is kept, as jsonTable's is).
 func (l *tickLedger) idleTimeout(ctx context.Context, conn *dbsql.Conn) bool {
 	b := l.b
-	if b.idleTimeout.Load() == jsonTableNo {
+	if has, ok := b.idleTimeout.known(); ok && !has {
 		return false
 	}
 	_, err := conn.ExecContext(ctx, "SET SESSION idle_transaction_timeout = 1")
-	switch {
-	case err == nil:
-		b.idleTimeout.Store(jsonTableYes)
-		return true
-	case b.permanent(err):
-		b.log.Info("the server has no idle_transaction_timeout: a claim cut off mid-transaction holds the lease row until the server drops its connection", "err", err)
-		b.idleTimeout.Store(jsonTableNo)
-	}
-	return false
+	return b.idleTimeout.learn(b, err, "the server has no idle_transaction_timeout: a claim cut off mid-transaction holds the lease row until the server drops its connection")
 }
-
-// Values of Backend.jsonTable and Backend.idleTimeout.
-const (
-	jsonTableUnknown = iota
-	jsonTableYes
-	jsonTableNo
-)
 
 // myList returns n copies of item separated by sep.
 func myList(n int, item, sep string) string {
@@ -212,6 +227,7 @@ func (l *tickLedger) claimMySQL(ctx context.Context, token int64, items []claimI
 	if err != nil {
 		return claimChunk{}, err
 	}
+	b.stepped(1)
 
 	jobs := make([][]any, len(items))
 	for k, it := range items {
@@ -240,6 +256,7 @@ func (l *tickLedger) claimMySQL(ctx context.Context, token int64, items []claimI
 	if err := rows.Err(); err != nil {
 		return claimChunk{}, err
 	}
+	b.stepped(2)
 
 	res := claimChunk{claimed: make([]bool, len(items))}
 	var fresh, newer, claimed []claimItem
@@ -268,6 +285,7 @@ func (l *tickLedger) claimMySQL(ctx context.Context, token int64, items []claimI
 			myList(len(fresh), "(?, ?, ?, ?, UTC_TIMESTAMP(6))", ", "), args...); err != nil {
 			return claimChunk{}, err
 		}
+		b.stepped(3)
 	}
 	if len(newer) > 0 {
 		ticks := make([][]any, len(newer))
@@ -282,6 +300,7 @@ func (l *tickLedger) claimMySQL(ctx context.Context, token int64, items []claimI
 			"SET k.last_tick = v.tick, k.token = ?, k.claimed_at = UTC_TIMESTAMP(6)", append(args, b.cfg.Election, token)...); err != nil {
 			return claimChunk{}, err
 		}
+		b.stepped(4)
 	}
 	runs := make([][]any, len(claimed))
 	for k, it := range claimed {
@@ -297,6 +316,7 @@ func (l *tickLedger) claimMySQL(ctx context.Context, token int64, items []claimI
 		" ended = NULL, result = 'running', error = ''", append(args, token)...); err != nil {
 		return claimChunk{}, err
 	}
+	b.stepped(5)
 	// The runs beyond the newest History (the transaction sees its own
 	// new ones), read without locks: inside the DELETE, the read took
 	// shared locks on every run of the claimed jobs, which a concurrent
@@ -331,6 +351,7 @@ func (l *tickLedger) claimMySQL(ctx context.Context, token int64, items []claimI
 	if err := rows.Err(); err != nil {
 		return claimChunk{}, err
 	}
+	b.stepped(6)
 	if len(doomed) > 0 {
 		slices.SortFunc(doomed, func(x, y []any) int {
 			return cmp.Or(strings.Compare(x[0].(string), y[0].(string)), cmp.Compare(x[1].(int64), y[1].(int64)))
@@ -345,6 +366,14 @@ func (l *tickLedger) claimMySQL(ctx context.Context, token int64, items []claimI
 		}
 	}
 	return res, tx.Commit()
+}
+
+// stepped calls the test hook claimStep, if set, after statement done of
+// a claim transaction.
+func (b *Backend) stepped(done int) {
+	if b.claimStep != nil {
+		b.claimStep(done)
+	}
 }
 
 // finishMySQL stores the outcomes of items (sorted by job and tick) in
