@@ -111,4 +111,3 @@ func (b *Backend) explain(err error) error {
 	}
 	return err
 }
-

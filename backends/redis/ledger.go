@@ -111,7 +111,8 @@ func (l *tickLedger) Claim(ctx context.Context, cs []ledger.Claim) []error {
 		for end < len(cs) && end-start < l.b.batch && cs[end].Token == cs[start].Token {
 			end++
 		}
-		wg.Go(func() { l.claimBatch(ctx, cs[start:end], errs[start:end]) })
+		batch, berrs := cs[start:end], errs[start:end]
+		wg.Go(func() { l.claimBatch(ctx, batch, berrs) })
 		start = end
 	}
 	wg.Wait()
