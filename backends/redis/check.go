@@ -35,9 +35,9 @@ func ACLRules(e string) string {
 // user's permission for each command and key. It returns the first error.
 var checkScript = goredis.NewScript(`
 local err = nil
-local function c(...)
-  local r = redis.pcall(...)
-  if type(r) == 'table' and r.err and not err then err = r.err end
+local function c(cmd, ...)
+  local r = redis.pcall(cmd, ...)
+  if type(r) == 'table' and r.err and not err then err = r.err .. ' (' .. cmd .. ' on ' .. KEYS[1] .. ')' end
 end
 local k = KEYS[1]
 c('SET', k, '0', 'PX', 5000)
@@ -96,7 +96,7 @@ func (b *Backend) explain(err error) error {
 	msg := err.Error()
 	var op *net.OpError
 	switch {
-	case strings.Contains(msg, "NOPERM"):
+	case strings.Contains(msg, "NOPERM") || strings.Contains(msg, "script can't run this command") || strings.Contains(msg, "script can't access"):
 		return fmt.Errorf("%w: %s lacks a permission; it needs: ACL SETUSER NAME on >PASSWORD %s", err, who, b.ACL())
 	case strings.Contains(msg, "WRONGPASS"):
 		return fmt.Errorf("%w: wrong Username or Password for %s at %s", err, who, b.addr)
