@@ -13,8 +13,8 @@ import (
 	"github.com/batonhq/baton/backends/redis/redistest"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
-	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/internal/testcerts"
+	"github.com/batonhq/baton/ledger"
 )
 
 // setUser runs ACL SETUSER name on >pw rules on the server at addr as
