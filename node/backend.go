@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"database/sql"
 	"errors"
 	"flag"
@@ -22,6 +24,7 @@ import (
 
 	"github.com/batonhq/baton/backends/consul"
 	"github.com/batonhq/baton/backends/etcd"
+	batonredis "github.com/batonhq/baton/backends/redis"
 	batonsql "github.com/batonhq/baton/backends/sql"
 	"github.com/batonhq/baton/backends/sql/mysql"
 	"github.com/batonhq/baton/backends/sql/postgres"
@@ -49,7 +52,15 @@ type BackendFlags struct {
 	// Consul ACL token and TLS.
 	consulTokenFile                     string
 	consulCACert, consulCert, consulKey string
+	// Redis address, ACL user, password file and TLS.
+	redisAddr, redisUser, redisPasswordFile string
+	redisTLS                                bool
+	redisCACert, redisCert, redisKey        string
 }
+
+// RedisPasswordEnv names the environment variable holding the Redis
+// password when --redis-password-file is not given.
+const RedisPasswordEnv = "BATON_REDIS_PASSWORD"
 
 // EtcdPasswordEnv names the environment variable holding the etcd
 // password when --etcd-password-file is not given. Passwords are never
@@ -58,7 +69,7 @@ const EtcdPasswordEnv = "BATON_ETCD_PASSWORD"
 
 // Register defines the flags on fs. It does not parse.
 func (b *BackendFlags) Register(fs *flag.FlagSet) {
-	fs.StringVar(&b.Kind, "backend", "etcd", "backend: etcd, postgres, mysql or consul")
+	fs.StringVar(&b.Kind, "backend", "etcd", "backend: etcd, postgres, mysql, consul or redis")
 	fs.StringVar(&b.endpoints, "endpoints", "http://127.0.0.1:2379", "etcd: comma-separated client URLs")
 	fs.StringVar(&b.dsn, "dsn", "", "postgres: URL such as postgres://postgres@127.0.0.1:5432/test?sslmode=disable;\nmysql: DSN such as root@tcp(127.0.0.1:3306)/test")
 	fs.StringVar(&b.table, "table", "baton_lease", "postgres, mysql: lease table (created if missing)")
@@ -74,6 +85,13 @@ func (b *BackendFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&b.consulCACert, "consul-cacert", "", "consul: CA certificate (PEM) of the agent's HTTPS listener; with it the\nagent is reached over https://")
 	fs.StringVar(&b.consulCert, "consul-cert", "", "consul: client certificate (PEM), for agents with verify_incoming")
 	fs.StringVar(&b.consulKey, "consul-key", "", "consul: key (PEM) of --consul-cert")
+	fs.StringVar(&b.redisAddr, "redis-addr", "127.0.0.1:6379", "redis: server host:port")
+	fs.StringVar(&b.redisUser, "redis-username", "", "redis: ACL user name (the password comes from --redis-password-file or\n$"+RedisPasswordEnv+")")
+	fs.StringVar(&b.redisPasswordFile, "redis-password-file", "", "redis: file holding the password (trailing newline ignored); default $"+RedisPasswordEnv)
+	fs.BoolVar(&b.redisTLS, "redis-tls", false, "redis: connect with TLS (implied by --redis-cacert or --redis-cert)")
+	fs.StringVar(&b.redisCACert, "redis-cacert", "", "redis: CA certificate (PEM) that signed the server's certificate (default: the\nsystem roots)")
+	fs.StringVar(&b.redisCert, "redis-cert", "", "redis: client certificate (PEM), for servers with tls-auth-clients")
+	fs.StringVar(&b.redisKey, "redis-key", "", "redis: key (PEM) of --redis-cert")
 }
 
 // readSecret returns the contents of the file at path without trailing
@@ -317,11 +335,66 @@ func (b *BackendFlags) Open(ctx context.Context, t election.Timing, poll time.Du
 			return nil, err
 		}
 		o = &Opened{Backend: be, Where: "consul key " + ConsulKey(b.Election), close: func() {}}
+	case "redis":
+		rcfg, err := b.redisConfig()
+		if err != nil {
+			return nil, err
+		}
+		rcfg.Timing, rcfg.Logger = t, log
+		be, err := batonredis.New(rcfg)
+		if err != nil {
+			return nil, err
+		}
+		o = &Opened{Backend: be, Where: "redis key " + be.LeaseKey() + " at " + b.redisAddr, close: func() { be.Close() }}
 	default:
-		return nil, fmt.Errorf("--backend %q: want etcd, postgres, mysql or consul", b.Kind)
+		return nil, fmt.Errorf("--backend %q: want etcd, postgres, mysql, consul or redis", b.Kind)
 	}
 	if l, ok := o.Backend.(ledgerer); ok {
 		o.Ledger = l.Ledger()
 	}
 	return o, nil
+}
+
+// redisConfig is the Redis backend configuration the flags describe,
+// without timing and logger.
+func (b *BackendFlags) redisConfig() (batonredis.Config, error) {
+	cfg := batonredis.Config{Addr: b.redisAddr, Username: b.redisUser, Election: b.Election}
+	switch {
+	case b.redisPasswordFile != "":
+		pw, err := readSecret("redis-password-file", b.redisPasswordFile)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Password = pw
+	default:
+		cfg.Password = os.Getenv(RedisPasswordEnv)
+		if b.redisUser != "" && cfg.Password == "" {
+			return cfg, fmt.Errorf("--redis-username %s: the password is missing: give --redis-password-file or set %s", b.redisUser, RedisPasswordEnv)
+		}
+	}
+	if (b.redisCert == "") != (b.redisKey == "") {
+		return cfg, errors.New("--redis-cert and --redis-key: give both or neither")
+	}
+	if b.redisTLS || b.redisCACert != "" || b.redisCert != "" {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12}
+		if b.redisCACert != "" {
+			pem, err := os.ReadFile(b.redisCACert)
+			if err != nil {
+				return cfg, fmt.Errorf("--redis-cacert: %w", err)
+			}
+			tc.RootCAs = x509.NewCertPool()
+			if !tc.RootCAs.AppendCertsFromPEM(pem) {
+				return cfg, fmt.Errorf("--redis-cacert %s: no PEM certificate in it", b.redisCACert)
+			}
+		}
+		if b.redisCert != "" {
+			cert, err := tls.LoadX509KeyPair(b.redisCert, b.redisKey)
+			if err != nil {
+				return cfg, fmt.Errorf("--redis-cert, --redis-key: %w", err)
+			}
+			tc.Certificates = []tls.Certificate{cert}
+		}
+		cfg.TLS = tc
+	}
+	return cfg, nil
 }

@@ -2,7 +2,7 @@
 // instances on any backend, and the run history.
 //
 //	demo cluster [--nodes 3] [--config FILE]      embedded etcd + N `demo node` processes
-//	demo node --backend etcd|postgres|mysql|consul --election NAME --id ID --config FILE
+//	demo node --backend etcd|postgres|mysql|consul|redis --election NAME --id ID --config FILE
 //	demo history --backend ... --election NAME [--job J]
 //
 // SIGINT or SIGTERM stops gracefully (runs drain, the lease is released);
@@ -37,11 +37,12 @@ func main() {
 const usage = `usage:
   demo cluster [--nodes 3] [--config FILE] [--http-base-port N] [--log-format text|json]
       an embedded etcd and N "demo node" processes; Ctrl-C drains and stops them
-  demo node --backend etcd|postgres|mysql|consul [--endpoints URLS | --dsn DSN | --consul-addr ADDR]
+  demo node --backend etcd|postgres|mysql|consul|redis [--endpoints URLS | --dsn DSN | --consul-addr ADDR | --redis-addr ADDR]
             --election NAME --id ID [--config FILE] [--http ADDR] [--standby]
             [--admin-token-file FILE] [--step-down-cooldown 30s]
             [--etcd-cacert F --etcd-cert F --etcd-key F --etcd-user U --etcd-password-file F]
             [--consul-token-file F --consul-cacert F --consul-cert F --consul-key F]
+            [--redis-username U --redis-password-file F --redis-tls --redis-cacert F --redis-cert F --redis-key F]
       one instance: campaigns, runs the jobs while leading; serves a status page at /,
       /status /metrics /healthz /readyz, and POST /step-down /standby /eligible
       (bearer token from --admin-token-file or BATON_ADMIN_TOKEN)

@@ -20,7 +20,7 @@ func TestCorePackagesImportNoBackendSDK(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
-	banned := []string{"go.etcd.io/", "github.com/hashicorp/consul", "github.com/jackc/pgx", "github.com/go-sql-driver/", "database/sql", "github.com/batonhq/baton/backends/"}
+	banned := []string{"go.etcd.io/", "github.com/hashicorp/consul", "github.com/jackc/pgx", "github.com/go-sql-driver/", "github.com/redis/", "database/sql", "github.com/batonhq/baton/backends/"}
 	deps := strings.Fields(string(out))
 	for _, d := range deps {
 		for _, b := range banned {

@@ -1,0 +1,285 @@
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/kit"
+)
+
+var (
+	_ election.Backend      = (*Backend)(nil)
+	_ election.LeaderReader = (*Backend)(nil)
+	_ election.Checker      = (*Backend)(nil)
+)
+
+// cleanupTimeout bounds the release of a lease that Acquire gives up on.
+// If the server cannot be told in time, the key expires after its TTL.
+const cleanupTimeout = 500 * time.Millisecond
+
+// keys are the names of an election's keys and channel. Every one holds
+// "{ELECTION}", so all hash to one slot.
+type keys struct {
+	lease  string // baton:{E}:lease   "<token> <nonce> <identity JSON>", PX TTL
+	token  string // baton:{E}:token   counter, INCR per term, never reset
+	events string // baton:{E}:events  pub/sub channel: "acquired <token>", "released <token>"
+	last   string // baton:{E}:last    hash job -> newest claimed tick
+	runs   string // baton:{E}:runs:   + job: list of run entries, newest first
+	check  string // baton:{E}:check   probe key of Check, never left behind
+}
+
+func keysOf(e string) keys {
+	p := "baton:{" + e + "}:"
+	return keys{lease: p + "lease", token: p + "token", events: p + "events", last: p + "last", runs: p + "runs:", check: p + "check"}
+}
+
+// Backend is an election.Backend, LeaderReader and Checker on Redis: one
+// election, under keys baton:{ELECTION}:*. Create it with New and Close
+// it when done. It may be shared by goroutines; a process normally runs
+// one candidate per election.
+type Backend struct {
+	cli      *goredis.Client
+	addr     string
+	user     string
+	election string
+	k        keys
+	timing   election.Timing
+	history  int
+	batch    int
+	log      *slog.Logger
+}
+
+// New copies cfg, applies defaults, validates it and returns a Backend
+// with a client of its own. It does not touch the server: call Check to
+// fail fast on a wrong address, password or ACL.
+func New(cfg Config) (*Backend, error) {
+	cfg, err := cfg.resolved()
+	if err != nil {
+		return nil, err
+	}
+	var tc *tls.Config
+	if cfg.TLS != nil {
+		tc = cfg.TLS.Clone()
+		if tc.ServerName == "" {
+			if host, _, err := net.SplitHostPort(cfg.Addr); err == nil {
+				tc.ServerName = host
+			}
+		}
+	}
+	cli := goredis.NewClient(&goredis.Options{
+		Addr:                  cfg.Addr,
+		Username:              cfg.Username,
+		Password:              cfg.Password,
+		TLSConfig:             tc,
+		DialTimeout:           cfg.DialTimeout,
+		ContextTimeoutEnabled: true,
+		// No retries inside the client: a script retried after a lost
+		// answer may have run already. Acquire, the renew loop and the
+		// Host retry on their own terms.
+		MaxRetries:               -1,
+		DisableIdentity:          true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	})
+	return &Backend{
+		cli:      cli,
+		addr:     cfg.Addr,
+		user:     cfg.Username,
+		election: cfg.Election,
+		k:        keysOf(cfg.Election),
+		timing:   cfg.Timing,
+		history:  cfg.History,
+		batch:    cfg.MaxBatch,
+		log:      cfg.Logger.With("election", cfg.Election),
+	}, nil
+}
+
+// Close closes the Backend's connections. Release every lease first.
+func (b *Backend) Close() error { return b.cli.Close() }
+
+// Timing returns the lease timing in use, defaults applied.
+func (b *Backend) Timing() election.Timing { return b.timing }
+
+// LeaseKey is the key holding the election's lease, for operators:
+// redis-cli GET 'baton:{ELECTION}:lease'.
+func (b *Backend) LeaseKey() string { return b.k.lease }
+
+// acquireScript takes the lease if it is free: the token is INCRed only
+// then, so tokens grow by one per term. A key holding this attempt's
+// nonce (an earlier call whose answer was lost) is this attempt's: its
+// TTL is set again. Returns {1, token} or {0, PTTL of the holder's key}.
+var acquireScript = goredis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v then
+  local tok, nonce = string.match(v, '^(%d+) (%S+) ')
+  if nonce == ARGV[1] then
+    redis.call('PEXPIRE', KEYS[1], ARGV[3])
+    return {1, tok}
+  end
+  return {0, redis.call('PTTL', KEYS[1])}
+end
+local tok = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], tok .. ' ' .. ARGV[1] .. ' ' .. ARGV[2], 'PX', ARGV[3])
+redis.call('PUBLISH', ARGV[4], 'acquired ' .. tok)
+return {1, tostring(tok)}
+`)
+
+// Acquire implements election.Backend. It subscribes to the election's
+// channel first, then runs the acquire script; while another term holds
+// the key it waits for a "released" message, the key's PTTL or
+// RenewInterval, whichever comes first, and tries again. Failed
+// attempts are retried until ctx is done; then a lease an attempt may
+// have set is released (bounded by a fresh short timeout) and the error
+// wraps ctx.Err().
+func (b *Backend) Acquire(ctx context.Context, id election.Identity) (election.Lease, error) {
+	val, err := json.Marshal(id)
+	if err != nil {
+		return nil, fmt.Errorf("redis: acquire: encode identity: %w", err)
+	}
+	var nb [12]byte
+	_, _ = rand.Read(nb[:])
+	nonce := hex.EncodeToString(nb[:])
+	log := b.log.With("nonce", nonce)
+
+	// Subscribe before the first attempt: a release between a refused
+	// attempt and the wait is not missed.
+	ps := b.cli.Subscribe(ctx, b.k.events)
+	defer ps.Close()
+	stop := context.AfterFunc(ctx, func() { ps.Close() }) // ends a wait at once
+	defer stop()
+	if _, err := ps.Receive(ctx); err != nil && ctx.Err() == nil {
+		log.Debug("subscribe failed, polling", "err", err)
+	}
+
+	ttlms := b.timing.TTL.Milliseconds()
+	retry := max(min(b.timing.RenewInterval/4, time.Second), 10*time.Millisecond)
+	for {
+		sent := time.Now()
+		actx, cancel := context.WithDeadline(ctx, sent.Add(b.timing.TTL-b.timing.SafetyMargin))
+		res, err := acquireScript.Run(actx, b.cli, []string{b.k.lease, b.k.token}, nonce, val, ttlms, b.k.events).Slice()
+		cancel()
+		wait := b.timing.RenewInterval
+		switch {
+		case ctx.Err() != nil:
+			b.abandon(nonce, log)
+			return nil, fmt.Errorf("redis: acquire %s: %w", b.election, ctx.Err())
+		case err != nil:
+			log.Warn("acquire attempt failed, retrying", "err", b.explain(err))
+			wait = retry
+		default:
+			won, n, perr := parsePair(res)
+			if perr != nil {
+				return nil, fmt.Errorf("redis: acquire %s: %w", b.election, perr)
+			}
+			if won {
+				if l := b.newLease(uint64(n), nonce, sent, log); l != nil {
+					return l, nil
+				}
+				continue // the answer came too late: the term has no time left
+			}
+			if n > 0 {
+				wait = min(wait, time.Duration(n)*time.Millisecond+time.Millisecond)
+			}
+		}
+		b.wake(ctx, ps, wait, retry)
+		if ctx.Err() != nil {
+			b.abandon(nonce, log)
+			return nil, fmt.Errorf("redis: acquire %s: %w", b.election, ctx.Err())
+		}
+	}
+}
+
+// newLease starts the term of token, or gives it up and returns nil if
+// its local deadline has passed already.
+func (b *Backend) newLease(token uint64, nonce string, sent time.Time, log *slog.Logger) *lease {
+	tok := strconv.FormatUint(token, 10)
+	l := &lease{b: b, token: tok, nonce: nonce}
+	log = log.With("token", token)
+	l.ManagedLease = kit.NewManagedLease(kit.ManagedLeaseConfig{
+		Timing:  b.timing,
+		Sent:    sent,
+		Renew:   l.renew,
+		Watch:   l.watch,
+		Release: l.release,
+		Logger:  log,
+	})
+	l.SetToken(token)
+	if !time.Now().Before(l.Deadline()) {
+		log.Warn("acquired lease past its local deadline, giving it up")
+		rctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		_ = l.Release(rctx)
+		cancel()
+		return nil
+	}
+	log.Debug("won election")
+	return l
+}
+
+// wake blocks until a message on the election's channel, d has passed,
+// or ctx is done. After a pub/sub error (the subscription is made again
+// by the next call) it waits for retry at most.
+func (b *Backend) wake(ctx context.Context, ps *goredis.PubSub, d, retry time.Duration) {
+	start := time.Now()
+	_, err := ps.ReceiveTimeout(ctx, d)
+	if err == nil || ctx.Err() != nil || isTimeout(err) {
+		return
+	}
+	if left := min(d, retry) - time.Since(start); left > 0 {
+		t := time.NewTimer(left)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+	}
+}
+
+// abandon releases a lease an attempt of Acquire may have set, with a
+// fresh short timeout.
+func (b *Backend) abandon(nonce string, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	if err := releaseScript.Run(ctx, b.cli, []string{b.k.lease}, nonce, "", b.k.events).Err(); err != nil {
+		log.Warn("releasing the lease of an abandoned campaign", "err", err)
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// parsePair parses a script's {flag, number} answer (the number may come
+// as a string).
+func parsePair(res []any) (bool, int64, error) {
+	if len(res) != 2 {
+		return false, 0, fmt.Errorf("unexpected script answer %v", res)
+	}
+	flag, ok := res[0].(int64)
+	if !ok {
+		return false, 0, fmt.Errorf("unexpected script answer %v", res)
+	}
+	switch n := res[1].(type) {
+	case int64:
+		return flag == 1, n, nil
+	case string:
+		v, err := strconv.ParseInt(n, 10, 64)
+		if err != nil {
+			return false, 0, fmt.Errorf("unexpected script answer %v", res)
+		}
+		return flag == 1, v, nil
+	}
+	return false, 0, fmt.Errorf("unexpected script answer %v", res)
+}
