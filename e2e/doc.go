@@ -27,7 +27,7 @@
 //	BATON_E2E_PROFILE   short (default; every fault type once per backend)
 //	                    or long (random faults until BATON_E2E_DURATION)
 //	BATON_E2E_DURATION  long profile's length (default 30m)
-//	BATON_E2E_BACKENDS  comma-separated: etcd, postgres, mysql, consul
+//	BATON_E2E_BACKENDS  comma-separated: etcd, postgres, mysql, consul, redis
 //	                    (default: all for short, etcd,postgres for long)
 //	BATON_E2E_SEED      replays the fault choices of an earlier run
 //	BATON_E2E_KEEP=1    keeps the artifacts directory of a passing run

@@ -81,7 +81,7 @@ func TestFaults(t *testing.T) {
 		}
 		seed = v
 	}
-	def := "etcd,postgres,mysql,consul"
+	def := "etcd,postgres,mysql,consul,redis"
 	if prof.name == "long" {
 		def = "etcd,postgres"
 	}
