@@ -125,7 +125,7 @@ func run() error {
 	began := time.Now()
 	ctx := context.Background()
 	needNet := want("handover") || want("crash") || want("idle") || want("scale") || want("ledger")
-	r := &results{opts: o, began: began, machine: describeMachine()}
+	r := &results{opts: o, began: began, machine: describeMachine(), load: [2]string{loadAvg()}}
 	var e *env
 	if needNet {
 		var err error
@@ -239,6 +239,7 @@ func run() error {
 	}
 
 	r.took = time.Since(began)
+	r.load[1] = loadAvg()
 	md := r.markdown()
 	fmt.Println(md)
 	if o.out != "" {
