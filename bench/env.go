@@ -264,6 +264,24 @@ func (e *env) serverCPU(backend string) (d time.Duration, ok bool) {
 	return 0, false
 }
 
+// redisVersion returns the version of the redis-server in PATH, or "".
+func redisVersion() string {
+	bin, err := redistest.Binary()
+	if err != nil {
+		return ""
+	}
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		return ""
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if v, ok := strings.CutPrefix(f, "v="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
 // procStat returns the fields of /proc/PID/stat after the command.
 func procStat(pid int) []string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
