@@ -13,6 +13,7 @@ import (
 
 	"github.com/batonhq/baton/backends/consul"
 	"github.com/batonhq/baton/backends/etcd"
+	"github.com/batonhq/baton/backends/redis"
 	batonsql "github.com/batonhq/baton/backends/sql"
 	batonmysql "github.com/batonhq/baton/backends/sql/mysql"
 	"github.com/batonhq/baton/backends/sql/postgres"
@@ -234,6 +235,28 @@ func batonSQL(e *env, d batonsql.Dialect, ttl time.Duration) *system {
 		return batonRun(c, b, mode, func() { db.Close() })
 	}
 	return s
+}
+
+// batonRedis is baton on the bench's redis-server. A waiting instance is
+// woken by the election's pub/sub channel and otherwise tries to acquire
+// every RenewInterval (TTL/3), so the handover's stop falls at a random
+// phase of that period (spread).
+func batonRedis(e *env, ttl time.Duration) *system {
+	return &system{name: fmt.Sprintf("baton Redis (TTL %v)", ttl), proto: "redis", ttl: ttl, hasJob: true, spread: redisRenew(ttl), target: e.redis.Addr(),
+		start: func(c *cand, lane, addr, mode string) error {
+			b, err := redis.New(redis.Config{Addr: addr, Election: "bench/" + lane, Timing: election.Timing{TTL: ttl}, Logger: quiet})
+			if err != nil {
+				return err
+			}
+			return batonRun(c, b, mode, func() { b.Close() })
+		}}
+}
+
+// redisRenew is the Redis backend's default RenewInterval at ttl: the
+// period of a leader's renewals and of a waiting instance's acquire
+// attempts.
+func redisRenew(ttl time.Duration) time.Duration {
+	return election.Timing{TTL: ttl}.WithDefaults(redis.DefaultTTL).RenewInterval
 }
 
 // rawEtcd is concurrency.Election on a concurrency.Session, used as its

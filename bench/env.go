@@ -24,6 +24,7 @@ import (
 
 	"github.com/batonhq/baton/backends/consul/consultest"
 	"github.com/batonhq/baton/backends/etcd/etcdtest"
+	"github.com/batonhq/baton/backends/redis/redistest"
 	batonsql "github.com/batonhq/baton/backends/sql"
 	batonmysql "github.com/batonhq/baton/backends/sql/mysql"
 	"github.com/batonhq/baton/backends/sql/postgres"
@@ -42,6 +43,12 @@ type env struct {
 	etcdIn   io.WriteCloser
 
 	consul *consultest.Agent
+
+	// redis is a redis-server of the bench's own (never a shared one such
+	// as 6379): a free loopback port, no persistence, stopped by close.
+	redis    *redistest.Server
+	redisDir string
+	redisPID int // 0 if not found
 
 	pgDSN    string // without host and port
 	pg       *sql.DB
@@ -123,6 +130,15 @@ func startEnv(ctx context.Context, needConsul, needSQL bool) (*env, error) {
 		}
 		e.consul = a
 	}
+	if e.redisDir, err = os.MkdirTemp("", "baton-bench-redis-"); err != nil {
+		e.close()
+		return nil, err
+	}
+	if e.redis, err = redistest.StartServer(e.redisDir, redistest.Options{}); err != nil {
+		e.close()
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	e.redisPID = childPID("redis-server")
 	if needSQL {
 		e.pgDSN = getenv("BATON_TEST_POSTGRES_DSN", defaultPostgresDSN)
 		e.pg, err = e.openPG(e.pgTarget())
@@ -229,23 +245,102 @@ func (e *env) etcdClient(addr string) (*clientv3.Client, error) {
 }
 
 // etcdCPU is the CPU time (user + system) the etcd child has used.
-func (e *env) etcdCPU() time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", e.etcdPID))
+func (e *env) etcdCPU() time.Duration { return procCPU(e.etcdPID) }
+
+// redisCPU is the CPU time (user + system) the bench's redis-server has
+// used, or 0 if its process is not found.
+func (e *env) redisCPU() time.Duration { return procCPU(e.redisPID) }
+
+// serverCPU is the CPU time of backend's server process, for the
+// servers that run as children of this process (etcd, Redis); ok is
+// false for the others.
+func (e *env) serverCPU(backend string) (d time.Duration, ok bool) {
+	switch backend {
+	case "etcd":
+		return e.etcdCPU(), true
+	case "redis":
+		return e.redisCPU(), e.redisPID != 0
+	}
+	return 0, false
+}
+
+// redisVersion returns the version of the redis-server in PATH, or "".
+func redisVersion() string {
+	bin, err := redistest.Binary()
 	if err != nil {
-		return 0
+		return ""
+	}
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		return ""
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if v, ok := strings.CutPrefix(f, "v="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// procStat returns the fields of /proc/PID/stat after the command.
+func procStat(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
 	}
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
-	f := strings.Fields(s[i+2:])
-	// fields after the command: state(0) ... utime(11) stime(12)
+	if i < 0 || i+2 > len(s) {
+		return nil
+	}
+	return strings.Fields(s[i+2:])
+}
+
+// procCPU is the CPU time (user + system) process pid has used.
+func procCPU(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	f := procStat(pid)
+	if len(f) < 13 {
+		return 0
+	}
+	// fields after the command: state(0) ppid(1) ... utime(11) stime(12)
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(ut+st) * time.Second / 100 // USER_HZ is 100 on Linux
 }
 
+// childPID returns the pid of a child process of this one whose command
+// is comm, or 0.
+func childPID(comm string) int {
+	ents, _ := os.ReadDir("/proc")
+	me := strconv.Itoa(os.Getpid())
+	for _, d := range ents {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err != nil || strings.TrimSpace(string(b)) != comm {
+			continue
+		}
+		if f := procStat(pid); len(f) > 1 && f[1] == me {
+			return pid
+		}
+	}
+	return 0
+}
+
 func (e *env) close() {
 	if e.consul != nil {
 		e.consul.Close()
+	}
+	if e.redis != nil {
+		e.redis.Stop()
+	}
+	if e.redisDir != "" {
+		os.RemoveAll(e.redisDir)
 	}
 	if e.pg != nil {
 		e.pg.Close()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/batonhq/baton/backends/consul"
 	"github.com/batonhq/baton/backends/etcd"
+	"github.com/batonhq/baton/backends/redis"
 	batonsql "github.com/batonhq/baton/backends/sql"
 	batonmysql "github.com/batonhq/baton/backends/sql/mysql"
 	"github.com/batonhq/baton/backends/sql/postgres"
@@ -26,7 +27,7 @@ import (
 )
 
 // ledgerBackends are the backends of the ledger section, in report order.
-var ledgerBackends = []string{"etcd", "postgres", "mariadb", "consul"}
+var ledgerBackends = []string{"etcd", "postgres", "mariadb", "consul", "redis"}
 
 // ledgerJobs are the job counts of the ledger section.
 var ledgerJobs = []int{1, 100, 1000, 10000}
@@ -45,7 +46,7 @@ type ledRow struct {
 	finishCalls float64       // Ledger.Finish calls per instant
 	requests    float64       // all backend requests per instant but renewals and watches
 	rssMB       float64       // the leader process's peak RSS during the window
-	cpu         time.Duration // etcd only: the server's CPU time per instant
+	cpu         time.Duration // etcd and Redis (servers run by the bench): the server's CPU time per instant
 	fullBatch   dist          // durations of Claim calls of MaxBatch claims, in the window
 	batch       int           // the ledger's MaxBatch
 	err         error
@@ -108,6 +109,12 @@ func openLedger(e *env, backend, addr, lane string) (*ledgerConn, error) {
 			return nil, err
 		}
 		b, closeFn = sb, func() { db.Close() }
+	case "redis":
+		rb, err := redis.New(redis.Config{Addr: addr, Election: "benchledger/" + lane, Timing: timing, Logger: quiet})
+		if err != nil {
+			return nil, err
+		}
+		b, closeFn = rb, func() { rb.Close() }
 	default:
 		return nil, fmt.Errorf("unknown backend %q", backend)
 	}
@@ -127,6 +134,8 @@ func protoOf(backend string) string {
 		return "http"
 	case "postgres":
 		return "pg"
+	case "redis":
+		return "redis"
 	default:
 		return "mysql"
 	}
@@ -140,6 +149,8 @@ func (e *env) targetOf(backend string) string {
 		return e.consul.HTTPAddr
 	case "postgres":
 		return e.pgTarget()
+	case "redis":
+		return e.redis.Addr()
 	default:
 		return e.myCfg.Addr
 	}
@@ -218,18 +229,14 @@ func ledgerTrial(e *env, backend string, jobs int, warm, window time.Duration) l
 	wg.Go(func() {
 		time.Sleep(time.Until(sm.from.Add(-500 * time.Millisecond)))
 		c0, l0, f0 = p.Counts(), cl.counts(), len(cl.fullBatches())
-		if backend == "etcd" {
-			cpu0 = e.etcdCPU()
-		}
+		cpu0, _ = e.serverCPU(backend)
 		for t := time.NewTicker(100 * time.Millisecond); time.Now().Before(sm.to.Add(-500 * time.Millisecond)); <-t.C {
 			if r := rssBytes(); r > peak.Load() {
 				peak.Store(r)
 			}
 		}
 		c1, l1, f1 = p.Counts(), cl.counts(), len(cl.fullBatches())
-		if backend == "etcd" {
-			cpu1 = e.etcdCPU()
-		}
+		cpu1, _ = e.serverCPU(backend)
 	})
 	runErr := el.Run(ctx, h.Lead)
 	wg.Wait()
@@ -467,9 +474,10 @@ var ledgerTargets = map[string][2]time.Duration{
 	"postgres": {25 * time.Millisecond, 250 * time.Millisecond},
 	"mariadb":  {50 * time.Millisecond, 500 * time.Millisecond},
 	"consul":   {100 * time.Millisecond, time.Second},
+	"redis":    {25 * time.Millisecond, 250 * time.Millisecond},
 }
 
-var backendNames = map[string]string{"etcd": "etcd", "postgres": "PostgreSQL", "mariadb": "MariaDB", "consul": "Consul"}
+var backendNames = map[string]string{"etcd": "etcd", "postgres": "PostgreSQL", "mariadb": "MariaDB", "consul": "Consul", "redis": "Redis"}
 
 // writeBound is the issue's bound on write round trips per instant:
 // ceil(N / MaxBatch) + 1.
@@ -516,7 +524,7 @@ func (r *results) ledgerTargetRows() []target {
 		ts = append(ts, t)
 	}
 	for _, c := range r.catchUp {
-		if c.backend != "etcd" && c.backend != "postgres" {
+		if c.backend != "etcd" && c.backend != "postgres" && c.backend != "redis" {
 			continue
 		}
 		t := target{what: fmt.Sprintf("Catch-up of %d jobs after a crash failover, %s: every run started", c.jobs, backendNames[c.backend]), bound: "≤ 1 s after the term start"}
@@ -560,7 +568,8 @@ func (r *results) ledgerMarkdown(w func(string, ...any)) {
 	}
 	w("\n## 7. The ledger at scale\n\n")
 	w("A `schedulerhost.Host` with its backend's `Ledger()`, as every backend is used: N jobs on `* * * * * *` (all due at the same instant, `OverlapAllow`), one leader (TTL 10 s) connected through a counting proxy, a %v window after 2 s of warm-up. Lateness is the job function's start minus the nominal tick; the claim of each tick is made before the start, so it is in the figure. Missing: window ticks with no run; extra: window ticks run more than once (must be 0). Requests per instant are counted at the proxy over the window (as in section 5): writes are claims and history entries (finishes); \"requests\" adds reads and transaction control (BEGIN/COMMIT on MariaDB). RSS is the bench process's peak resident set during the window (the Host and its clients; the servers run in their own processes). Rows with no ledger and the floor (section 4's runners) are measured in the same run.\n\n", r.opts.latWindow)
-	var cpuNotes []string
+	cpuNotes := map[string][]string{}
+	var batchNotes []string
 	w("| Backend | Jobs | MaxBatch | n | p50 / p99 / max | missing | extra | Claim + Finish calls / instant | bound ceil(N/MaxBatch)+1 | writes / instant at the proxy | requests / instant | RSS MB |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, l := range r.ledger {
 		if l.err != nil {
@@ -570,14 +579,23 @@ func (r *results) ledgerMarkdown(w func(string, ...any)) {
 		w("| %s | %d | %d | %d | %s | %d | %d | %.1f + %.1f | %d | %.1f | %.1f | %.0f |\n", backendNames[l.backend], l.jobs, l.batch, l.d.n(), l.d.triple(), l.missing, l.extra,
 			l.claimWrites, l.finishCalls, writeBound(l.jobs, l.batch), l.writes, l.requests, l.rssMB)
 		if l.cpu > 0 {
-			cpuNotes = append(cpuNotes, fmt.Sprintf("%d jobs: %s", l.jobs, fmtDur(l.cpu)))
+			cpuNotes[l.backend] = append(cpuNotes[l.backend], fmt.Sprintf("%d jobs: %s", l.jobs, fmtDur(l.cpu)))
+		}
+		if l.fullBatch.n() > 0 {
+			batchNotes = append(batchNotes, fmt.Sprintf("%s, %d jobs: %s p50 / %s max over %d calls", backendNames[l.backend], l.jobs, fmtDur(l.fullBatch.p50()), fmtDur(l.fullBatch.max()), l.fullBatch.n()))
 		}
 	}
 	for _, l := range r.ledgerBase {
 		w("| %s | %d | — | %d | %s | %d | — | — | — | — | — | — |\n", map[string]string{"baton": "no ledger (Host alone)", "floor": "floor (bare goroutines)"}[l.runner], l.jobs, l.d.n(), l.d.triple(), l.missing)
 	}
-	if len(cpuNotes) > 0 {
-		w("\nThe etcd server's CPU time per instant (user + system, from /proc; 10 ms resolution), in its own process: %s. It applies transactions one at a time.\n", strings.Join(cpuNotes, "; "))
+	if n := cpuNotes["etcd"]; len(n) > 0 {
+		w("\nThe etcd server's CPU time per instant (user + system, from /proc; 10 ms resolution), in its own process: %s. It applies transactions one at a time.\n", strings.Join(n, "; "))
+	}
+	if n := cpuNotes["redis"]; len(n) > 0 {
+		w("\nThe redis-server's CPU time per instant (user + system, from /proc; 10 ms resolution), in its own process: %s. It runs one command or script at a time.\n", strings.Join(n, "; "))
+	}
+	if len(batchNotes) > 0 {
+		w("\nOne Claim call of a full batch (MaxBatch claims), from the Host's call to its answer, in the window: %s.\n", strings.Join(batchNotes, "; "))
 	}
 
 	if len(r.catchUp) > 0 {
@@ -604,11 +622,19 @@ func ledgerLatenessNote(l ledRow) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Every tick is claimed in the backend before its run starts, so the p99 is the time the backend takes to serve all of an instant's claims: %.1f Claim calls per instant here (MaxBatch %d, up to 8 on the wire at once), beside %.1f Finish calls for the history entries of the runs before. ", l.claimWrites, l.batch, l.finishCalls)
 	if l.cpu > 0 {
-		fmt.Fprintf(&b, "What bounds it is the etcd server's own work: its CPU time per instant was %s in this trial (p99 lateness %s), and it applies transactions one at a time, on the same 2 cores as the Host. ", fmtDur(l.cpu), fmtDur(l.d.p99()))
+		what := "it applies transactions one at a time"
+		if l.backend == "redis" {
+			what = "it runs one script at a time"
+		}
+		fmt.Fprintf(&b, "What bounds it is the %s server's own work: its CPU time per instant was %s in this trial (p99 lateness %s), and %s, on the same 2 cores as the Host. ", backendNames[l.backend], fmtDur(l.cpu), fmtDur(l.d.p99()), what)
 	}
 	if l.fullBatch.n() > 0 {
 		fmt.Fprintf(&b, "One Claim call of a full batch (%d claims, each checked against the term, stored as the job's last tick, written as a run entry and trimmed to the job's history) took %s p50 / %s max over %d calls in this trial. ", l.batch, fmtDur(l.fullBatch.p50()), fmtDur(l.fullBatch.max()), l.fullBatch.n())
 	}
-	b.WriteString(ledgerTried)
+	if l.backend == "redis" {
+		b.WriteString("Nothing has been tried against this target on Redis yet: the backend is new; the figures above are where to start.")
+	} else {
+		b.WriteString(ledgerTried)
+	}
 	return b.String()
 }

@@ -7,7 +7,8 @@
 //
 // Servers: an embedded etcd in a child process (this binary), a Consul dev
 // agent (../.bin/consul, see tools/consul/build.sh), PostgreSQL and
-// MariaDB on 127.0.0.1 (BATON_TEST_POSTGRES_DSN, BATON_TEST_MYSQL_DSN).
+// MariaDB on 127.0.0.1 (BATON_TEST_POSTGRES_DSN, BATON_TEST_MYSQL_DSN), a
+// redis-server of its own (redis-server in PATH, on a free loopback port).
 package main
 
 import (
@@ -24,6 +25,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	goredis "github.com/redis/go-redis/v9"
 
 	batonsql "github.com/batonhq/baton/backends/sql"
 )
@@ -49,6 +51,7 @@ func main() {
 		return
 	}
 	mysql.SetLogger(log.New(io.Discard, "", 0)) // proxies closing connections under it is expected here
+	goredis.SetLogger(discardRedisLog{})        // likewise: go-redis logs its pool's dial failures itself
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -65,7 +68,7 @@ func run() error {
 	var ledgerJobsFlag, ledgerBackendsFlag, cpuProfile string
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (this process: the hosts and clients, not the servers) to this file")
 	flag.StringVar(&ledgerJobsFlag, "ledger-jobs", "", "comma-separated job counts for the ledger section (default 1,100,1000,10000)")
-	flag.StringVar(&ledgerBackendsFlag, "ledger-backends", "", "comma-separated backends for the ledger section (default etcd,postgres,mariadb,consul)")
+	flag.StringVar(&ledgerBackendsFlag, "ledger-backends", "", "comma-separated backends for the ledger section (default etcd,postgres,mariadb,consul,redis)")
 	flag.Parse()
 	if ledgerJobsFlag != "" {
 		ledgerJobs = nil
@@ -81,7 +84,7 @@ func run() error {
 		ledgerBackends = nil
 		for _, f := range strings.Split(ledgerBackendsFlag, ",") {
 			if _, ok := backendNames[strings.TrimSpace(f)]; !ok {
-				return fmt.Errorf("-ledger-backends: unknown backend %q (etcd, postgres, mariadb, consul)", f)
+				return fmt.Errorf("-ledger-backends: unknown backend %q (etcd, postgres, mariadb, consul, redis)", f)
 			}
 			ledgerBackends = append(ledgerBackends, strings.TrimSpace(f))
 		}
@@ -135,6 +138,7 @@ func run() error {
 			return err
 		}
 		defer e.close()
+		r.redisVersion = redisVersion()
 	}
 
 	if want("lateness") {
@@ -251,6 +255,13 @@ func run() error {
 	return nil
 }
 
+// discardRedisLog is go-redis's process-wide logger here: it drops what
+// go-redis prints outside the backend's Logger (pool dial failures after
+// a proxy is closed under a client).
+type discardRedisLog struct{}
+
+func (discardRedisLog) Printf(context.Context, string, ...any) {}
+
 func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 }
@@ -273,6 +284,7 @@ func handoverSystems(e *env) []*system {
 		rawConsul(e, 10*time.Second),
 		batonSQL(e, batonsql.Postgres, 5*time.Second),
 		batonSQL(e, batonsql.MySQL, 5*time.Second),
+		batonRedis(e, 5*time.Second),
 		newClientGo(true),
 	}
 }
@@ -288,6 +300,7 @@ func crashSystems(e *env) []*system {
 	for _, ttl := range []time.Duration{2 * time.Second, 5 * time.Second} {
 		s = append(s, batonSQL(e, batonsql.Postgres, ttl), batonSQL(e, batonsql.MySQL, ttl))
 	}
+	s = append(s, batonRedis(e, 5*time.Second))
 	return append(s, newClientGo(true), newClientGo(false))
 }
 

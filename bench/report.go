@@ -54,6 +54,7 @@ type results struct {
 	ledgerBase   []latRow // no-ledger Host and floor rows of the ledger section
 	catchUp      []catchRow
 	etcdBaseline time.Duration // etcd CPU per minute with no candidates
+	redisVersion string        // of the bench's redis-server, e.g. "7.0.15"
 }
 
 // loadAvg returns the 1-minute load average, or "unknown".
@@ -153,6 +154,7 @@ func (r *results) targets() []target {
 	ho("baton Consul (TTL 10s)", "Consul", 10*time.Millisecond)
 	ho("baton PostgreSQL (TTL 5s)", "PostgreSQL", 50*time.Millisecond)
 	ho("baton MariaDB (TTL 5s)", "MariaDB (PollInterval 1 s)", time.Second+50*time.Millisecond)
+	ho("baton Redis (TTL 5s)", "Redis", 10*time.Millisecond)
 
 	cr := func(sys, label string, bound time.Duration) {
 		c := r.crashOf(sys)
@@ -177,6 +179,7 @@ func (r *results) targets() []target {
 			cr(fmt.Sprintf("baton %s (TTL %ds)", db, ttl), fmt.Sprintf("%s TTL %d s, PollInterval 1 s", db, ttl), time.Duration(ttl)*time.Second+time.Second+200*time.Millisecond)
 		}
 	}
+	cr("baton Redis (TTL 5s)", "Redis TTL 5 s", 5*time.Second+500*time.Millisecond)
 
 	// Loss detection.
 	{
@@ -238,6 +241,15 @@ func (r *results) targets() []target {
 		case "pg", "mysql":
 			t.bound = "≤ 60/PollInterval (1 s) = 60 reads/min, 0 writes"
 			t.met = f[kRead] <= 60.5 && f[kWrite] == 0 && f[kRenew] == 0
+		case "redis":
+			// A waiting instance is woken by pub/sub, and otherwise runs
+			// the acquire script (a write when the key is free, refused
+			// here) once per RenewInterval: the leader's renewals keep the
+			// key's PTTL above it.
+			ri := redisRenew(row.sys.ttl)
+			n := float64(time.Minute) / float64(ri)
+			t.bound = fmt.Sprintf("≤ 1 acquire attempt per RenewInterval (TTL/3 = %s): ≤ %.0f script calls/min, 0 reads, 0 renewals", fmtDur(ri), n)
+			t.met = f[kWrite] <= n+0.5 && f[kRead] == 0 && f[kRenew] == 0
 		}
 		t.measured = idleCell(f)
 		ts = append(ts, t)
@@ -284,7 +296,7 @@ func (r *results) markdown() string {
 	// Handover.
 	if len(r.handover) > 0 {
 		w("\n## 1. Graceful handover\n\n")
-		w("The leader is asked to stop, as on SIGTERM, with no job running; the time is from the stop request to the other instance's lead function starting (baton: `Elector.Run` + `schedulerhost.Host.Lead`; raw etcd: `Resign` → the waiting `Campaign` returns; `api.Lock`: `Unlock` → the waiting `Lock` returns; client-go: cancel with `ReleaseOnCancel` → `OnStartedLeading` of the other). Two instances in one election, connected directly to the server; the stopped one restarts and waits for the next trial; the stop falls at a random point 100-350 ms (plus a uniformly random fraction of the period at which the waiting instance looks at the backend, for polling ones: 1 s for MariaDB, 4.4 s — RetryPeriod × (1 + JitterFactor) — for client-go) after the waiting instance started.\n\n")
+		w("The leader is asked to stop, as on SIGTERM, with no job running; the time is from the stop request to the other instance's lead function starting (baton: `Elector.Run` + `schedulerhost.Host.Lead`; raw etcd: `Resign` → the waiting `Campaign` returns; `api.Lock`: `Unlock` → the waiting `Lock` returns; client-go: cancel with `ReleaseOnCancel` → `OnStartedLeading` of the other). Two instances in one election, connected directly to the server; the stopped one restarts and waits for the next trial; the stop falls at a random point 100-350 ms (plus a uniformly random fraction of the period at which the waiting instance looks at the backend, for polling ones: 1 s for MariaDB, 4.4 s — RetryPeriod × (1 + JitterFactor) — for client-go, RenewInterval (%s) for Redis, whose waiting instance is woken by pub/sub and otherwise tries every RenewInterval) after the waiting instance started.\n\n", fmtDur(redisRenew(5*time.Second)))
 		w("| System | n | p50 / p99 / max | baton / peer (p50 / p99) |\n|---|---|---|---|\n")
 		rawE, _ := r.find("raw concurrency.Election (TTL 5s)")
 		rawC, _ := r.find("raw consul api.Lock (TTL 10s, LockDelay 1ms)")
@@ -296,7 +308,7 @@ func (r *results) markdown() string {
 				ratios = "vs raw etcd " + ratio(h.d, rawE) + "; vs client-go " + ratio(h.d, cg)
 			case "baton Consul (TTL 10s)":
 				ratios = "vs api.Lock " + ratio(h.d, rawC) + "; vs client-go " + ratio(h.d, cg)
-			case "baton PostgreSQL (TTL 5s)", "baton MariaDB (TTL 5s)":
+			case "baton PostgreSQL (TTL 5s)", "baton MariaDB (TTL 5s)", "baton Redis (TTL 5s)":
 				ratios = "vs client-go " + ratio(h.d, cg)
 			}
 			name := h.sys.name
@@ -305,6 +317,9 @@ func (r *results) markdown() string {
 			}
 			if h.sys.proto == "pg" {
 				name += ", LISTEN/NOTIFY"
+			}
+			if h.sys.proto == "redis" {
+				name += ", pub/sub"
 			}
 			if h.err != nil {
 				name += " — error: " + h.err.Error()
@@ -338,6 +353,8 @@ func (r *results) markdown() string {
 				}
 			case s.poll > 0:
 				bound = "TTL + PollInterval + 0.2 s = " + fmtDur(s.ttl+s.poll+200*time.Millisecond)
+			case strings.HasPrefix(s.name, "baton Redis"):
+				bound = "TTL + 0.5 s = " + fmtDur(s.ttl+500*time.Millisecond)
 			}
 			errs := ""
 			if len(c.res.errs) > 0 {
@@ -382,7 +399,7 @@ func (r *results) markdown() string {
 		rows := slices.Clone(r.idle)
 		slices.SortFunc(rows, func(a, b idleRow) int { return a.order - b.order })
 		w("\n## 5. Idle load\n\n")
-		w("One leader (no job due) and one follower, each behind its own counting proxy (a wrapper in bench/ in front of a `faultproxy.Proxy`), counted for %v after 5 s of warm-up, as requests per minute. Requests, not bytes: etcd — the proxy decodes the client's HTTP/2 frames (HPACK for the method) and counts every gRPC request message, so a unary call is one and each keepalive or watch request on a stream is one (Range = read; Put/Txn/DeleteRange/LeaseGrant/LeaseRevoke = write; LeaseKeepAlive = renew; Watch = blocking); Consul — each HTTP request (GET /v1/kv with `index` = blocking; session renew = renew; PUT /v1/kv, /v1/txn = write; session create/destroy = other); PostgreSQL — each simple Query and each extended-protocol Execute, by statement text; MariaDB — each COM_QUERY, COM_STMT_EXECUTE and COM_PING; client-go — each call of its lock (Get = read; Update of its own record = renew). \"other\" is pings (pgx checks an idle pooled connection with an empty query before reuse; the LISTEN connection is pinged every 5 s) and session bookkeeping.\n\n", r.opts.idleWindow)
+		w("One leader (no job due) and one follower, each behind its own counting proxy (a wrapper in bench/ in front of a `faultproxy.Proxy`), counted for %v after 5 s of warm-up, as requests per minute. Requests, not bytes: etcd — the proxy decodes the client's HTTP/2 frames (HPACK for the method) and counts every gRPC request message, so a unary call is one and each keepalive or watch request on a stream is one (Range = read; Put/Txn/DeleteRange/LeaseGrant/LeaseRevoke = write; LeaseKeepAlive = renew; Watch = blocking); Consul — each HTTP request (GET /v1/kv with `index` = blocking; session renew = renew; PUT /v1/kv, /v1/txn = write; session create/destroy = other); PostgreSQL — each simple Query and each extended-protocol Execute, by statement text; MariaDB — each COM_QUERY, COM_STMT_EXECUTE and COM_PING; Redis — each RESP command, a script call (EVALSHA, or EVAL after NOSCRIPT) told apart by its keys (the renew script = renew; the acquire, release, Ledger claim and finish scripts = write, an acquire attempt counting as one even when refused; GET, HMGET, LRANGE = read; SUBSCRIBE = blocking; HELLO, PING = other); client-go — each call of its lock (Get = read; Update of its own record = renew). \"other\" is pings (pgx checks an idle pooled connection with an empty query before reuse; the LISTEN connection is pinged every 5 s) and session bookkeeping.\n\n", r.opts.idleWindow)
 		w("| System | Role | total/min | read | blocking | write | renew | other |\n|---|---|---|---|---|---|---|---|\n")
 		for _, row := range rows {
 			if row.res.err != nil {
@@ -420,7 +437,7 @@ func (r *results) markdown() string {
 	}
 	r.ledgerMarkdown(w)
 	w("\n## What the figures say\n\n%s", r.findings())
-	w("\n## Method and honest limits\n\n%s", methodNotes)
+	w("\n## Method and honest limits\n\n%s", r.methodNotes())
 	return b.String()
 }
 
@@ -437,8 +454,18 @@ func runnerName(r string) string {
 	}
 }
 
-const methodNotes = `- Everything talks to loopback; all servers are local (embedded etcd 3.7.3 in a child process, a Consul 1.20 dev agent, PostgreSQL and MariaDB on 127.0.0.1). Loopback round trips are tens of microseconds, so handover figures are dominated by client and server processing, not the network.
-- baton runs with its defaults except the TTL (etcd and SQL 2/5/10 s as stated, Consul 10 s, the server minimum); RenewInterval TTL/3, SafetyMargin max(TTL/5, 500 ms), SQL PollInterval 1 s, Consul WaitTime 2 s and LockDelay 10 s (the TTL; baton refuses one shorter than the leader's window TTL − SafetyMargin plus a tenth, 8.8 s, since Consul frees a deregistered node's lock after the lock-delay while its leader may still lead). Logging is off for every system (baton's per-run Info lines would otherwise be in the lateness figures; the peers log nothing per run).
+// methodNotes is methodNotesText with the redis-server version of this
+// run.
+func (r *results) methodNotes() string {
+	v := r.redisVersion
+	if v == "" {
+		v = "(version unknown)"
+	}
+	return strings.ReplaceAll(methodNotesText, "{redis-version}", v)
+}
+
+const methodNotesText = `- Everything talks to loopback; all servers are local (embedded etcd 3.7.3 in a child process, a Consul 1.20 dev agent, PostgreSQL and MariaDB on 127.0.0.1, and a redis-server {redis-version} the bench starts on a free loopback port with no persistence: no RDB snapshots, no AOF). Loopback round trips are tens of microseconds, so handover figures are dominated by client and server processing, not the network.
+- baton runs with its defaults except the TTL (etcd and SQL 2/5/10 s as stated, Redis 5 s, Consul 10 s, the server minimum); RenewInterval TTL/3, SafetyMargin max(TTL/5, 500 ms), SQL PollInterval 1 s, Redis followers woken by pub/sub and otherwise trying to acquire every RenewInterval (sooner when the key's PTTL is shorter), Redis Ledger MaxBatch 500, Consul WaitTime 2 s and LockDelay 10 s (the TTL; baton refuses one shorter than the leader's window TTL − SafetyMargin plus a tenth, 8.8 s, since Consul frees a deregistered node's lock after the lock-delay while its leader may still lead). Logging is off for every system (baton's per-run Info lines would otherwise be in the lateness figures; the peers log nothing per run).
 - Raw ` + "`concurrency.Election`" + ` uses a ` + "`concurrency.Session`" + ` with the same TTL; ` + "`api.Lock`" + ` uses SessionTTL 10 s and LockDelay 1 ms (its defaults are 15 s and 15 s), everything else at its defaults.
 - client-go: ` + "`k8s.io/client-go/tools/leaderelection`" + ` v0.37.2 at LeaseDuration 15 s, RenewDeadline 10 s, RetryPeriod 2 s, ReleaseOnCancel, on an in-memory ` + "`resourcelock.Interface`" + ` written here (one record with a resource version; an Update based on a stale Get fails with Conflict, as the API server does for a Lease). Its figures are dominated by those three parameters, not by any backend: handover waits for the follower's next retry (every 2-4.4 s), crash failover for LeaseDuration after the follower last saw the record change.
 - gocron v2 appears with its scheduler only (lateness). Its etcd elector module is not served by the module proxy here, so its handover figure is quoted from issue 9.
@@ -474,10 +501,13 @@ func (r *results) findings() string {
 	p := func(format string, args ...any) { fmt.Fprintf(&b, "- "+format+"\n", args...) }
 	if d, ok := r.find("baton etcd (TTL 5s)"); ok && d.n() > 0 {
 		raw, _ := r.find("raw concurrency.Election (TTL 5s)")
-		p("**Graceful handover** is a release (etcd: lease revoke, which deletes the key; Consul: unlock; SQL: an UPDATE that ends the row's expiry, with NOTIFY on PostgreSQL) followed by the waiting instance's acquire, woken by the backend at once (etcd watch, Consul blocking query, LISTEN). On etcd baton takes %s p50 where a bare `Resign` to `Campaign` takes %s: baton also stops the Host, waits for the lease's renew loop to end before revoking, and the new leader re-reads its own key before leading (etcd#19597). MariaDB has no notification, so its handover is bounded by PollInterval (uniform over 0-1 s here). client-go's is bounded by its RetryPeriod: the follower looks every 2-4.4 s.", fmtDur(d.p50()), fmtDur(raw.p50()))
+		p("**Graceful handover** is a release (etcd: lease revoke, which deletes the key; Consul: unlock; SQL: an UPDATE that ends the row's expiry, with NOTIFY on PostgreSQL; Redis: a script that deletes the key if it still holds the term and publishes \"released\" on the election's channel) followed by the waiting instance's acquire, woken by the backend at once (etcd watch, Consul blocking query, LISTEN, Redis pub/sub). On etcd baton takes %s p50 where a bare `Resign` to `Campaign` takes %s: baton also stops the Host, waits for the lease's renew loop to end before revoking, and the new leader re-reads its own key before leading (etcd#19597). MariaDB has no notification, so its handover is bounded by PollInterval (uniform over 0-1 s here). client-go's is bounded by its RetryPeriod: the follower looks every 2-4.4 s.", fmtDur(d.p50()), fmtDur(raw.p50()))
 	}
 	if len(r.crash) > 0 {
 		p("**Crash failover** is bounded by the backend's expiry of the dead leader's lease: etcd deletes the key when the lease's TTL runs out after the last keepalive it received (so between TTL − RenewInterval and TTL after the crash, plus up to the lessor's 500 ms check); SQL the row's expiry by the database clock, which the waiting instance sleeps until (it wakes just after the expiry rather than at its next poll); Consul reaps a session only at 2×TTL after its last renewal, then refuses the key for the session's lock-delay: baton's is the TTL (10 s), because Consul also frees the key LockDelay after a node deregistration (force-leave, leave, catalog deregister) while the cut-off leader may still lead for TTL − SafetyMargin; the raw `api.Lock` here runs with 1 ms and is exposed to that. baton and the raw etcd election fail over equally fast, as they should: the same server rule decides.")
+		if c := r.crashOf("baton Redis (TTL 5s)"); c != nil && c.failover.n() > 0 {
+			p("**Redis** fails over on the lease key's expiry (set with PX by the acquire and renew scripts, by the server's clock): a waiting instance whose refused attempt returns a PTTL shorter than its RenewInterval sleeps that PTTL plus 1 ms and tries again, and Redis expires a key when it is accessed, so the attempt right after the expiry wins; between TTL − RenewInterval and TTL after the crash, as on etcd, without etcd's 500 ms lessor check. Here %s p50, %s max.", fmtDur(c.failover.p50()), fmtDur(c.failover.max()))
+		}
 		if raw := r.crashOf("raw consul api.Lock (TTL 10s, LockDelay 1ms)"); raw != nil && raw.failover.n() > 0 {
 			p("**`api.Lock`** fails over in %s p50 but %s at worst: after a refused lock attempt it retries only after a fixed 5 s (`DefaultLockRetryTime`), which can miss the moment the session is reaped. baton's Consul backend retries with a short backoff and a blocking query on the key.", fmtDur(raw.failover.p50()), fmtDur(raw.failover.max()))
 		}
@@ -521,6 +551,9 @@ func (r *results) findings() string {
 		}
 		if row.sys.proto == "h2" && strings.HasPrefix(row.sys.name, "baton") && row.res.follower != nil {
 			p("**Idle etcd.** A waiting baton instance keeps its own candidate key's lease alive (%.0f keepalives/min at TTL 5 s, RenewInterval TTL/3) and otherwise only holds one watch on the key before its own: no reads, no writes. The leader's only requests are its keepalives; its watch on its own key is one long-lived stream.", row.res.follower[kRenew])
+		}
+		if row.sys.proto == "redis" && row.res.follower != nil {
+			p("**Idle Redis.** The follower subscribed to the election's channel once, when it started waiting (a long-lived subscription, so no blocking request falls in the window), and runs the acquire script %.0f times/min, refused while the key is held: once per RenewInterval, since the leader's renewals keep the key's PTTL above it. The leader renews %.0f times/min (TTL/3) and also reads its own key %.0f times/min: its watch reads the key on every message of the channel and every RenewInterval/2 between them, so that an operator's DEL or another term is seen within that.", row.res.follower[kWrite], row.res.leader[kRenew], row.res.leader[kRead])
 		}
 		if row.sys.proto == "http" && strings.HasPrefix(row.sys.name, "baton") && row.res.follower != nil {
 			p("**Idle Consul.** The follower's blocking queries return every WaitTime (2 s) when nothing changes, %.0f/min; it renews its waiting session about as often (%.0f/min) so that its lock attempt, when it comes, counts from a fresh renewal. `api.Lock` polls less (LockWaitTime 15 s) at the cost of slower cancellation.", row.res.follower[kBlocking], row.res.follower[kRenew])

@@ -2,7 +2,8 @@
 # Runs the benchmarks and writes docs/benchmarks.md. `make bench` calls it.
 # Needs: the Consul agent binary (tools/consul/build.sh builds .bin/consul),
 # PostgreSQL and MariaDB on 127.0.0.1 (or BATON_TEST_POSTGRES_DSN /
-# BATON_TEST_MYSQL_DSN). Extra arguments go to the bench command
+# BATON_TEST_MYSQL_DSN), redis-server in PATH (the bench starts its own on a
+# free loopback port). Extra arguments go to the bench command
 # (e.g. -quick, -only lateness,handover).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
