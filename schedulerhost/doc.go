@@ -27,7 +27,8 @@
 // runs once: a local time a spring-forward skips runs at the first instant
 // after the gap, one a fall-back repeats runs at its first occurrence;
 // jobs whose hour field is "*" run at every real instant that matches,
-// and @every counts elapsed time.
+// and @every counts elapsed time. The zone database is embedded
+// (time/tzdata), for containers without zoneinfo.
 //
 // More in this file, after the package clause (read the source):
 // Clock steps; Time zones and DST.
@@ -101,7 +102,7 @@ package schedulerhost
 //	term.go      termRun, the state of one term: its contexts, runs in flight, check, lose
 //	catchup.go   ticks missed while nobody led, or skipped by a clock step: claimed before the loop starts
 //	clock.go     wall and monotonic clocks; schedule time, which never goes back
-//	tz.go        the DST policy around robfig/cron's schedules
+//	tz.go        the DST policy around robfig/cron's schedules; embeds time/tzdata
 //	timeline.go  the heap of next ticks (container/heap), one bucket per instant
 //	loop.go      the schedule loop: one timer, fires each instant's due ticks as one batch (fireAll)
 //	admit.go     the overlap policy (skip, allow, queue) and who runs a queued tick

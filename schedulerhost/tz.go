@@ -2,6 +2,7 @@ package schedulerhost
 
 import (
 	"time"
+	_ "time/tzdata" // zones load in a minimal container without zoneinfo (about 450 kB)
 
 	"github.com/robfig/cron/v3"
 )
