@@ -45,7 +45,9 @@ type Job struct {
 	Name string
 	// Schedule is a cron spec: 5 fields, or 6 with leading seconds;
 	// descriptors such as @hourly and @every 10s; an optional CRON_TZ=Zone
-	// prefix. Required.
+	// prefix, else Config.Location. At DST changes a fixed time of day
+	// runs once, and an hour field of * runs at every real hour (see the
+	// package doc). Required.
 	Schedule string
 	// Run does the work. Its context carries the fencing token
 	// (election.TokenFromContext) and the tick (TickFromContext). It ends
@@ -103,9 +105,15 @@ const (
 
 var specParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
-// ParseSchedule parses a cron spec the way a Host does.
+// ParseSchedule parses a cron spec the way a Host does: with robfig/cron
+// v3, and baton's policy at DST transitions (see the package doc, Time
+// zones and DST).
 func ParseSchedule(spec string) (cron.Schedule, error) {
-	return specParser.Parse(spec)
+	s, err := specParser.Parse(spec)
+	if err != nil {
+		return nil, err
+	}
+	return withDSTPolicy(s), nil
 }
 
 func (c Config) withDefaults() Config {

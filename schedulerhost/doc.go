@@ -22,8 +22,16 @@
 // A new leader reads each job's last claimed tick and applies the job's
 // Misfire policy to the ticks missed in between.
 //
+// Schedules are read in Config.Location (UTC if nil) or a spec's own
+// CRON_TZ= zone. At a daylight-saving change a job at a fixed time of day
+// runs once: a local time a spring-forward skips runs at the first instant
+// after the gap, one a fall-back repeats runs at its first occurrence;
+// jobs whose hour field is "*" run at every real instant that matches,
+// and @every counts elapsed time. The zone database is embedded
+// (time/tzdata), for containers without zoneinfo.
+//
 // More in this file, after the package clause (read the source):
-// Clock steps.
+// Clock steps; Time zones and DST.
 package schedulerhost
 
 // Details, kept out of the go doc overview above.
@@ -54,6 +62,30 @@ package schedulerhost
 //     last claimed one are taken, so it runs nothing new of a job until its
 //     wall clock passes that job's last claimed tick.
 //
+// # Time zones and DST
+//
+// A spec names local wall times, a tick is an instant (compared and
+// stored in the ledger as such). ParseSchedule wraps robfig/cron v3's
+// schedule (tz.go), which alone skips a local time a spring-forward skips
+// and runs twice one a fall-back repeats (and, at Lord Howe's 30-minute
+// change, runs a 01:45 job at 02:45 too). Baton's policy, like Vixie/ISC
+// cron's:
+//
+//   - Fixed times of day (the hour field is not "*"): a matching local
+//     time in a spring-forward gap runs once, at the first instant after
+//     the gap (02:30 in New York runs at 03:00 EDT; several matches in the
+//     gap make one tick); a local time a fall-back repeats runs once, at
+//     its first occurrence (01:30 EDT, not 01:30 EST).
+//   - Hour field "*" (0 * * * *, */5 * * * *, @hourly): every real instant
+//     whose local time matches, so 01:00 EDT and 01:00 EST both run (they
+//     are an hour apart) and nothing runs for the gap (the instants either
+//     side of it are an hour apart too).
+//   - @every: elapsed time, unaffected.
+//
+// Next depends only on the instant it is given and the zone, so ticks
+// strictly increase and a new leader computes, from the ledger's last
+// claimed tick, the ticks the old one would have.
+//
 // When the term context ends, the Host stops starting runs. On a graceful
 // stop (election.ErrSteppingDown) runs keep going up to ShutdownTimeout,
 // then are cancelled with ErrShutdownTimeout and get KillGrace more. On a
@@ -70,6 +102,7 @@ package schedulerhost
 //	term.go      termRun, the state of one term: its contexts, runs in flight, check, lose
 //	catchup.go   ticks missed while nobody led, or skipped by a clock step: claimed before the loop starts
 //	clock.go     wall and monotonic clocks; schedule time, which never goes back
+//	tz.go        the DST policy around robfig/cron's schedules; embeds time/tzdata
 //	timeline.go  the heap of next ticks (container/heap), one bucket per instant
 //	loop.go      the schedule loop: one timer, fires each instant's due ticks as one batch (fireAll)
 //	admit.go     the overlap policy (skip, allow, queue) and who runs a queued tick

@@ -3,6 +3,8 @@ package schedulerhost
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/robfig/cron/v3"
 )
 
 // SteppingClock is a clock for tests. Its monotonic clock is the process
@@ -34,3 +36,7 @@ func (c *SteppingClock) newTimer(d time.Duration) *time.Timer { return time.NewT
 
 // UseClock makes h read time from c. Call it before Lead.
 func (h *Host) UseClock(c *SteppingClock) { h.clock = c }
+
+// ParseUnwrapped parses spec with robfig/cron v3 alone, without baton's
+// DST policy, to compare the two.
+func ParseUnwrapped(spec string) (cron.Schedule, error) { return specParser.Parse(spec) }

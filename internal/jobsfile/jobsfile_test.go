@@ -72,6 +72,8 @@ func TestParse_Bad(t *testing.T) {
 			`jobs.yaml:7: jobs[0].retries: unknown field (want one of name, schedule, builtin, duration, command, timeout, overlap, misfire, misfire_grace, max_catch_up)`},
 		{"bad cron spec", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n  - name: b\n    schedule: '61 * * * *'\n    builtin: log\n",
 			`jobs.yaml:8: jobs[1].schedule: "61 * * * *": end of range (61) above maximum (59): 61`},
+		{"unknown zone", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n  - name: b\n    schedule: 'CRON_TZ=Mars/Olympus_Mons 30 2 * * *'\n    builtin: log\n",
+			`jobs.yaml:8: jobs[1].schedule: "CRON_TZ=Mars/Olympus_Mons 30 2 * * *": provided bad location Mars/Olympus_Mons: unknown time zone Mars/Olympus_Mons`},
 		{"missing command", head + "  - name: a\n    schedule: '@every 1s'\n",
 			`jobs.yaml:4: jobs[0].command: required: set command (run with /bin/sh -c) or builtin (sleep, log, fail)`},
 		{"empty command", head + "  - name: a\n    schedule: '@every 1s'\n    command: ''\n",
