@@ -533,7 +533,13 @@ func runScenario(t *testing.T, name string, prof profile, seed uint64) string {
 			}
 			kind = faultKinds[sc.rng.IntN(len(faultKinds))]
 		}
-		sc.pause(500*time.Millisecond, 2*time.Second)
+		if prof.name == "short" {
+			sc.pause(500*time.Millisecond, 2*time.Second)
+		} else {
+			// The long profile is about the number of faults: each
+			// one still starts only once the cluster has settled.
+			sc.pause(250*time.Millisecond, time.Second)
+		}
 		l, ok := sc.settle(time.Now())
 		if !ok {
 			break
