@@ -277,3 +277,84 @@ func TestHost_SetJobs_BetweenTerms(t *testing.T) {
 		}
 	})
 }
+
+// TestHost_SetJobs_ChangedJobsRunInFlight: a job changed while a run of it
+// goes: the run goes on, uncancelled, and still counts for the overlap
+// policy; the next ticks run the new function.
+func TestHost_SetJobs_ChangedJobsRunInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemory()
+		var l runLog
+		oldCancelled := false
+		n := startNode(t, m, "a", schedulerhost.Config{Jobs: []schedulerhost.Job{{Name: "w", Schedule: "@every 1s",
+			Run: func(ctx context.Context) error {
+				_ = l.job("old")(ctx)
+				select {
+				case <-time.After(2500 * time.Millisecond):
+				case <-ctx.Done():
+					oldCancelled = true
+				}
+				return nil
+			}}}})
+		time.Sleep(1500 * time.Millisecond) // the run of tick 1 s goes until 3.5 s
+		ch, err := n.host.SetJobs([]schedulerhost.Job{{Name: "w", Schedule: "@every 1s", Timeout: time.Minute, Run: l.job("new")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(ch.Changed, []string{"w"}) {
+			t.Errorf("changes = %+v, want w changed", ch)
+		}
+		time.Sleep(4 * time.Second)
+		n.stop(t)
+		if oldCancelled {
+			t.Error("the run in flight was cancelled")
+		}
+		var ticks []time.Time
+		for _, r := range l.of("new") {
+			ticks = append(ticks, r.tick)
+		}
+		// Ticks 2 s and 3 s overlap the old run: skipped. 4 s and 5 s run.
+		t0 := l.of("old")[0].tick
+		if len(l.of("old")) != 1 || len(ticks) != 2 || !ticks[0].Equal(t0.Add(3*time.Second)) {
+			t.Errorf("old runs %v, new runs at %v; want 1 old, new from %v", l.of("old"), ticks, t0.Add(3*time.Second))
+		}
+		if st := n.host.Status(); len(st) != 1 || st[0].Skipped != 2 {
+			t.Errorf("Status: %+v, want w with 2 skipped", st)
+		}
+	})
+}
+
+// TestHost_SetJobs_QueuedTicksKeepTheirVersion: with OverlapQueue, a tick
+// queued before the reload runs with the old function, one queued after
+// it with the new one, in tick order.
+func TestHost_SetJobs_QueuedTicksKeepTheirVersion(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemory()
+		var l runLog
+		slow := func(name string) func(context.Context) error {
+			return func(ctx context.Context) error {
+				_ = l.job(name)(ctx)
+				time.Sleep(2500 * time.Millisecond)
+				return nil
+			}
+		}
+		n := startNode(t, m, "a", schedulerhost.Config{ShutdownTimeout: time.Minute, Jobs: []schedulerhost.Job{
+			{Name: "q", Schedule: "@every 1s", Overlap: schedulerhost.OverlapQueue, Run: slow("old")}}})
+		time.Sleep(2500 * time.Millisecond) // tick 1 s runs, tick 2 s is queued
+		if _, err := n.host.SetJobs([]schedulerhost.Job{{Name: "q", Schedule: "@every 1s", Overlap: schedulerhost.OverlapQueue, Run: slow("new")}}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(6 * time.Second)
+		n.stop(t)
+		var old, nw []time.Time
+		for _, r := range l.of("old") {
+			old = append(old, r.tick)
+		}
+		for _, r := range l.of("new") {
+			nw = append(nw, r.tick)
+		}
+		if len(old) != 2 || len(nw) < 1 || old[1].Sub(old[0]) != time.Second || nw[0].Sub(old[1]) != time.Second {
+			t.Errorf("old function ran ticks %v, new %v; want the first two with the old, from the third on with the new", old, nw)
+		}
+	})
+}
