@@ -47,6 +47,7 @@ var interesting = map[string]bool{
 	"released leadership":                                true,
 	"released leadership with error":                     true,
 	"catch-up skipped: reading last claimed tick failed": true,
+	"jobs reloaded":                                      true,
 }
 
 // runKey identifies a run: job, tick (unix seconds), token.
@@ -291,6 +292,7 @@ func (sc *scenario) startProc(s *slot) (*proc, error) {
 	args := append([]string{"node"}, sc.be.args(s.proxy.Addr())...)
 	args = append(args, "--election", "e2e", "--id", id, "--config", sc.jobsPath, "--http", "127.0.0.1:0",
 		"--log-format", "json", "--stop-on-stdin-eof")
+	args = append(args, sc.extraArgs...)
 	cmd := exec.Command(demoBin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Dir = sc.dir

@@ -117,6 +117,8 @@ type scenario struct {
 	runsPath string
 	slots    []*slot
 	started  time.Time
+	// extraArgs are added to every node's command line.
+	extraArgs []string
 
 	mu       sync.Mutex
 	procs    []*proc

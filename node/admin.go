@@ -12,8 +12,9 @@ import (
 )
 
 // The admin endpoints change what a node does: POST /step-down, POST
-// /standby and POST /eligible. They need the bearer token of the node
-// (--admin-token-file or BATON_ADMIN_TOKEN); without one they are off.
+// /standby, POST /eligible and POST /reload (reload.go). They need the
+// bearer token of the node (--admin-token-file or BATON_ADMIN_TOKEN);
+// without one they are off.
 
 const (
 	// AdminTokenEnv names the environment variable LoadAdminToken reads

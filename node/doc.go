@@ -14,8 +14,13 @@
 //
 // Both return a Verdict whose Reasons say what failed. Handler serves GET
 // / (a status page), /status, /metrics, /healthz and /readyz, and the admin
-// endpoints POST /step-down, /standby and /eligible, which need the bearer
-// token of Config.AdminToken.
+// endpoints POST /step-down, /standby, /eligible and /reload, which need
+// the bearer token of Config.AdminToken.
+//
+// With Config.JobsFile, Reload (POST /reload; SIGHUP with ReloadOnSignal)
+// reads the jobs file again and hands its jobs to the Host
+// (schedulerhost.Host.SetJobs) without giving up the lease; a bad file is
+// refused with its FILE:LINE errors and the old set keeps running.
 //
 // A graceful stop has five bounded steps: the drain (ShutdownTimeout), the
 // kill grace of cancelled commands, the Host's margin after it, the

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/internal/jobsfile"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -37,11 +38,18 @@ type Config struct {
 	// a new empty registry.
 	Registry *prometheus.Registry
 	// AdminToken is the bearer token of the admin endpoints (POST
-	// /step-down, /standby, /eligible). Nil or empty disables them.
+	// /step-down, /standby, /eligible, /reload). Nil or empty disables them.
 	AdminToken []byte
 	// StepDownCooldown is the cooldown of a POST /step-down without
 	// ?cooldown=. Zero means none; it must not be negative.
 	StepDownCooldown time.Duration
+	// JobsFile is the jobs file Host's jobs were made from (HostConfig),
+	// if any. With it, Reload (SIGHUP with ReloadOnSignal, POST /reload)
+	// re-reads the file, and /status shows the job set's hash.
+	JobsFile *jobsfile.File
+	// ReadJobs reads the jobs file again for Reload. Nil means
+	// jobsfile.Load(JobsFile.Path).
+	ReadJobs func() (*jobsfile.File, error)
 	// Logger receives the node's records (admin requests, shutdown).
 	// Nil means slog.Default().
 	Logger *slog.Logger
@@ -56,9 +64,13 @@ type Node struct {
 	loopAlive atomic.Bool // the elector's Run is going
 	stopping  atomic.Bool // a shutdown has begun
 
+	reloadMu sync.Mutex // one Reload at a time
+
 	mu        sync.Mutex
-	seenToken uint64    // the leader's token when /status last looked
-	seenAt    time.Time // when /status first saw seenToken
+	seenToken uint64         // the leader's token when /status last looked
+	seenAt    time.Time      // when /status first saw seenToken
+	jobs      *jobsfile.File // the jobs file the Host runs, nil without one
+	jobsHash  string         // its JobsHash
 
 	handler http.Handler
 }
@@ -89,7 +101,10 @@ func New(cfg Config) (*Node, error) {
 		cfg.Logger = slog.Default()
 	}
 	cfg.AdminToken = append([]byte(nil), cfg.AdminToken...)
-	n := &Node{cfg: cfg}
+	n := &Node{cfg: cfg, jobs: cfg.JobsFile}
+	if cfg.JobsFile != nil {
+		n.jobsHash = cfg.JobsFile.JobsHash()
+	}
 	if err := n.registerGauges(cfg.Registry); err != nil {
 		return nil, err
 	}
@@ -132,7 +147,7 @@ func (n *Node) Run(ctx context.Context, ln net.Listener) error {
 // (Run serves it when given a listener): GET / (the status page),
 // /status, /metrics, and /healthz and /readyz (200 "ok", or 503 and the
 // verdict's first reason), and the admin endpoints POST /step-down,
-// /standby and /eligible. Handlers may run on any goroutine, before, during
+// /standby, /eligible and /reload. Handlers may run on any goroutine, before, during
 // and after Run.
 func (n *Node) Handler() http.Handler { return n.handler }
 

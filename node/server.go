@@ -39,6 +39,7 @@ func (s *server) routes() {
 	s.mux.HandleFunc("POST /step-down", s.admin(s.handleStepDown))
 	s.mux.HandleFunc("POST /standby", s.admin(s.handleStandby))
 	s.mux.HandleFunc("POST /eligible", s.admin(s.handleEligible))
+	s.mux.HandleFunc("POST /reload", s.admin(s.handleReload))
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
@@ -103,7 +104,8 @@ type Status struct {
 	Running       int                  `json:"running"`                 // runs in flight, across terms
 	Healthy       bool                 `json:"healthy"`
 	Ready         bool                 `json:"ready"`
-	Now           time.Time            `json:"now"` // this node's clock, for relative times
+	Now           time.Time            `json:"now"`                 // this node's clock, for relative times
+	JobsHash      string               `json:"jobs_hash,omitempty"` // SHA-256 of the job set running (jobsfile.File.JobsHash), with a jobs file
 	Jobs          []StatusJob          `json:"jobs"`
 }
 
@@ -135,6 +137,9 @@ func (n *Node) Status(ctx context.Context, history int) Status {
 		Running: host.Running(), Eligible: el.Eligible(), CooldownUntil: el.CooldownUntil(),
 		Admin: len(n.cfg.AdminToken) > 0, Now: time.Now()}
 	d.Standby = !d.Eligible
+	n.mu.Lock()
+	d.JobsHash = n.jobsHash
+	n.mu.Unlock()
 	steppingDown := false
 	if ti, ok := el.Term(); ok {
 		d.Leading = true

@@ -147,7 +147,7 @@ func TestServer_AdminAuth(t *testing.T) {
 	mem := electiontest.NewMemory(election.Timing{})
 	off := startMemNode(t, mem, "off", nil)
 	on := startMemNode(t, mem, "on", []byte("s3cret"))
-	for _, p := range []string{"/step-down", "/standby", "/eligible"} {
+	for _, p := range []string{"/step-down", "/standby", "/eligible", "/reload"} {
 		code, body := post(t, off.srv.URL+p, "Bearer s3cret")
 		if code != http.StatusForbidden || !strings.Contains(body, "--admin-token-file") || !strings.Contains(body, AdminTokenEnv) {
 			t.Errorf("POST %s, no token configured: %d %q, want 403 saying how to enable", p, code, body)

@@ -20,6 +20,7 @@ const maxQueue = 100
 type queued struct {
 	tick    time.Time
 	catchUp bool
+	job     *jobState // the version of the job the tick was admitted for (SetJobs may replace it meanwhile)
 }
 
 // admit applies the overlap policy to a tick of j: ok says a run may
@@ -39,7 +40,7 @@ func (t *termRun) admit(j *jobState, tick time.Time) (ok, skip bool, tn turn) {
 				j.skipped++
 				return false, true, turn{}
 			}
-			j.queue = append(j.queue, queued{tick: tick})
+			j.queue = append(j.queue, queued{tick: tick, job: j})
 			return false, false, turn{}
 		}
 	}
@@ -62,7 +63,7 @@ func (t *termRun) admitCatchUp(j *jobState, ticks []time.Time) (ok bool, tn turn
 	var skipped []time.Time
 	for _, tick := range ticks {
 		if j.Overlap == OverlapQueue && len(j.queue) < maxQueue {
-			j.queue = append(j.queue, queued{tick: tick, catchUp: true})
+			j.queue = append(j.queue, queued{tick: tick, catchUp: true, job: j})
 			continue
 		}
 		j.skipped++

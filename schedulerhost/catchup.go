@@ -23,20 +23,28 @@ const (
 // regular tick can never be claimed ahead of them; the first claims of
 // all jobs go in shared batches (batch.go), and each job's runs start as
 // soon as its claims are decided.
+//
+// A job SetJobs added, or whose schedule it changed, has no catch-up of
+// the ticks before that reload (jobState.since).
 func (t *termRun) catchUp(ctx context.Context, termStart time.Time) {
 	h := t.h
-	last := t.lastClaimed(ctx)
+	jobs := h.jobSet()
+	last := t.lastClaimed(ctx, jobs)
 	type pending struct {
 		j   *jobState
 		run []time.Time
 		tn  turn
 	}
 	var todo []pending
-	for i, j := range h.jobs {
+	for i, j := range jobs {
 		if last[i].IsZero() || ctx.Err() != nil {
 			continue
 		}
-		run, _ := t.missed(j, j.sched.Next(last[i].In(h.cfg.Location)), termStart, "missed ticks while nobody led", "last_claimed", last[i])
+		from := last[i]
+		if j.since.After(from) {
+			from = j.since
+		}
+		run, _ := t.missed(j, j.sched.Next(from.In(h.cfg.Location)), termStart, "missed ticks while nobody led", "last_claimed", last[i])
 		// The batch is admitted as one run (a run abandoned by an earlier
 		// term may still be going), its ticks claimed in order now, before
 		// the schedule loop starts; the runs then start one after another.
@@ -61,16 +69,16 @@ func (t *termRun) catchUp(ctx context.Context, termStart time.Time) {
 	wg.Wait()
 }
 
-// lastClaimed reads the last claimed tick of every job (zero for a job
+// lastClaimed reads the last claimed tick of each of all (zero for a job
 // whose read failed: it has no catch-up this term, as is logged).
-func (t *termRun) lastClaimed(ctx context.Context) []time.Time {
+func (t *termRun) lastClaimed(ctx context.Context, all []*jobState) []time.Time {
 	h := t.h
-	last := make([]time.Time, len(h.jobs))
+	last := make([]time.Time, len(all))
 	page := max(1, h.cfg.Ledger.MaxBatch())
 	sem := make(chan struct{}, catchUpWorkers)
 	var wg sync.WaitGroup
-	for from := 0; from < len(h.jobs) && ctx.Err() == nil; from += page {
-		jobs := h.jobs[from:min(from+page, len(h.jobs))]
+	for from := 0; from < len(all) && ctx.Err() == nil; from += page {
+		jobs := all[from:min(from+page, len(all))]
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()

@@ -5,6 +5,10 @@
 //
 //	elector.Run(ctx, host.Lead)
 //
+// SetJobs replaces the job set later, validated the same way, also while
+// leading: the term goes on with the new set (see its doc for what
+// happens to added, removed and changed jobs).
+//
 // While leading, one timer over a heap of next ticks fires each job at the
 // nominal times its schedule gives; a tick's identity is (job, nominal
 // time), carried in the run's context (TickFromContext) together with the
@@ -112,6 +116,7 @@ package schedulerhost
 //	history.go   the ring of recent runs and the ledger write (record)
 //	drain.go     the end of a term: stop starting runs, wait for those in flight, cancel
 //	status.go    Status and History, for status pages
+//	reload.go    SetJobs: a new job set, also while leading; job versions sharing a jobLife
 //
 // config.go and errors.go hold the Config and the errors. The Ledger
 // contract is package ledger; the failover suite every backend runs with

@@ -26,7 +26,7 @@ func (t *termRun) drain(cause error) error {
 	h := t.h
 	start := time.Now()
 	t.stopping.Store(true)
-	for _, j := range h.jobs {
+	for _, j := range h.jobSet() {
 		j.mu.Lock()
 		j.queue = nil
 		j.mu.Unlock()

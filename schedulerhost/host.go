@@ -22,34 +22,45 @@ import (
 type Host struct {
 	cfg   Config
 	log   *slog.Logger
-	jobs  []*jobState
 	clock clock
 
 	running  atomic.Int64            // runs whose function has not returned, across terms
 	finishes *batchQueue[ledger.Run] // history entries on their way to the ledger (batch.go); nil without a Ledger
 
 	mu      sync.Mutex
+	jobs    []*jobState // the job set; replaced, never modified, by SetJobs (reload.go)
+	removed []*jobState // jobs SetJobs removed whose runs may still be going
 	leading bool
 	term    *termRun   // nil between terms
 	ended   []*termRun // ended terms that had runs still going
 }
 
-// jobState is one job of a Host: its parsed schedule and pipeline, and
-// what the Host keeps of it across terms.
+// jobState is one version of one job of a Host: its settings, parsed
+// schedule and pipeline, which never change (SetJobs makes a new version),
+// and, shared by every version of the job, what the Host keeps of it
+// (jobLife).
 type jobState struct {
 	Job
 	sched    cron.Schedule
-	pipeline runFunc // the steps every run of the job goes through (pipeline.go)
+	pipeline runFunc     // the steps every run of the job goes through (pipeline.go)
+	since    time.Time   // when SetJobs added the job or changed its schedule; zero if New did
+	retired  atomic.Bool // replaced or removed by SetJobs: its pending tick does not fire (set with mu held)
 
-	mu       sync.Mutex    // guards the fields below
-	active   int           // runs of this job going in this process, any term (admit.go)
-	queue    []queued      // ticks waiting (OverlapQueue), of the term leading now
-	term     *termRun      // the term leading now, nil between terms
-	lastTurn chan struct{} // the latest claim turn taken (claim.go)
-	next     time.Time     // next tick while leading
-	recent   []pastRun     // at most recentRuns, a ring once full
-	oldest   int           // index of the oldest entry of a full ring
-	skipped  int64
+	*jobLife
+}
+
+// jobLife is the state of a job across its versions and terms.
+type jobLife struct {
+	mu        sync.Mutex    // guards the fields below
+	active    int           // runs of this job going in this process, any term (admit.go)
+	queue     []queued      // ticks waiting (OverlapQueue), of the term leading now
+	term      *termRun      // the term leading now, nil between terms
+	lastTurn  chan struct{} // the latest claim turn taken (claim.go)
+	next      time.Time     // next tick while leading
+	scheduled *jobState     // the version whose next tick is in the loop's timeline (loop.go), nil if none
+	recent    []pastRun     // at most recentRuns, a ring once full
+	oldest    int           // index of the oldest entry of a full ring
+	skipped   int64
 }
 
 // New copies cfg, applies defaults, parses every schedule and validates.
@@ -68,19 +79,38 @@ func New(cfg Config) (*Host, error) {
 			return l.Finish(ctx, rs)
 		})
 	}
+	jobs, err := h.newJobs(cfg.Jobs)
+	if err != nil {
+		return nil, err
+	}
+	h.jobs = jobs
+	return h, nil
+}
+
+// newJobs returns a new version of each of jobs (defaults applied,
+// validated), each with a jobLife of its own.
+func (h *Host) newJobs(jobs []Job) ([]*jobState, error) {
 	plain, timed := h.pipeline(false), h.pipeline(true)
-	for _, j := range cfg.Jobs {
+	out := make([]*jobState, 0, len(jobs))
+	for _, j := range jobs {
 		s, err := ParseSchedule(j.Schedule)
 		if err != nil { // Validate parsed it already
 			return nil, err
 		}
-		js := &jobState{Job: j, sched: s, pipeline: plain}
+		js := &jobState{Job: j, sched: s, pipeline: plain, jobLife: &jobLife{}}
 		if j.Timeout > 0 {
 			js.pipeline = timed
 		}
-		h.jobs = append(h.jobs, js)
+		out = append(out, js)
 	}
-	return h, nil
+	return out, nil
+}
+
+// jobSet returns the job set now. The slice is never modified.
+func (h *Host) jobSet() []*jobState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.jobs
 }
 
 // Running reports how many runs have started and not returned, including
@@ -146,7 +176,7 @@ func (h *Host) Lead(ctx context.Context, term election.Term) error {
 	t.open()
 	defer t.close()
 
-	h.log.Info("leading: running schedules", "token", t.token, "jobs", len(h.jobs))
+	h.log.Info("leading: running schedules", "token", t.token, "jobs", len(h.jobSet()))
 	// Missed ticks are claimed before the loop starts, so that no regular
 	// tick of a job is claimed ahead of them (catchup.go).
 	if h.cfg.Ledger != nil {

@@ -15,12 +15,17 @@ type starting struct {
 // ends. One timer over a heap of instants, on schedule time (clock.go); at
 // each wake the due runs start first, then the next ticks are computed
 // (once per distinct schedule and tick). Ticks a forward step of the wall
-// clock skipped over go to skipOver instead.
+// clock skipped over go to skipOver instead. A new job set (SetJobs) is
+// taken in at the next wake (reloaded).
 func (t *termRun) loop(ctx context.Context, sc *schedClock) {
 	h := t.h
 	tl := newTimeline()
-	for _, j := range h.jobs {
-		t.setNext(tl, j, j.sched.Next(sc.at.In(h.cfg.Location)))
+	h.mu.Lock()
+	jobs := h.jobs
+	t.pending = nil // the versions SetJobs gives from now on are taken in by reloaded
+	h.mu.Unlock()
+	for _, j := range jobs {
+		t.setNext(tl, j, j.sched.Next(laterOf(sc.at, j.since).In(h.cfg.Location)))
 	}
 	timer := h.clock.newTimer(time.Hour)
 	defer timer.Stop()
@@ -28,6 +33,7 @@ func (t *termRun) loop(ctx context.Context, sc *schedClock) {
 	nextOf := map[string]memo{} // by schedule spec: jobs sharing a spec share Next
 	var due, skipped []dueTick
 	var gapFrom, gapTo time.Time // ticks in (gapFrom, gapTo] were skipped over by a step
+	reload := false              // SetJobs gave versions to take in
 	for ctx.Err() == nil {
 		now, expected, step := sc.read()
 		if step > 0 {
@@ -36,9 +42,21 @@ func (t *termRun) loop(ctx context.Context, sc *schedClock) {
 		} else if step < 0 {
 			h.log.Warn("wall clock stepped back: ticks go on with the monotonic clock", "token", t.token, "step", step, "ahead_of_wall_clock", sc.ahead)
 		}
+		select {
+		case <-t.wake:
+			reload = true
+		default:
+		}
+		if reload {
+			reload = false
+			t.reloaded(tl, now)
+		}
 		due, skipped = due[:0], skipped[:0]
 		for b := tl.popDue(now); b != nil; b = tl.popDue(now) {
 			for _, d := range b.due {
+				if d.job.retired.Load() { // SetJobs replaced or removed it
+					continue
+				}
 				if inGap(d.tick, gapFrom, gapTo) {
 					skipped = append(skipped, d)
 				} else {
@@ -48,16 +66,17 @@ func (t *termRun) loop(ctx context.Context, sc *schedClock) {
 			tl.reuse(b)
 		}
 		if len(due)+len(skipped) == 0 {
-			first, ok := tl.first()
-			if !ok {
-				<-ctx.Done()
-				return
+			sleep := maxSleep
+			if first, ok := tl.first(); ok {
+				sleep = min(first.Sub(now), maxSleep)
 			}
-			timer.Reset(min(first.Sub(now), maxSleep))
+			timer.Reset(sleep)
 			select {
 			case <-ctx.Done():
 				return
 			case <-timer.C:
+			case <-t.wake:
+				reload = true // taken in at the top of the loop
 			}
 			continue
 		}
@@ -85,14 +104,56 @@ func inGap(tick, from, to time.Time) bool {
 	return !to.IsZero() && tick.After(from) && !tick.After(to)
 }
 
-// setNext makes next the next tick of j (none if zero).
+// setNext makes next the next tick of j (none if zero). If SetJobs
+// retired j, next is only kept for the version replacing it, if it has
+// not been taken in yet (reloaded).
 func (t *termRun) setNext(tl *timeline, j *jobState, next time.Time) {
 	j.mu.Lock()
-	j.next = next
+	if j.retired.Load() {
+		if j.scheduled == j {
+			j.next = next
+		}
+		j.mu.Unlock()
+		return
+	}
+	j.next, j.scheduled = next, j
 	j.mu.Unlock()
 	if !next.IsZero() {
 		tl.add(j, next)
 	}
+}
+
+// reloaded takes in the versions SetJobs gave since the last call, at
+// schedule time now. A version that replaces one with the same schedule
+// takes over its next tick; any other starts from its schedule's first
+// tick after now and after the reload (no catch-up of earlier ticks). The
+// versions replaced or removed are retired: their ticks still in tl are
+// dropped as they come due.
+func (t *termRun) reloaded(tl *timeline, now time.Time) {
+	h := t.h
+	h.mu.Lock()
+	pending := t.pending
+	t.pending = nil
+	h.mu.Unlock()
+	for _, j := range pending {
+		j.mu.Lock()
+		prev, next := j.scheduled, j.next
+		j.mu.Unlock()
+		if prev == j {
+			continue
+		}
+		if prev == nil || prev.Schedule != j.Schedule {
+			next = j.sched.Next(laterOf(now, j.since).In(h.cfg.Location))
+		}
+		t.setNext(tl, j, next)
+	}
+}
+
+func laterOf(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // fireAll fires a batch of due ticks: each starts a run unless a stop or

@@ -135,12 +135,12 @@ func (t *termRun) runTicks(j *jobState, ticks []time.Time, catchUp, claimed bool
 		q, take, to := t.nextQueued(j)
 		j.mu.Unlock()
 		if take {
-			one[0] = q.tick
+			one[0], j = q.tick, q.job
 			ticks, catchUp, claimed = one[:], q.catchUp, false
 			continue
 		}
 		if to != nil { // a later term's queue waited for this run
-			go to.runTicks(j, []time.Time{q.tick}, q.catchUp, false, turn{}, false)
+			go to.runTicks(q.job, []time.Time{q.tick}, q.catchUp, false, turn{}, false)
 		}
 		t.write(held)
 		t.end()

@@ -37,6 +37,11 @@ type termRun struct {
 
 	startBuf []starting // reused by fireAll, on the loop's goroutine
 
+	// Reloads (reload.go): SetJobs appends the new versions to pending,
+	// under Host.mu, and wakes the loop.
+	pending []*jobState
+	wake    chan struct{} // capacity 1
+
 	claims *batchQueue[ledger.Claim] // the term's claims on their way to the ledger (batch.go); nil without a Ledger
 }
 
@@ -48,7 +53,7 @@ type termRun struct {
 func (h *Host) newTerm(ctx context.Context, term election.Term) (t *termRun, loopCtx context.Context) {
 	base, cancelBase := context.WithCancelCause(term.Context())
 	loopCtx, cancelLoop := context.WithCancelCause(ctx)
-	t = &termRun{h: h, term: term, token: term.Token(), base: base, cancelBase: cancelBase, cancelLoop: cancelLoop, idle: make(chan struct{})}
+	t = &termRun{h: h, term: term, token: term.Token(), base: base, cancelBase: cancelBase, cancelLoop: cancelLoop, idle: make(chan struct{}), wake: make(chan struct{}, 1)}
 	if l := h.cfg.Ledger; l != nil {
 		t.claims = newBatchQueue(l.MaxBatch(), claimsInflight, func(cs []ledger.Claim) []error {
 			ctx, cancel := context.WithTimeout(base, ledgerTimeout)
@@ -68,10 +73,13 @@ func (t *termRun) open() {
 	h := t.h
 	h.mu.Lock()
 	h.term = t
+	jobs := h.jobs // SetJobs attaches the jobs it adds from now on
 	h.mu.Unlock()
-	for _, j := range h.jobs {
+	for _, j := range jobs {
 		j.mu.Lock()
-		j.queue, j.next, j.term, j.lastTurn = nil, time.Time{}, t, nil
+		if !j.retired.Load() {
+			j.queue, j.next, j.scheduled, j.term, j.lastTurn = nil, time.Time{}, nil, t, nil
+		}
 		j.mu.Unlock()
 	}
 }
@@ -83,16 +91,21 @@ func (t *termRun) close() {
 	h := t.h
 	t.cancelLoop(nil)
 	t.cancelBase(errors.New("schedulerhost: term over"))
-	for _, j := range h.jobs {
+	h.mu.Lock()
+	h.term = nil // SetJobs no longer attaches jobs to t
+	jobs := h.jobs
+	h.mu.Unlock()
+	for _, j := range jobs {
 		j.mu.Lock()
-		j.next, j.term = time.Time{}, nil
+		if j.term == t {
+			j.next, j.scheduled, j.term = time.Time{}, nil, nil
+		}
 		j.mu.Unlock()
 	}
 	h.mu.Lock()
 	if t.calls.Load() > 0 {
 		h.ended = append(h.ended, t)
 	}
-	h.term = nil
 	h.leading = false
 	h.mu.Unlock()
 }

@@ -6,7 +6,8 @@
 //	demo history --backend ... --election NAME [--job J]
 //
 // SIGINT or SIGTERM stops gracefully (runs drain, the lease is released);
-// a second one exits at once with status 2.
+// a second one exits at once with status 2. SIGHUP to `demo node`
+// re-reads its jobs file (as POST /reload does), keeping the lease.
 package main
 
 import (
@@ -44,8 +45,8 @@ const usage = `usage:
             [--consul-token-file F --consul-cacert F --consul-cert F --consul-key F]
             [--redis-username U --redis-password-file F --redis-tls --redis-cacert F --redis-cert F --redis-key F]
       one instance: campaigns, runs the jobs while leading; serves a status page at /,
-      /status /metrics /healthz /readyz, and POST /step-down /standby /eligible
-      (bearer token from --admin-token-file or BATON_ADMIN_TOKEN)
+      /status /metrics /healthz /readyz, and POST /step-down /standby /eligible /reload
+      (bearer token from --admin-token-file or BATON_ADMIN_TOKEN); SIGHUP re-reads --config
   demo history --backend ... --election NAME [--job J] [--config FILE]
       the recent runs of each job, from the backend's ledger
 

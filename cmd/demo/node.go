@@ -10,9 +10,11 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/internal/jobsfile"
 	"github.com/batonhq/baton/metrics"
 	"github.com/batonhq/baton/node"
 	"github.com/batonhq/baton/schedulerhost"
@@ -112,10 +114,14 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 
 	n, err := node.New(node.Config{Elector: el, Host: host, Election: bf.Election, Backend: bf.Kind, Where: o.Where,
-		Registry: reg, AdminToken: adminToken, StepDownCooldown: *cooldown, Logger: log})
+		Registry: reg, AdminToken: adminToken, StepDownCooldown: *cooldown, Logger: log,
+		JobsFile: f, ReadJobs: func() (*jobsfile.File, error) { return loadJobs(*config) }})
 	if err != nil {
 		return err
 	}
+	// SIGHUP re-reads the jobs file, as POST /reload does.
+	stopReload := n.ReloadOnSignal(ctx, syscall.SIGHUP)
+	defer stopReload()
 	var ln net.Listener
 	httpURL := "none"
 	if *httpAddr != "" {

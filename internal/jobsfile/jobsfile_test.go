@@ -159,3 +159,38 @@ func TestLoad_Example(t *testing.T) {
 		t.Errorf("example has %d jobs", len(f.Jobs))
 	}
 }
+
+// TestJobsHash: the hash of a job set ignores the order of the jobs, the
+// lines, comments and the election section, and changes with any field of
+// any job.
+func TestJobsHash(t *testing.T) {
+	f, err := jobsfile.Parse("jobs.yaml", []byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := f.JobsHash()
+	if len(h) != 64 {
+		t.Fatalf("JobsHash = %q, want 64 hex digits (SHA-256)", h)
+	}
+	moved := &jobsfile.File{Path: "other.yaml", Election: jobsfile.Election{TTL: time.Minute},
+		Jobs: []jobsfile.Job{f.Jobs[2], f.Jobs[0], f.Jobs[1]}}
+	for i := range moved.Jobs {
+		moved.Jobs[i].Line += 7
+	}
+	if got := moved.JobsHash(); got != h {
+		t.Errorf("hash of the same jobs reordered, on other lines: %s, want %s", got, h)
+	}
+	for name, edit := range map[string]func(*jobsfile.Job){
+		"schedule": func(j *jobsfile.Job) { j.Schedule = "@every 11s" },
+		"command":  func(j *jobsfile.Job) { j.Command += " " },
+		"timeout":  func(j *jobsfile.Job) { j.Timeout++ },
+		"name":     func(j *jobsfile.Job) { j.Name = "env2" },
+	} {
+		g := *f
+		g.Jobs = append([]jobsfile.Job(nil), f.Jobs...)
+		edit(&g.Jobs[2])
+		if g.JobsHash() == h {
+			t.Errorf("%s changed: same hash", name)
+		}
+	}
+}

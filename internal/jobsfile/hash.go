@@ -1,0 +1,33 @@
+package jobsfile
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"slices"
+)
+
+// JobsHash returns the SHA-256 of f's jobs, hex: the same for the same
+// set of jobs, whatever their order, lines and comments or the election
+// section, so that instances can be compared (GET /status). It hashes
+// the JSON of the jobs sorted by name, every field but Line.
+func (f *File) JobsHash() string {
+	jobs := slices.Clone(f.Jobs)
+	for i := range jobs {
+		jobs[i].Line = 0
+	}
+	slices.SortStableFunc(jobs, func(a, b Job) int { return cmp.Compare(a.Name, b.Name) })
+	b, err := json.Marshal(jobs)
+	if err != nil { // a Job is strings and numbers
+		panic("jobsfile: " + err.Error())
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// SameJob reports whether a and b are the same entry but for their lines.
+func SameJob(a, b Job) bool {
+	a.Line, b.Line = 0, 0
+	return a == b
+}

@@ -1,0 +1,206 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/internal/jobsfile"
+	"github.com/batonhq/baton/schedulerhost"
+)
+
+// syncBuffer is a log destination safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+const reloadJobsV1 = `jobs:
+  - name: a
+    schedule: "@every 1s"
+    builtin: log
+  - name: c
+    schedule: "@every 1h"
+    builtin: log
+  - name: d
+    schedule: "@every 1h"
+    builtin: log
+`
+
+const reloadJobsBad = `jobs:
+  - name: b
+    schedule: "@every 1s"
+    builtin: log
+  - name: c
+    schedule: "61 * * * *"
+    builtin: log
+`
+
+const reloadJobsV2 = `jobs:
+  - name: b
+    schedule: "@every 1s"
+    builtin: log
+  - name: c
+    schedule: "@every 2h"
+    builtin: log
+  - name: d
+    schedule: "@every 1h"
+    builtin: log
+`
+
+// fileNode is a node whose jobs come from a jobs file, on the in-memory
+// backend, with its elector running.
+type fileNode struct {
+	n    *Node
+	el   *election.Elector
+	host *schedulerhost.Host
+	srv  *httptest.Server
+	path string
+	logs *syncBuffer
+}
+
+func startFileNode(t *testing.T, jobs string, token []byte) *fileNode {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "jobs.yaml")
+	if err := os.WriteFile(path, []byte(jobs), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := jobsfile.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := new(syncBuffer)
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	mem := electiontest.NewMemory(election.Timing{})
+	hcfg := HostConfig(f, "e", "n1", log)
+	hcfg.Ledger = mem.Ledger()
+	host, err := schedulerhost.New(hcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	el, err := election.New(election.Config{Backend: mem.Candidate(), Identity: election.Identity{ID: "n1"}, Election: "e", Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := New(Config{Elector: el, Host: host, Election: "e", AdminToken: token, JobsFile: f, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(n.Handler())
+	t.Cleanup(srv.Close)
+	startNode(t, n)
+	waitUntil(t, "leading", el.IsLeader)
+	return &fileNode{n: n, el: el, host: host, srv: srv, path: path, logs: logs}
+}
+
+func (fn *fileNode) write(t *testing.T, jobs string) {
+	t.Helper()
+	if err := os.WriteFile(fn.path, []byte(jobs), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func statusJobs(st Status) []string {
+	var out []string
+	for _, j := range st.Jobs {
+		out = append(out, j.Name)
+	}
+	return out
+}
+
+// TestServer_Reload: POST /reload needs the admin token; a bad file is
+// refused with 400 and its file:line errors, logged at Error, and the old
+// set keeps running; a good one answers 200 with what changed, in the
+// same term, and /status shows the new jobs and their hash.
+func TestServer_Reload(t *testing.T) {
+	fn := startFileNode(t, reloadJobsV1, []byte("tok"))
+	before := memStatus(t, fn.srv)
+	v1, _ := jobsfile.Parse("x", []byte(reloadJobsV1))
+	if before.Term == nil || before.JobsHash != v1.JobsHash() || !slices.Equal(statusJobs(before), []string{"a", "c", "d"}) {
+		t.Fatalf("before: term %+v, jobs %v, hash %q, want a, c, d and %q", before.Term, statusJobs(before), before.JobsHash, v1.JobsHash())
+	}
+	for _, auth := range []string{"", "Bearer wrong"} {
+		if code, body := post(t, fn.srv.URL+"/reload", auth); code != http.StatusUnauthorized {
+			t.Errorf("POST /reload with Authorization %q: %d %s, want 401", auth, code, body)
+		}
+	}
+
+	fn.write(t, reloadJobsBad)
+	code, body := post(t, fn.srv.URL+"/reload", "Bearer tok")
+	if code != http.StatusBadRequest || !strings.Contains(body, fn.path+":6: jobs[1].schedule: \"61 * * * *\"") {
+		t.Errorf("POST /reload of a bad file: %d %s, want 400 naming %s:6: jobs[1].schedule", code, body, fn.path)
+	}
+	if logs := fn.logs.String(); !strings.Contains(logs, "level=ERROR msg=\"reload refused") || !strings.Contains(logs, "jobs[1].schedule") {
+		t.Errorf("no Error record of the refused reload:\n%s", logs)
+	}
+	st := memStatus(t, fn.srv)
+	if !slices.Equal(statusJobs(st), []string{"a", "c", "d"}) || st.JobsHash != before.JobsHash {
+		t.Errorf("after a refused reload: jobs %v hash %q, want the old set", statusJobs(st), st.JobsHash)
+	}
+
+	fn.write(t, reloadJobsV2)
+	code, body = post(t, fn.srv.URL+"/reload", "Bearer tok")
+	var got ReloadSummary
+	if err := json.Unmarshal([]byte(body), &got); err != nil || code != http.StatusOK {
+		t.Fatalf("POST /reload: %d %v\n%s", code, err, body)
+	}
+	v2, _ := jobsfile.Parse("x", []byte(reloadJobsV2))
+	if !slices.Equal(got.Added, []string{"b"}) || !slices.Equal(got.Removed, []string{"a"}) || !slices.Equal(got.Changed, []string{"c"}) ||
+		!slices.Equal(got.Unchanged, []string{"d"}) || got.JobsHash != v2.JobsHash() || got.Token != before.Term.Token {
+		t.Errorf("POST /reload: %+v; want added b, removed a, changed c, unchanged d, hash %s, token %d", got, v2.JobsHash(), before.Term.Token)
+	}
+	st = memStatus(t, fn.srv)
+	if !slices.Equal(statusJobs(st), []string{"b", "c", "d"}) || st.JobsHash != v2.JobsHash() || st.Term == nil || st.Term.Token != before.Term.Token {
+		t.Errorf("after the reload: jobs %v hash %q term %+v; want b, c, d, %s, token %d", statusJobs(st), st.JobsHash, st.Term, v2.JobsHash(), before.Term.Token)
+	}
+	waitUntil(t, "b runs", func() bool {
+		for _, j := range memStatus(t, fn.srv).Jobs {
+			if j.Name == "b" && j.LastRun != nil {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// TestNode_ReloadOnSignal: SIGHUP re-reads the jobs file.
+func TestNode_ReloadOnSignal(t *testing.T) {
+	fn := startFileNode(t, reloadJobsV1, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop := fn.n.ReloadOnSignal(ctx, syscall.SIGHUP)
+	defer stop()
+	fn.write(t, reloadJobsV2)
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "reloaded", func() bool { return slices.Equal(statusJobs(fn.n.Status(ctx, 0)), []string{"b", "c", "d"}) })
+	stop()
+	if !strings.Contains(fn.logs.String(), "msg=\"jobs reloaded\"") {
+		t.Errorf("no record of the reload:\n%s", fn.logs.String())
+	}
+}
