@@ -31,10 +31,9 @@ func schemaFile(d Dialect) string {
 // lease table, its token sequence or counter, and the ledger tables), the
 // placeholder replaced by table. Each statement is idempotent (IF NOT
 // EXISTS). Use it to feed a migration tool; EnsureSchema runs it. On
-// MySQL, EnsureSchema also adds the columns a table created by an earlier
-// version lacks (the attempts column of the runs table), which no
-// idempotent MySQL statement
-// can do: see schema/README.md.
+// MySQL, EnsureSchema also adds the columns that tables created by an
+// earlier version lack (the attempts column of the runs table), which no
+// idempotent MySQL statement can do: see schema/README.md.
 func SchemaSQL(d Dialect, table string) ([]string, error) {
 	if d != Postgres && d != MySQL {
 		return nil, fmt.Errorf("sql: schema: Dialect %v: unknown", d)
