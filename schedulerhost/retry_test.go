@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -334,4 +333,3 @@ func TestAttemptFromContext(t *testing.T) {
 	}
 }
 
-var _ = atomic.Int64{}
