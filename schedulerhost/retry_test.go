@@ -332,4 +332,3 @@ func TestAttemptFromContext(t *testing.T) {
 		t.Errorf("AttemptFromContext(ContextWithAttempt 2) = %d", n)
 	}
 }
-
