@@ -88,6 +88,10 @@ type Run struct {
 	Ended    time.Time `json:"ended,omitzero"`
 	Result   Result    `json:"result"`
 	Error    string    `json:"error,omitempty"`
+	// Attempts is how many times the job function was called for this
+	// tick (the job's retries, see schedulerhost.Job.Retries); 0 or 1 is
+	// one attempt. Result and Error are those of the last attempt.
+	Attempts int `json:"attempts,omitempty"`
 }
 
 // Result is the outcome of a run.

@@ -28,6 +28,7 @@ type Metrics struct {
 	termsEnded    *prometheus.CounterVec
 	acquireErrors prometheus.Counter
 	runs          *prometheus.CounterVec
+	retries       *prometheus.CounterVec
 	duration      *prometheus.HistogramVec
 	lateness      *prometheus.HistogramVec
 	misfires      *prometheus.CounterVec
@@ -38,8 +39,9 @@ type Metrics struct {
 }
 
 var (
-	_ election.Observer      = (*Metrics)(nil)
-	_ schedulerhost.Observer = (*Metrics)(nil)
+	_ election.Observer           = (*Metrics)(nil)
+	_ schedulerhost.Observer      = (*Metrics)(nil)
+	_ schedulerhost.RetryObserver = (*Metrics)(nil)
 )
 
 // New creates the metrics, labelled with the election's name, and
@@ -62,6 +64,8 @@ func New(reg prometheus.Registerer, electionName string) (*Metrics, error) {
 			Help: "Campaign attempts that failed with an error (retried)."}),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_job_runs_total", ConstLabels: cl,
 			Help: "Job runs finished on this instance, by job and result."}, []string{"job", "result"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_job_retries_total", ConstLabels: cl,
+			Help: "Attempts of job runs after a failed attempt (Retries), on this instance."}, []string{"job"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "baton_job_run_duration_seconds", ConstLabels: cl,
 			Help: "Duration of job runs.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"job"}),
 		lateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "baton_job_lateness_seconds", ConstLabels: cl,
@@ -77,7 +81,7 @@ func New(reg prometheus.Registerer, electionName string) (*Metrics, error) {
 		abandoned: prometheus.NewCounter(prometheus.CounterOpts{Name: "baton_drain_abandoned_runs_total", ConstLabels: cl,
 			Help: "Runs still going when a drain gave up."}),
 	}
-	for _, c := range []prometheus.Collector{m.leader, m.token, m.elected, m.termsEnded, m.acquireErrors, m.runs,
+	for _, c := range []prometheus.Collector{m.leader, m.token, m.elected, m.termsEnded, m.acquireErrors, m.runs, m.retries,
 		m.duration, m.lateness, m.misfires, m.skipped, m.running, m.drain, m.abandoned} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: register: %w", err)
@@ -120,6 +124,9 @@ func (m *Metrics) RunFinished(job string, result ledger.Result, took time.Durati
 	m.runs.WithLabelValues(job, string(result)).Inc()
 	m.duration.WithLabelValues(job).Observe(took.Seconds())
 }
+
+// RunRetried implements schedulerhost.RetryObserver.
+func (m *Metrics) RunRetried(job string, attempt int) { m.retries.WithLabelValues(job).Inc() }
 
 // Misfired implements schedulerhost.Observer.
 func (m *Metrics) Misfired(job string, ticks int) {

@@ -72,3 +72,44 @@ baton_term_token{election="orders"} 1
 		}
 	})
 }
+
+// TestMetrics_Retries: each retry of a run counts once in
+// baton_job_retries_total; the run counts once in baton_job_runs_total.
+func TestMetrics_Retries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+		reg := prometheus.NewPedanticRegistry()
+		m, err := metrics.New(reg, "orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := 0
+		h, err := schedulerhost.New(schedulerhost.Config{Observer: m, Logger: quiet, Jobs: []schedulerhost.Job{
+			{Name: "flaky", Schedule: "0 * * * * *", Retries: 3, RetryBackoff: time.Second, Run: func(context.Context) error {
+				if calls++; calls < 3 {
+					return context.DeadlineExceeded
+				}
+				return nil
+			}},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		if err := h.Lead(ctx, election.NewTerm(context.Background(), 1)); err != nil {
+			t.Fatal(err)
+		}
+		want := `
+# HELP baton_job_retries_total Attempts of job runs after a failed attempt (Retries), on this instance.
+# TYPE baton_job_retries_total counter
+baton_job_retries_total{election="orders",job="flaky"} 2
+# HELP baton_job_runs_total Job runs finished on this instance, by job and result.
+# TYPE baton_job_runs_total counter
+baton_job_runs_total{election="orders",job="flaky",result="ok"} 1
+`
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "baton_job_retries_total", "baton_job_runs_total"); err != nil {
+			t.Error(err)
+		}
+	})
+}

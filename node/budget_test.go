@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/internal/jobsfile"
+	"github.com/batonhq/baton/schedulerhost"
 )
 
 func TestShutdownBudget(t *testing.T) {
@@ -118,5 +119,24 @@ func TestHostConfig_KillGrace(t *testing.T) {
 				t.Errorf("budget's kill_grace + margin = %v, want the Host's %v", g, tc.wantGrace)
 			}
 		})
+	}
+}
+
+// TestHostConfig_RetriesAndJitter: the jobs file's retry and jitter
+// fields reach the Host's job; a jitter as long as the period is the
+// Host's error, located at the job's line.
+func TestHostConfig_RetriesAndJitter(t *testing.T) {
+	f, err := jobsfile.Parse("jobs.yaml", []byte("jobs:\n  - name: j\n    schedule: \"0 * * * * *\"\n    command: \"true\"\n"+
+		"    retries: 2\n    retry_backoff: 3s\n    retry_backoff_max: 20s\n    jitter: 60s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := HostConfig(f, "e", "n1", nil)
+	if j := hc.Jobs[0]; j.Retries != 2 || j.RetryBackoff != 3*time.Second || j.RetryBackoffMax != 20*time.Second || j.Jitter != time.Minute {
+		t.Errorf("HostConfig job = %+v, want retries 2, backoff 3s to 20s, jitter 1m", j)
+	}
+	_, err = schedulerhost.New(hc)
+	if got := f.Locate(err); got == nil || !strings.HasPrefix(got.Error(), "jobs.yaml:2: jobs[0]: Jitter 1m0s: must be shorter than") {
+		t.Errorf("New: %v, want the jitter error at the job's line", got)
 	}
 }

@@ -46,6 +46,11 @@ func hostJobs(f *jobsfile.File, electionName, instance string, grace time.Durati
 			Misfire:      j.Misfire,
 			MisfireGrace: j.MisfireGrace,
 			MaxCatchUp:   j.MaxCatchUp,
+
+			Retries:         j.Retries,
+			RetryBackoff:    j.RetryBackoff,
+			RetryBackoffMax: j.RetryBackoffMax,
+			Jitter:          j.Jitter,
 		}
 		switch {
 		case j.Command != "":

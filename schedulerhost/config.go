@@ -55,7 +55,8 @@ type Job struct {
 	// ErrShutdownTimeout when a graceful stop gave up waiting,
 	// ErrJobTimeout after Timeout. Required.
 	Run func(ctx context.Context) error
-	// Timeout bounds one run. Zero means no limit.
+	// Timeout bounds one run, each attempt of it (Retries) on its own.
+	// Zero means no limit.
 	Timeout time.Duration
 	// Overlap is the overlap policy. Empty means OverlapSkip.
 	Overlap Overlap
@@ -67,6 +68,25 @@ type Job struct {
 	MisfireGrace time.Duration
 	// MaxCatchUp caps the runs of MisfireRunAll. Zero means 10.
 	MaxCatchUp int
+	// Retries is how many times a failed run is tried again, within the
+	// same tick and claim: after an attempt returns an error or panics,
+	// but not after a Timeout nor once its context ended (loss,
+	// shutdown). Zero means none; at most MaxRetries. See the package
+	// doc, Retries.
+	Retries int
+	// RetryBackoff is the wait before the first retry; each next wait
+	// doubles, up to RetryBackoffMax. Zero means DefaultRetryBackoff.
+	RetryBackoff time.Duration
+	// RetryBackoffMax caps the wait between attempts. Zero means
+	// DefaultRetryBackoffMax, or RetryBackoff if that is longer.
+	RetryBackoffMax time.Duration
+	// Jitter, if positive, delays each run of a tick by JitterDelay(Name,
+	// tick, Jitter), in [0, Jitter): the same delay on every instance, so
+	// a new leader computes the one the old leader waited. The tick is
+	// claimed after the delay; the tick's identity stays its nominal time.
+	// It must be shorter than the shortest gap between the schedule's
+	// ticks. See the package doc, Jitter.
+	Jitter time.Duration
 }
 
 // Config configures a Host. Zero values mean the documented defaults.
@@ -204,6 +224,8 @@ func (c Config) Validate() error {
 		if j.MaxCatchUp < 0 {
 			add("%s: MaxCatchUp %d: must not be negative", where, j.MaxCatchUp)
 		}
+		validateRetries(where, j, add)
+		validateJitter(where, j, add)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("schedulerhost: invalid config: %w", err)

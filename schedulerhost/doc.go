@@ -34,8 +34,14 @@
 // and @every counts elapsed time. The zone database is embedded
 // (time/tzdata), for containers without zoneinfo.
 //
+// A run is one tick and one claim. With Job.Retries, a failed attempt is
+// followed by another under the same claim, after a backoff, while the
+// term holds; AttemptFromContext says which attempt a context belongs to,
+// and the history entry (ledger.Run.Attempts) how many were made. With
+// Job.Jitter, a run waits JitterDelay after its tick before it claims it.
+//
 // More in this file, after the package clause (read the source):
-// Clock steps; Time zones and DST.
+// Clock steps; Time zones and DST; Retries; Jitter.
 package schedulerhost
 
 // Details, kept out of the go doc overview above.
@@ -98,6 +104,41 @@ package schedulerhost
 // that ignore their context can outlive Lead; Running and Abandoned count
 // them, and if the Host leads again they still count for their job's
 // overlap policy until they return.
+//
+// # Retries
+//
+// A job with Retries N makes up to N+1 attempts of a run: after an
+// attempt that returned an error or panicked while its context was still
+// open, it waits RetryBackoff·2^(k-1) after attempt k, at most
+// RetryBackoffMax, then checks the term (Term.Check, as before the first
+// attempt) and calls the job function again, with the same tick, token
+// and claim, and AttemptFromContext one higher (command jobs:
+// BATON_ATTEMPT). An attempt that ended with its Timeout (each attempt
+// has its own) is not retried: the run's result is timeout. Neither is
+// one cancelled by a loss or a drain. The wait ends at once when the term
+// is lost or stopping (the end of Lead's context): no attempt follows,
+// and the run ends with the last attempt's failure. Each failed attempt
+// is logged (Warn, with its number and error); the Observer hears of one
+// run (RunStarted, RunFinished with the last attempt's result) and, if it
+// is a RetryObserver, of each retry. While it waits, the run counts as in
+// flight (overlap policy, drain), but not in Running. The history entry
+// records the last attempt's Result and Error and the number of attempts.
+//
+// # Jitter
+//
+// A job with Jitter waits JitterDelay(Name, tick, Jitter) after the tick
+// before claiming it: a hash of the job's name and the tick, so every
+// instance computes the same delay, and the load of many jobs on one
+// schedule spreads. The tick keeps its nominal time (TickFromContext, the
+// ledger), and lateness is measured from tick + delay. A run that waits
+// does not hold up the claims of its instant's other runs. The wait ends
+// early when the term ends or starts stopping, and the run does not
+// start; its tick is not claimed, so the next leader runs it, as a missed
+// tick (its Misfire policy), or, if it leads before the tick, after the
+// same delay. Catch-up runs do not wait; a queued run waits only what is
+// left of tick + delay. Jitter must be shorter than the shortest gap
+// between the schedule's ticks, so that a run's delay cannot reach its
+// next tick.
 
 // Source files, in the order a tick goes through them (for maintainers;
 // not part of the package documentation):
@@ -111,7 +152,9 @@ package schedulerhost
 //	loop.go      the schedule loop: one timer, fires each instant's due ticks as one batch (fireAll)
 //	admit.go     the overlap policy (skip, allow, queue) and who runs a queued tick
 //	run.go       tickRun, one run and its context; runTicks, the runs of one goroutine in order
-//	pipeline.go  the steps every run goes through: gate, claim, timeout, observe, count, recover
+//	pipeline.go  the steps every run goes through: gate, claim, observe, retry, timeout, count, recover
+//	jitter.go    JitterDelay, the wait of gateStep before a claim; Jitter's validation
+//	retry.go     retryStep: the attempts of one run, their backoff; AttemptFromContext
 //	claim.go     claims in the ledger, in tick order per job (turns), with retries; claimStep
 //	history.go   the ring of recent runs and the ledger write (record)
 //	drain.go     the end of a term: stop starting runs, wait for those in flight, cancel

@@ -19,6 +19,7 @@ const recentRuns = 10
 type pastRun struct {
 	tick, started, ended int64 // unix nanoseconds
 	token                uint64
+	attempts             uint8 // at most MaxRetries + 1
 	result               uint8
 	catchUp              bool
 	err                  string
@@ -51,7 +52,7 @@ func fromNanos(n int64) time.Time {
 
 func (j *jobState) keep(r ledger.Run) {
 	p := pastRun{tick: nanos(r.Tick), started: nanos(r.Started), ended: nanos(r.Ended), token: r.Token,
-		result: resultCode(r.Result), catchUp: r.CatchUp, err: r.Error}
+		attempts: uint8(min(r.Attempts, 255)), result: resultCode(r.Result), catchUp: r.CatchUp, err: r.Error}
 	if len(j.recent) < recentRuns {
 		j.recent = append(j.recent, p)
 	} else {
@@ -70,7 +71,7 @@ func (j *jobState) recentNewestFirst(n int, instance string) []ledger.Run {
 		}
 		p := j.recent[(j.oldest+len(j.recent)-1-i)%len(j.recent)]
 		out = append(out, ledger.Run{Job: j.Name, Tick: fromNanos(p.tick), Instance: instance, Token: p.token, CatchUp: p.catchUp,
-			Started: fromNanos(p.started), Ended: fromNanos(p.ended), Result: resultCodes[p.result], Error: p.err})
+			Started: fromNanos(p.started), Ended: fromNanos(p.ended), Result: resultCodes[p.result], Error: p.err, Attempts: int(p.attempts)})
 	}
 	return out
 }
@@ -108,7 +109,7 @@ func (t *termRun) write(r *tickRun) {
 // entry is the history entry of r, a finished run.
 func (r *tickRun) entry() ledger.Run {
 	e := ledger.Run{Job: r.job.Name, Tick: r.tick.Time, Instance: r.t.h.cfg.Instance, Token: r.t.token, CatchUp: r.tick.CatchUp,
-		Started: r.started, Ended: r.ended, Result: r.result}
+		Started: r.started, Ended: r.ended, Result: r.result, Attempts: int(r.attempt.Load())}
 	if r.err != nil {
 		e.Error = r.err.Error()
 	}

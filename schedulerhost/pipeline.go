@@ -15,10 +15,11 @@ import (
 // (admit.go), as a chain of steps, the way robfig/cron composes its
 // JobWrappers. Outermost first:
 //
-//	gateStep     waits for the claim turn; stops a run of a stopping or lost term
+//	gateStep     waits for the claim turn and the tick's jitter delay; stops a run of a stopping or lost term
 //	claimStep    claims the tick in the ledger (with a Ledger only)
-//	timeoutStep  gives the run a context that ends after the job's Timeout (with a Timeout only)
 //	observeStep  tells the Observer and the log that the run starts and how it ended
+//	retryStep    calls the rest once per attempt: again after a failure, while retries are left (retry.go)
+//	timeoutStep  gives the attempt a context that ends after the job's Timeout (with a Timeout only)
 //	countStep    counts the call as running; works out its Result
 //	recoverStep  turns a panic into an error
 //	callJob      calls the job function
@@ -56,24 +57,34 @@ func (h *Host) pipeline(withTimeout bool) runFunc {
 	if h.cfg.Ledger != nil {
 		steps = append(steps, claimStep)
 	}
+	steps = append(steps, observeStep, retryStep)
 	if withTimeout {
 		steps = append(steps, timeoutStep)
 	}
-	steps = append(steps, observeStep, countStep, recoverStep)
+	steps = append(steps, countStep, recoverStep)
 	return chain(callJob, steps...)
 }
 
-// gateStep waits for the run's claim turn (claim.go), then lets the run go
-// on unless the term is stopping (a run claimed already goes on) or over.
+// gateStep waits for the run's claim turn (claim.go) and its tick's jitter
+// delay (jitter.go), then lets the run go on unless the term is stopping
+// (a run claimed already goes on) or over.
 // A run of a term that is over is not started; if claimed, it is recorded
 // as claimed but not started.
 func gateStep(next runFunc) runFunc {
 	return func(r *tickRun) {
 		t := r.t
-		if r.tn.prev != nil {
-			r.arrive() // the instant's claim batch does not wait while this run waits for its turn
+		jitter := r.jitterWait()
+		if r.tn.prev != nil || jitter > 0 {
+			r.arrive() // the instant's claim batch does not wait while this run waits for its turn or its delay
 		}
 		r.tn.wait(t)
+		if jitter > 0 {
+			if err := t.sleep(jitter); err != nil && t.base.Err() == nil {
+				t.h.log.Info("run not started: term stopping during its jitter delay", "job", r.job.Name, "tick", r.tick.Time, "token", t.token, "jitter", r.delay)
+				r.passTurn()
+				return
+			} // the term over: t.check says so below
+		}
 		if !r.claimed && t.stopping.Load() {
 			r.passTurn()
 			return
@@ -97,32 +108,38 @@ func (r *tickRun) termOver(err error) {
 	r.over = true
 }
 
-// timeoutStep bounds the run by the job's Timeout: the job function's
+// timeoutStep bounds the attempt by the job's Timeout: the job function's
 // context ends with ErrJobTimeout after it.
 func timeoutStep(next runFunc) runFunc {
 	return func(r *tickRun) {
-		ctx, cancel := context.WithTimeoutCause(r.ctx, r.job.Timeout, ErrJobTimeout)
+		parent := r.ctx
+		ctx, cancel := context.WithTimeoutCause(parent, r.job.Timeout, ErrJobTimeout)
 		defer cancel()
 		r.ctx = ctx
 		next(r)
+		r.ctx = parent
 	}
 }
 
 // observeStep stamps the run's start and tells the Observer (if any) and
-// the log that the run starts, with its lateness; once the rest returns,
-// how it ended. A failed run is logged at Error level; the rest at Info,
+// the log that the run starts, with its lateness (from its tick plus its
+// jitter delay); once the rest, every attempt, returns, how it ended. A failed run is logged at Error level; the rest at Info,
 // and their attributes are not built when Info is off.
 func observeStep(next runFunc) runFunc {
 	return func(r *tickRun) {
 		h, j, tick := r.t.h, r.job, r.tick.Time
 		r.started, r.startedMono = h.clock.now()
-		lateness := r.started.Sub(tick)
+		lateness := r.started.Sub(tick.Add(r.delay)) // from the start its jitter delay set
 		if h.cfg.Observer != nil {
 			h.cfg.Observer.RunStarted(j.Name, tick, lateness)
 		}
 		logInfo := h.log.Enabled(context.Background(), slog.LevelInfo)
 		if logInfo {
-			h.log.Info("run started", "job", j.Name, "tick", tick, "token", r.t.token, "catch_up", r.tick.CatchUp, "late", lateness.Round(time.Microsecond))
+			if r.delay > 0 {
+				h.log.Info("run started", "job", j.Name, "tick", tick, "token", r.t.token, "catch_up", r.tick.CatchUp, "late", lateness.Round(time.Microsecond), "jitter", r.delay)
+			} else {
+				h.log.Info("run started", "job", j.Name, "tick", tick, "token", r.t.token, "catch_up", r.tick.CatchUp, "late", lateness.Round(time.Microsecond))
+			}
 		}
 		next(r)
 		if !r.ran {
@@ -132,7 +149,7 @@ func observeStep(next runFunc) runFunc {
 			h.cfg.Observer.RunFinished(j.Name, r.result, r.took)
 		}
 		if r.err != nil {
-			h.log.Error("run ended", "job", j.Name, "tick", tick, "token", r.t.token, "result", r.result, "took", r.took.Round(time.Microsecond), "err", r.err)
+			h.log.Error("run ended", "job", j.Name, "tick", tick, "token", r.t.token, "result", r.result, "took", r.took.Round(time.Microsecond), "attempts", r.attempt.Load(), "err", r.err)
 		} else if logInfo {
 			h.log.Info("run ended", "job", j.Name, "tick", tick, "token", r.t.token, "result", r.result, "took", r.took.Round(time.Microsecond))
 		}

@@ -17,19 +17,7 @@ import (
 	"github.com/batonhq/baton/schedulerhost"
 )
 
-// runLog records each run's job, tick and token, in fake time.
-type runLog struct {
-	mu   sync.Mutex
-	runs []loggedRun
-}
-
-type loggedRun struct {
-	job   string
-	tick  time.Time
-	token uint64
-	at    time.Time
-}
-
+// job is a Run that records its runs in l (see jitter_test.go).
 func (l *runLog) job(name string) func(context.Context) error {
 	return func(ctx context.Context) error {
 		tk, _ := schedulerhost.TickFromContext(ctx)
@@ -39,18 +27,6 @@ func (l *runLog) job(name string) func(context.Context) error {
 		l.mu.Unlock()
 		return nil
 	}
-}
-
-func (l *runLog) of(job string) []loggedRun {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []loggedRun
-	for _, r := range l.runs {
-		if r.job == job {
-			out = append(out, r)
-		}
-	}
-	return out
 }
 
 func jobNames(st []schedulerhost.JobStatus) []string {

@@ -2,6 +2,7 @@ package schedulerhost
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/batonhq/baton/ledger"
@@ -45,12 +46,14 @@ type tickRun struct {
 
 	t        *termRun
 	job      *jobState
-	claimed  bool // the ledger holds the tick's claim (a claimed catch-up batch, or claimStep)
-	tn       turn // the run's claim turn, passed on by gateStep or claimStep
-	expected bool // counted by the term's claim queue (batch.go) until it claims or arrives
+	claimed  bool         // the ledger holds the tick's claim (a claimed catch-up batch, or claimStep)
+	tn       turn         // the run's claim turn, passed on by gateStep or claimStep
+	expected bool         // counted by the term's claim queue (batch.go) until it claims or arrives
+	attempt  atomic.Int32 // the attempt going or last made, from 1 (retryStep); read by AttemptFromContext
 
 	// Filled in by the steps.
 	ctx         context.Context // what the job function gets: the run itself, or timeoutStep's child
+	delay       time.Duration   // gateStep: the tick's jitter delay (JitterDelay), zero without Jitter
 	over        bool            // gateStep or claimStep found the term over
 	started     time.Time       // observeStep
 	startedMono time.Duration   // observeStep
@@ -64,12 +67,16 @@ type tickRun struct {
 func (t *termRun) newRun(j *jobState, tick time.Time, catchUp, claimed bool, tn turn) *tickRun {
 	r := &tickRun{Context: t.base, tick: Tick{Job: j.Name, Time: tick, CatchUp: catchUp}, t: t, job: j, claimed: claimed, tn: tn}
 	r.ctx = r
+	r.attempt.Store(1)
 	return r
 }
 
 func (r *tickRun) Value(key any) any {
-	if key == (tickKey{}) {
+	switch key {
+	case tickKey{}:
 		return &r.tick
+	case attemptKey{}:
+		return int(r.attempt.Load())
 	}
 	return r.Context.Value(key)
 }

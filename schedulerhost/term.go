@@ -28,6 +28,7 @@ type termRun struct {
 	base       context.Context // parent of every run's context; ends on loss
 	cancelBase context.CancelCauseFunc
 	cancelLoop context.CancelCauseFunc
+	loopCtx    context.Context // the loop's: ends when Lead's context ends, or on lose
 
 	stopping atomic.Bool   // no new runs: the term is ending
 	inflight atomic.Int64  // runs admitted and not finished (queued ticks included)
@@ -53,7 +54,7 @@ type termRun struct {
 func (h *Host) newTerm(ctx context.Context, term election.Term) (t *termRun, loopCtx context.Context) {
 	base, cancelBase := context.WithCancelCause(term.Context())
 	loopCtx, cancelLoop := context.WithCancelCause(ctx)
-	t = &termRun{h: h, term: term, token: term.Token(), base: base, cancelBase: cancelBase, cancelLoop: cancelLoop, idle: make(chan struct{}), wake: make(chan struct{}, 1)}
+	t = &termRun{h: h, term: term, token: term.Token(), base: base, cancelBase: cancelBase, cancelLoop: cancelLoop, loopCtx: loopCtx, idle: make(chan struct{}), wake: make(chan struct{}, 1)}
 	if l := h.cfg.Ledger; l != nil {
 		t.claims = newBatchQueue(l.MaxBatch(), claimsInflight, func(cs []ledger.Claim) []error {
 			ctx, cancel := context.WithTimeout(base, ledgerTimeout)

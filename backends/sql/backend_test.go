@@ -15,6 +15,7 @@ import (
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/internal/faultproxy"
+	"github.com/batonhq/baton/ledger"
 )
 
 // acquire, release and open are electiontest's helpers, acquire with
@@ -330,4 +331,47 @@ func TestListen_BrokenFallsBackToPolling(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEnsureSchema_UpgradesAnOldRunsTable: a runs table created before
+// the attempts column (an earlier schema file) gets it from EnsureSchema,
+// idempotently; its rows are kept, read as one attempt, and Finish then
+// stores attempts.
+func TestEnsureSchema_UpgradesAnOldRunsTable(t *testing.T) {
+	forEachServer(t, func(t *testing.T, s *server) {
+		table := s.newTable(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if _, err := s.admin.ExecContext(ctx, "ALTER TABLE "+table+"_runs DROP COLUMN attempts"); err != nil {
+			t.Fatal(err)
+		}
+		b := s.backend(t, s.admin, table, "upgrade", nil)
+		if err := b.Check(ctx); !errors.Is(err, sql.ErrSchemaMissing) || !strings.Contains(err.Error(), table+"_runs") {
+			t.Errorf("Check of the old table = %v, want ErrSchemaMissing naming %s_runs", err, table)
+		}
+		// The old layout claims, as an old version of this package did.
+		l := acquire(t, b, "x")
+		defer release(t, l)
+		tick := time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)
+		if errs := b.Ledger().Claim(ctx, []ledger.Claim{{Job: "old", Tick: tick, Token: l.Token(), Instance: "x", Started: tick}}); errs[0] != nil {
+			t.Fatalf("Claim on the old table: %v", errs[0])
+		}
+		for range 2 {
+			if err := b.EnsureSchema(ctx); err != nil {
+				t.Fatalf("EnsureSchema: %v", err)
+			}
+		}
+		runs, err := b.Ledger().History(ctx, "old", 10)
+		if err != nil || len(runs) != 1 || runs[0].Attempts != 0 || runs[0].Result != ledger.ResultRunning {
+			t.Fatalf("History after the upgrade = %+v, %v; want the claimed run, running, attempts 0", runs, err)
+		}
+		done := runs[0]
+		done.Result, done.Ended, done.Attempts = ledger.ResultOK, tick.Add(time.Second), 3
+		if errs := b.Ledger().Finish(ctx, []ledger.Run{done}); errs[0] != nil {
+			t.Fatalf("Finish: %v", errs[0])
+		}
+		if runs, err := b.Ledger().History(ctx, "old", 10); err != nil || len(runs) != 1 || runs[0].Attempts != 3 {
+			t.Errorf("History after Finish = %+v, %v; want attempts 3", runs, err)
+		}
+	})
 }

@@ -376,10 +376,11 @@ type finishItem struct {
 	ended  time.Time // zero: NULL
 	result string
 	msg    string
+	tries  int64 // Run.Attempts
 }
 
-// Finish implements ledger.Ledger: it sets Ended (NULL if zero), Result
-// and Error of the run with r's Job, Tick and Token; the other fields keep
+// Finish implements ledger.Ledger: it sets Ended (NULL if zero), Result,
+// Error and Attempts of the run with r's Job, Tick and Token; the other fields keep
 // their claimed values. A run no longer in the history (trimmed, or never
 // claimed) is left alone and is not an error. One statement per MaxBatch
 // runs, each locking its rows in the order of job and tick. If rs holds
@@ -417,7 +418,7 @@ func (l *tickLedger) Finish(ctx context.Context, rs []ledger.Run) []error {
 		}
 		keys[i] = runKey{l.jobKey(r.Job), tick, int64(r.Token)}
 		sent[keys[i]] = finishItem{i: i, job: r.Job, tick: tick, token: int64(r.Token), ended: ended,
-			result: cleanText(string(r.Result)), msg: msg}
+			result: cleanText(string(r.Result)), msg: msg, tries: int64(max(0, min(r.Attempts, math.MaxInt32)))}
 	}
 	items := slices.SortedFunc(maps.Values(sent), func(x, y finishItem) int {
 		return cmp.Or(strings.Compare(x.job, y.job), cmp.Compare(x.tick, y.tick), cmp.Compare(x.token, y.token))
@@ -495,7 +496,7 @@ func (l *tickLedger) History(ctx context.Context, job string, n int) ([]ledger.R
 			ended          dbsql.NullInt64
 			result, errMsg string
 		)
-		if err := rows.Scan(&tick, &r.Instance, &token, &r.CatchUp, &started, &ended, &result, &errMsg); err != nil {
+		if err := rows.Scan(&tick, &r.Instance, &token, &r.CatchUp, &started, &ended, &result, &errMsg, &r.Attempts); err != nil {
 			return nil, b.wrap("history of "+job, err)
 		}
 		r.Tick = time.Unix(0, tick).UTC()

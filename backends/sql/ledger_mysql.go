@@ -46,6 +46,7 @@ var (
 	myColInstance = myCol{"instance", "TEXT CHARACTER SET utf8mb4", "CONVERT(? USING utf8mb4)"}
 	myColResult   = myCol{"result", "TEXT CHARACTER SET utf8mb4", "CONVERT(? USING utf8mb4)"}
 	myColError    = myCol{"error", "TEXT CHARACTER SET utf8mb4", "CONVERT(? USING utf8mb4)"}
+	myColAttempts = myCol{"attempts", "INT", "CAST(? AS SIGNED)"}
 )
 
 // myTable returns a table of rows (one value per column of cols, each a
@@ -383,14 +384,14 @@ func (l *tickLedger) finishMySQL(ctx context.Context, items []finishItem) error 
 	useJSON := l.jsonTable(ctx)
 	runs := make([][]any, len(items))
 	for k, it := range items {
-		runs[k] = []any{it.job, it.tick, it.token, mysqlTime(it.ended), it.result, it.msg}
+		runs[k] = []any{it.job, it.tick, it.token, mysqlTime(it.ended), it.result, it.msg, it.tries}
 	}
-	v, args, err := myTable(useJSON, nil, []myCol{myColJob, myColTick, myColToken, myColEnded, myColResult, myColError}, runs)
+	v, args, err := myTable(useJSON, nil, []myCol{myColJob, myColTick, myColToken, myColEnded, myColResult, myColError, myColAttempts}, runs)
 	if err != nil {
 		return err
 	}
 	_, err = b.cfg.DB.ExecContext(ctx, "UPDATE "+v+" STRAIGHT_JOIN "+b.cfg.Table+"_runs r\n"+
 		"ON r.election = ? AND r.job = v.job AND r.tick = v.tick AND r.token = v.token\n"+
-		"SET r.ended = v.ended, r.result = v.result, r.error = v.error", append(args, b.cfg.Election)...)
+		"SET r.ended = v.ended, r.result = v.result, r.error = v.error, r.attempts = v.attempts", append(args, b.cfg.Election)...)
 	return err
 }

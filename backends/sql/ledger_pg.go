@@ -114,7 +114,7 @@ func (l *tickLedger) claimPG(ctx context.Context, token int64, items []claimItem
 // finishPG runs the finish statement (see queries.finishPG) for items.
 func (l *tickLedger) finishPG(ctx context.Context, items []finishItem) error {
 	b := l.b
-	var jobs, ticks, tokens, ended, results, msgs pgArray
+	var jobs, ticks, tokens, ended, results, msgs, tries pgArray
 	for _, it := range items {
 		jobs.text(it.job)
 		ticks.int(it.tick)
@@ -122,8 +122,9 @@ func (l *tickLedger) finishPG(ctx context.Context, items []finishItem) error {
 		ended.time(it.ended)
 		results.text(it.result)
 		msgs.text(it.msg)
+		tries.int(it.tries)
 	}
 	_, err := b.cfg.DB.ExecContext(ctx, b.q.finish, b.cfg.Election, jobs.String(), ticks.String(), tokens.String(),
-		ended.String(), results.String(), msgs.String())
+		ended.String(), results.String(), msgs.String(), tries.String())
 	return err
 }

@@ -87,7 +87,7 @@ SELECT pg_notify($3, r.election) FROM r`,
 				{"{t}", `SELECT election, holder, token, expires_at, acquired_at, renewed_at FROM {t} WHERE false`},
 				{"{t}_token_seq", `SELECT last_value FROM {t}_token_seq`},
 				{"{t}_ticks", `SELECT election, job, last_tick, token, claimed_at FROM {t}_ticks WHERE false`},
-				{"{t}_runs", `SELECT election, job, tick, instance, token, catch_up, started, ended, result, error FROM {t}_runs WHERE false`},
+				{"{t}_runs", `SELECT election, job, tick, instance, token, catch_up, started, ended, result, error, attempts FROM {t}_runs WHERE false`},
 			},
 			// One statement per chunk of claims of one token, the claims
 			// given as arrays ($3 jobs, sorted, distinct; $4 ticks; $5
@@ -152,24 +152,25 @@ LEFT JOIN (SELECT i.ord FROM run JOIN input i ON i.job = run.job) r ON true`,
 			// each job up by the primary key (7 ms).
 			lastClaimed: `SELECT t.job, t.last_tick FROM unnest($2::text::text[]) AS j(job) JOIN {t}_ticks t ON t.election = $1 AND t.job = j.job`,
 			// One statement per chunk of runs, given as arrays ($2 jobs,
-			// $3 ticks, $4 tokens, $5 ended, $6 results, $7 errors), sorted
+			// $3 ticks, $4 tokens, $5 ended, $6 results, $7 errors, $8
+			// attempts), sorted
 			// by job and tick. target locks the matching rows in that order
 			// (as a claim's trim does), then they are updated by their row
 			// address.
 			finish: `WITH input AS (
-	SELECT * FROM unnest($2::text::text[], $3::text::bigint[], $4::text::bigint[], $5::text::timestamptz[], $6::text::text[], $7::text::text[])
-		AS i(job, tick, token, ended, result, error)
+	SELECT * FROM unnest($2::text::text[], $3::text::bigint[], $4::text::bigint[], $5::text::timestamptz[], $6::text::text[], $7::text::text[], $8::text::int[])
+		AS i(job, tick, token, ended, result, error, attempts)
 ), target AS (
-	SELECT r.ctid, i.ended, i.result, i.error FROM input i
+	SELECT r.ctid, i.ended, i.result, i.error, i.attempts FROM input i
 	CROSS JOIN LATERAL (
 		SELECT r.ctid FROM {t}_runs r
 		WHERE r.election = $1::varchar AND r.job = i.job AND r.tick = i.tick AND r.token = i.token
 		FOR UPDATE) r
 )
-UPDATE {t}_runs r SET ended = t.ended, result = t.result, error = t.error
+UPDATE {t}_runs r SET ended = t.ended, result = t.result, error = t.error, attempts = t.attempts
 FROM target t WHERE r.ctid = t.ctid`,
 			history: `SELECT tick, instance, token, catch_up, floor(extract(epoch FROM started) * 1000000)::bigint,
-	floor(extract(epoch FROM ended) * 1000000)::bigint, result, error
+	floor(extract(epoch FROM ended) * 1000000)::bigint, result, error, attempts
 FROM {t}_runs WHERE election = $1 AND job = $2 ORDER BY tick DESC LIMIT $3`,
 		}
 	case MySQL:
@@ -201,11 +202,11 @@ WHERE election = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6)`,
 				{"{t}", `SELECT election, holder, token, expires_at, acquired_at, renewed_at FROM {t} WHERE 1 = 0`},
 				{"{t}_seq", `SELECT id, token FROM {t}_seq WHERE 1 = 0`},
 				{"{t}_ticks", `SELECT election, job, last_tick, token, claimed_at FROM {t}_ticks WHERE 1 = 0`},
-				{"{t}_runs", `SELECT election, job, tick, instance, token, catch_up, started, ended, result, error FROM {t}_runs WHERE 1 = 0`},
+				{"{t}_runs", `SELECT election, job, tick, instance, token, catch_up, started, ended, result, error, attempts FROM {t}_runs WHERE 1 = 0`},
 			},
 			leaseShare: `SELECT token = ? AND expires_at > UTC_TIMESTAMP(6) FROM {t} WHERE election = ? LOCK IN SHARE MODE`,
 			history: `SELECT tick, instance, token, catch_up, TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', started),
-	TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', ended), result, error
+	TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', ended), result, error, attempts
 FROM {t}_runs WHERE election = ? AND job = ? ORDER BY tick DESC LIMIT ?`,
 		}
 	}

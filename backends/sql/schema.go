@@ -30,7 +30,10 @@ func schemaFile(d Dialect) string {
 // SchemaSQL returns the statements creating the schema of table for d (the
 // lease table, its token sequence or counter, and the ledger tables), the
 // placeholder replaced by table. Each statement is idempotent (IF NOT
-// EXISTS). Use it to feed a migration tool; EnsureSchema runs it.
+// EXISTS). Use it to feed a migration tool; EnsureSchema runs it. On
+// MySQL, EnsureSchema also adds the columns that tables created by an
+// earlier version lack (the attempts column of the runs table), which no
+// idempotent MySQL statement can do: see schema/README.md.
 func SchemaSQL(d Dialect, table string) ([]string, error) {
 	if d != Postgres && d != MySQL {
 		return nil, fmt.Errorf("sql: schema: Dialect %v: unknown", d)
@@ -98,8 +101,51 @@ func (b *Backend) EnsureSchema(ctx context.Context) error {
 				return fmt.Errorf("sql: ensure schema: %w\n%s", err, s)
 			}
 		}
+		for _, c := range mysqlAddedColumns {
+			if err := b.addColumn(ctx, c); err != nil {
+				return err
+			}
+		}
 	}
 	return b.Check(ctx)
+}
+
+// addedColumn is a column a later version of the schema added to a
+// table: tables created earlier lack it.
+type addedColumn struct {
+	suffix string // of the table: "_runs" for Table_runs
+	name   string
+	def    string // its type and default, for ADD COLUMN
+}
+
+// mysqlAddedColumns are the columns EnsureSchema adds on MySQL to tables
+// created by an earlier schema file (postgres.sql does it with ALTER
+// TABLE ... ADD COLUMN IF NOT EXISTS, which MySQL lacks).
+var mysqlAddedColumns = []addedColumn{
+	{"_runs", "attempts", "INT NOT NULL DEFAULT 0"},
+}
+
+// addColumn adds c to its table unless the table has it. Idempotent, also
+// when several instances run it at once: whichever ALTER fails, the column
+// is there if a read of it then succeeds.
+func (b *Backend) addColumn(ctx context.Context, c addedColumn) error {
+	table := b.cfg.Table + c.suffix
+	probe := func() error {
+		rows, err := b.cfg.DB.QueryContext(ctx, "SELECT "+c.name+" FROM "+table+" WHERE 1 = 0")
+		if err == nil {
+			err = rows.Close()
+		}
+		return err
+	}
+	if probe() == nil {
+		return nil
+	}
+	alter := "ALTER TABLE " + table + " ADD COLUMN " + c.name + " " + c.def
+	if _, err := b.cfg.DB.ExecContext(ctx, alter); err != nil && probe() != nil {
+		return fmt.Errorf("sql: ensure schema: %w\n%s", err, alter)
+	}
+	b.log.Info("schema upgraded: column added", "table", table, "column", c.name)
+	return nil
 }
 
 // Check verifies that every table (and the sequence or counter table) of

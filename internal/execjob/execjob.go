@@ -30,6 +30,7 @@ const (
 	EnvInstance = "BATON_INSTANCE" // the identity of the instance running it
 	EnvElection = "BATON_ELECTION" // the election's name
 	EnvCatchUp  = "BATON_CATCH_UP" // "1" for a catch-up run (ticks missed while nobody led), else "0"
+	EnvAttempt  = "BATON_ATTEMPT"  // the attempt of the tick's run, from 1 (schedulerhost.Job.Retries)
 )
 
 // DefaultKillGrace is Command.KillGrace when zero.
@@ -43,7 +44,8 @@ type Command struct {
 	// Script is run with /bin/sh -c.
 	Script string
 	// Election and Instance are passed as BATON_ELECTION and
-	// BATON_INSTANCE. BATON_CATCH_UP comes from the run's tick.
+	// BATON_INSTANCE. BATON_CATCH_UP comes from the run's tick,
+	// BATON_ATTEMPT from its context (schedulerhost.AttemptFromContext).
 	Election, Instance string
 	// KillGrace is the time between SIGTERM and SIGKILL to the process
 	// group after the run's context ends. Zero means DefaultKillGrace.
@@ -98,6 +100,7 @@ func (c *Command) Run(ctx context.Context) error {
 		EnvInstance+"="+c.Instance,
 		EnvElection+"="+c.Election,
 		EnvCatchUp+"="+catchUp(tick),
+		EnvAttempt+"="+strconv.Itoa(max(1, schedulerhost.AttemptFromContext(ctx))),
 	)
 
 	stdout := lineLogger(log, "stdout")

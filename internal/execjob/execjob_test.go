@@ -304,3 +304,43 @@ func lead(t *testing.T, mem *electiontest.Memory, id string, host *schedulerhost
 		}
 	}
 }
+
+// TestCommand_EnvAttempt: a command job with retries sees its attempt in
+// BATON_ATTEMPT, under one tick.
+func TestCommand_EnvAttempt(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "attempts")
+	cmd := &execjob.Command{
+		Job:    "retrying",
+		Script: `echo "$BATON_ATTEMPT $BATON_TICK" >> "$OUT"; [ "$BATON_ATTEMPT" -ge 3 ]`,
+		Env:    append(os.Environ(), "OUT="+out),
+		Logger: slog.New(newLines()),
+	}
+	host, err := schedulerhost.New(schedulerhost.Config{
+		Jobs: []schedulerhost.Job{{Name: "retrying", Schedule: "@every 1s", Run: cmd.Run, Overlap: schedulerhost.OverlapSkip,
+			Retries: 3, RetryBackoff: 10 * time.Millisecond}},
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, stop := lead(t, electiontest.NewMemory(election.Timing{}), "node-1", host)
+	deadline := time.Now().Add(10 * time.Second)
+	var lines []string
+	for time.Now().Before(deadline) {
+		data, _ := os.ReadFile(out)
+		if lines = strings.Split(strings.TrimSpace(string(data)), "\n"); len(lines) >= 3 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	if len(lines) < 3 {
+		t.Fatalf("attempts: %q, want 3 within 10 s", lines)
+	}
+	tick := strings.Fields(lines[0])[1]
+	for i, l := range lines[:3] {
+		if want := strconv.Itoa(i+1) + " " + tick; l != want {
+			t.Errorf("attempt %d: BATON_ATTEMPT BATON_TICK %q, want %q", i+1, l, want)
+		}
+	}
+}

@@ -10,7 +10,8 @@ import (
 	"github.com/batonhq/baton/schedulerhost"
 )
 
-var jobFields = []string{"name", "schedule", "builtin", "duration", "command", "timeout", "overlap", "misfire", "misfire_grace", "max_catch_up"}
+var jobFields = []string{"name", "schedule", "builtin", "duration", "command", "timeout", "overlap", "misfire", "misfire_grace", "max_catch_up",
+	"retries", "retry_backoff", "retry_backoff_max", "jitter"}
 
 // oneOf reads the string at n (path names it in errors) as one of
 // allowed, which want lists for the error. An empty string is no error
@@ -117,18 +118,43 @@ func (d *decoder) job(n *yaml.Node, path string) (Job, bool) {
 			[]schedulerhost.Misfire{schedulerhost.MisfireSkip, schedulerhost.MisfireRunOnce, schedulerhost.MisfireRunAll}, "skip, run-once or run-all")
 	}
 	if f, ok := fields["max_catch_up"]; ok {
-		p := path + ".max_catch_up"
-		if s, ok := d.scalar(f.val, p); ok {
-			v, err := strconv.Atoi(s)
-			switch {
-			case err != nil:
-				d.fail(f.val.Line, p, "%q: want a whole number", s)
-			case v < 0:
-				d.fail(f.val.Line, p, "%q: must not be negative", s)
-			default:
-				j.MaxCatchUp = v
-			}
+		j.MaxCatchUp = d.count(f.val, path+".max_catch_up", -1)
+	}
+	if f, ok := fields["retries"]; ok {
+		j.Retries = d.count(f.val, path+".retries", schedulerhost.MaxRetries)
+	}
+	if f, ok := fields["retry_backoff"]; ok {
+		j.RetryBackoff = d.duration(f.val, path+".retry_backoff")
+	}
+	if f, ok := fields["retry_backoff_max"]; ok {
+		j.RetryBackoffMax = d.duration(f.val, path+".retry_backoff_max")
+		if j.RetryBackoff > 0 && j.RetryBackoffMax > 0 && j.RetryBackoff > j.RetryBackoffMax {
+			d.fail(f.val.Line, path+".retry_backoff_max", "%q: less than retry_backoff (%v)", f.val.Value, j.RetryBackoff)
 		}
 	}
+	if f, ok := fields["jitter"]; ok {
+		j.Jitter = d.duration(f.val, path+".jitter") // shorter than the schedule's period: checked by the Host (Locate)
+	}
 	return j, true
+}
+
+// count reads a whole number, not negative, at most most unless most is
+// negative.
+func (d *decoder) count(n *yaml.Node, path string, most int) int {
+	s, ok := d.scalar(n, path)
+	if !ok {
+		return 0
+	}
+	v, err := strconv.Atoi(s)
+	switch {
+	case err != nil:
+		d.fail(n.Line, path, "%q: want a whole number", s)
+	case v < 0:
+		d.fail(n.Line, path, "%q: must not be negative", s)
+	case most >= 0 && v > most:
+		d.fail(n.Line, path, "%q: want at most %d", s, most)
+	default:
+		return v
+	}
+	return 0
 }

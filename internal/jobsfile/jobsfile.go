@@ -68,6 +68,11 @@ type Job struct {
 	MisfireGrace time.Duration
 	MaxCatchUp   int
 
+	Retries         int           // schedulerhost.Job.Retries
+	RetryBackoff    time.Duration // schedulerhost.Job.RetryBackoff
+	RetryBackoffMax time.Duration // schedulerhost.Job.RetryBackoffMax
+	Jitter          time.Duration // schedulerhost.Job.Jitter
+
 	// Line is the line of the job's entry in the list.
 	Line int
 }

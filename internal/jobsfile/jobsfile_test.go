@@ -34,6 +34,13 @@ jobs:
     schedule: "@every 10s"
     command: env | grep ^BATON_
     timeout: 5s
+  - name: flaky
+    schedule: "0 * * * *"
+    command: ./sync.sh
+    retries: 3
+    retry_backoff: 2s
+    retry_backoff_max: 30s
+    jitter: 30s
 `
 
 func TestParse_Good(t *testing.T) {
@@ -44,7 +51,7 @@ func TestParse_Good(t *testing.T) {
 	if f.Election.TTL != 2*time.Second || f.Election.ShutdownTimeout != 10*time.Second || f.Election.KillGrace != 3*time.Second {
 		t.Errorf("election = %+v", f.Election)
 	}
-	if len(f.Jobs) != 3 {
+	if len(f.Jobs) != 4 {
 		t.Fatalf("jobs = %+v", f.Jobs)
 	}
 	nap := f.Jobs[1]
@@ -55,6 +62,9 @@ func TestParse_Good(t *testing.T) {
 	}
 	if f.Jobs[2].Command != "env | grep ^BATON_" || f.Jobs[2].Timeout != 5*time.Second || f.Jobs[2].Line != 18 {
 		t.Errorf("jobs[2] = %+v", f.Jobs[2])
+	}
+	if j := f.Jobs[3]; j.Retries != 3 || j.RetryBackoff != 2*time.Second || j.RetryBackoffMax != 30*time.Second || j.Jitter != 30*time.Second {
+		t.Errorf("jobs[3] = %+v, want retries 3, backoff 2s up to 30s, jitter 30s", j)
 	}
 }
 
@@ -68,8 +78,18 @@ func TestParse_Bad(t *testing.T) {
 			`jobs.yaml:3: frobs: unknown field (want one of election, jobs)`},
 		{"unknown election field", "election:\n  ttl: 2s\n  tll: 3s\njobs:\n  - {name: a, schedule: '@every 1s', builtin: log}\n",
 			`jobs.yaml:3: election.tll: unknown field (want one of ttl, renew_interval, safety_margin, retry_period, release_timeout, shutdown_timeout, kill_grace, poll_interval)`},
-		{"unknown job field", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n    retries: 3\n",
-			`jobs.yaml:7: jobs[0].retries: unknown field (want one of name, schedule, builtin, duration, command, timeout, overlap, misfire, misfire_grace, max_catch_up)`},
+		{"unknown job field", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n    retry: 3\n",
+			`jobs.yaml:7: jobs[0].retry: unknown field (want one of name, schedule, builtin, duration, command, timeout, overlap, misfire, misfire_grace, max_catch_up, retries, retry_backoff, retry_backoff_max, jitter)`},
+		{"negative retries", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n    retries: -1\n",
+			`jobs.yaml:7: jobs[0].retries: "-1": must not be negative`},
+		{"too many retries", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n    retries: 1000\n",
+			`jobs.yaml:7: jobs[0].retries: "1000": want at most 100`},
+		{"retries not a number", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n    retries: twice\n",
+			`jobs.yaml:7: jobs[0].retries: "twice": want a whole number`},
+		{"backoff above its cap", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n    retry_backoff: 1m\n    retry_backoff_max: 10s\n",
+			`jobs.yaml:8: jobs[0].retry_backoff_max: "10s": less than retry_backoff (1m0s)`},
+		{"negative jitter", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n    jitter: -1s\n",
+			`jobs.yaml:7: jobs[0].jitter: "-1s": must not be negative`},
 		{"bad cron spec", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n  - name: b\n    schedule: '61 * * * *'\n    builtin: log\n",
 			`jobs.yaml:8: jobs[1].schedule: "61 * * * *": end of range (61) above maximum (59): 61`},
 		{"unknown zone", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n  - name: b\n    schedule: 'CRON_TZ=Mars/Olympus_Mons 30 2 * * *'\n    builtin: log\n",

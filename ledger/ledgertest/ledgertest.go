@@ -146,6 +146,31 @@ func Run(t *testing.T, newElection func(t *testing.T) Election) {
 			t.Errorf("History after Finish of a run with no entry = %+v", runs)
 		}
 	})
+	t.Run("FinishAttempts", func(t *testing.T) {
+		e := newElection(t)
+		tok := e.Lead(t)
+		for i, attempts := range []int{3, 1, 0} {
+			tick := tick0.Add(time.Duration(i) * time.Minute)
+			if err := claim1(t, e.Ledger, ledger.Claim{Job: "report", Tick: tick, Token: tok, Instance: "node-a", Started: tick}); err != nil {
+				t.Fatalf("Claim: %v", err)
+			}
+			if r := history(t, e.Ledger, "report", 1); len(r) != 1 || r[0].Attempts > 1 {
+				t.Errorf("History after Claim = %+v, want one running run with at most one attempt", r)
+			}
+			done := ledger.Run{Job: "report", Tick: tick, Instance: "node-a", Token: tok, Started: tick,
+				Ended: tick.Add(3 * time.Second), Result: ledger.ResultOK, Attempts: attempts}
+			if err := finish1(t, e.Ledger, done); err != nil {
+				t.Fatalf("Finish: %v", err)
+			}
+			runs := history(t, e.Ledger, "report", 1)
+			if len(runs) != 1 || !runs[0].Tick.Equal(tick) {
+				t.Fatalf("History = %+v, want the run at %v", runs, tick)
+			}
+			if got := runs[0].Attempts; got != attempts {
+				t.Errorf("History()[0].Attempts after Finish with Attempts %d = %d", attempts, got)
+			}
+		}
+	})
 	t.Run("HistoryNewestFirstAndBounded", func(t *testing.T) {
 		e := newElection(t)
 		keep := e.History

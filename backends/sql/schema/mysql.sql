@@ -55,5 +55,13 @@ CREATE TABLE IF NOT EXISTS baton_lease_runs (
     ended    DATETIME(6)  NULL,
     result   VARCHAR(16)  NOT NULL,
     error    TEXT         NOT NULL,
+    attempts INT          NOT NULL DEFAULT 0,
     PRIMARY KEY (election, job, tick)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
+-- Upgrades of tables created by an earlier version of this file. MySQL
+-- has no ADD COLUMN IF NOT EXISTS, so they are not statements of this
+-- file: Backend.EnsureSchema adds each missing column (existing rows keep
+-- their values). By hand, once, if the column is missing:
+--
+--   ALTER TABLE baton_lease_runs ADD COLUMN attempts INT NOT NULL DEFAULT 0;

@@ -47,5 +47,11 @@ CREATE TABLE IF NOT EXISTS baton_lease_runs (
     ended    TIMESTAMPTZ(6),
     result   VARCHAR(16)    NOT NULL,
     error    TEXT           NOT NULL,
+    attempts INTEGER        NOT NULL DEFAULT 0,
     PRIMARY KEY (election, job, tick)
 );
+
+-- Upgrades of tables created by an earlier version of this file (each
+-- idempotent; existing rows keep their values).
+-- attempts: calls of the job function for the tick (0 or 1: one).
+ALTER TABLE baton_lease_runs ADD COLUMN IF NOT EXISTS attempts INTEGER NOT NULL DEFAULT 0;
