@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -192,8 +193,9 @@ func TestJobsHash(t *testing.T) {
 	if len(h) != 64 {
 		t.Fatalf("JobsHash = %q, want 64 hex digits (SHA-256)", h)
 	}
-	moved := &jobsfile.File{Path: "other.yaml", Election: jobsfile.Election{TTL: time.Minute},
-		Jobs: []jobsfile.Job{f.Jobs[2], f.Jobs[0], f.Jobs[1]}}
+	reordered := slices.Clone(f.Jobs)
+	slices.Reverse(reordered)
+	moved := &jobsfile.File{Path: "other.yaml", Election: jobsfile.Election{TTL: time.Minute}, Jobs: reordered}
 	for i := range moved.Jobs {
 		moved.Jobs[i].Line += 7
 	}
