@@ -3,7 +3,7 @@
 # etcdctl and Consul tests run them.
 GO ?= go
 
-.PHONY: test vet fmt-check tools demo soak bench
+.PHONY: test vet fmt-check tools demo soak bench fuzz
 
 # Two tiers. The fast tier is `go test ./...`: the e2e fault suite skips
 # there unless BATON_E2E=1 (cleared here so that it does not run twice).
@@ -12,6 +12,16 @@ GO ?= go
 test: tools vet fmt-check
 	BATON_E2E= $(GO) test -race -count=1 -timeout 20m ./...
 	cd e2e && BATON_E2E=1 $(GO) test -race -count=1 -timeout 15m
+	GO=$(GO) sh tools/fuzz.sh $(FUZZ_SHORT)
+
+# Every fuzz target (tools/fuzz.sh finds them: func FuzzXxx in a _test.go
+# file), one after another: FUZZTIME each in `make fuzz`, FUZZ_SHORT each
+# at the end of `make test`. Their seeds and committed corpus
+# (testdata/fuzz) also run as plain tests in `go test ./...`.
+FUZZTIME ?= 10m
+FUZZ_SHORT ?= 10s
+fuzz:
+	GO=$(GO) sh tools/fuzz.sh $(FUZZTIME)
 
 # The e2e fault suite's long profile: random faults until DURATION has
 # passed, on BATON_E2E_BACKENDS (etcd, postgres, mysql, consul), then the

@@ -3,6 +3,7 @@ package election
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -56,8 +57,16 @@ func (t Timing) Validate(minTTL, granularity time.Duration) error {
 	if t.SafetyMargin <= 0 {
 		errs = append(errs, fmt.Errorf("SafetyMargin %v: must be positive", t.SafetyMargin))
 	}
-	if t.RenewInterval > 0 && t.TTL <= 2*t.RenewInterval {
-		errs = append(errs, fmt.Errorf("TTL %v: must be greater than 2*RenewInterval (%v)", t.TTL, 2*t.RenewInterval))
+	// TTL - RenewInterval <= RenewInterval is TTL <= 2*RenewInterval
+	// without its overflow (a RenewInterval above half the largest
+	// Duration passed); TTL > RenewInterval > 0 keeps the subtraction in
+	// range.
+	if t.RenewInterval > 0 && (t.TTL <= t.RenewInterval || t.TTL-t.RenewInterval <= t.RenewInterval) {
+		twice := fmt.Sprint(2 * t.RenewInterval)
+		if t.RenewInterval > math.MaxInt64/2 {
+			twice = "2 × " + t.RenewInterval.String()
+		}
+		errs = append(errs, fmt.Errorf("TTL %v: must be greater than 2*RenewInterval (%s)", t.TTL, twice))
 	}
 	if t.SafetyMargin > 0 && t.SafetyMargin >= t.TTL-t.RenewInterval {
 		errs = append(errs, fmt.Errorf("SafetyMargin %v: must be less than TTL - RenewInterval (%v)", t.SafetyMargin, t.TTL-t.RenewInterval))

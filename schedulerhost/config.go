@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -129,6 +130,11 @@ var specParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | 
 // v3, and baton's policy at DST transitions (see the package doc, Time
 // zones and DST).
 func ParseSchedule(spec string) (cron.Schedule, error) {
+	// robfig/cron v3 slices up to the first space after TZ= or CRON_TZ=,
+	// and panics when there is none.
+	if (strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ=")) && !strings.Contains(spec, " ") {
+		return nil, fmt.Errorf("%s: want a schedule after the zone, separated by a space", spec)
+	}
 	s, err := specParser.Parse(spec)
 	if err != nil {
 		return nil, err

@@ -7,22 +7,26 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
 
 type decoder struct {
-	file string
-	errs []error
+	file  string
+	lines int // lines in the file: yaml.v3 puts an empty document on the line after its last
+	errs  []error
 }
 
 func (d *decoder) fail(line int, field, format string, args ...any) {
+	line = min(line, d.lines)
 	d.errs = append(d.errs, &Error{File: d.file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
 }
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
 func (d *decoder) decodeFile(f *File, data []byte) {
+	d.lines = 1 + bytes.Count(data, []byte("\n"))
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
@@ -33,7 +37,7 @@ func (d *decoder) decodeFile(f *File, data []byte) {
 		} else if strings.Contains(msg, "EOF") {
 			d.fail(0, "", "empty file: want election: and jobs:")
 		} else {
-			d.fail(0, "", "%s", strings.TrimPrefix(msg, "yaml: "))
+			d.fail(badCharLine(data), "", "%s", strings.TrimPrefix(msg, "yaml: "))
 		}
 		return
 	}
@@ -59,6 +63,21 @@ func (d *decoder) decodeFile(f *File, data []byte) {
 		return
 	}
 	f.Jobs = d.jobs(n.val)
+}
+
+// badCharLine is the line of the first character YAML does not allow
+// (invalid UTF-8, or a control character other than tab and line breaks),
+// which yaml.v3 reports without a line; 1 if there is none.
+func badCharLine(data []byte) int {
+	for i, r := range string(data) {
+		ok := r == '\t' || r == '\n' || r == '\r' || (r >= 0x20 && r <= 0x7e) || r == 0x85 ||
+			(r >= 0xa0 && r <= 0xd7ff) || (r >= 0xe000 && r <= 0xfffd && r != utf8.RuneError) || r >= 0x10000 ||
+			(r == utf8.RuneError && strings.HasPrefix(string(data[i:]), "\ufffd"))
+		if !ok {
+			return 1 + bytes.Count(data[:i], []byte("\n"))
+		}
+	}
+	return 1
 }
 
 type field struct{ key, val *yaml.Node }

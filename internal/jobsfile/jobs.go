@@ -26,6 +26,15 @@ func oneOf[T ~string](d *decoder, n *yaml.Node, path string, allowed []T, want s
 	return ""
 }
 
+// nonEmpty reads the string at n, reporting an empty one.
+func (d *decoder) nonEmpty(n *yaml.Node, path string) string {
+	s := d.str(n, path)
+	if s == "" && n.Tag != "!!null" && n.Kind == yaml.ScalarNode {
+		d.fail(n.Line, path, "\"\": must not be empty")
+	}
+	return s
+}
+
 func (d *decoder) jobs(n *yaml.Node) []Job {
 	if n.Kind != yaml.SequenceNode {
 		d.fail(n.Line, "jobs", "%s: want a list of jobs", describe(n))
@@ -61,13 +70,13 @@ func (d *decoder) job(n *yaml.Node, path string) (Job, bool) {
 		return j, false
 	}
 	if f, ok := fields["name"]; ok {
-		j.Name = d.str(f.val, path+".name")
+		j.Name = d.nonEmpty(f.val, path+".name")
 	} else {
 		d.fail(n.Line, path+".name", "required")
 	}
 	if f, ok := fields["schedule"]; ok {
 		p := path + ".schedule"
-		j.Schedule = d.str(f.val, p)
+		j.Schedule = d.nonEmpty(f.val, p)
 		if j.Schedule != "" {
 			if _, err := schedulerhost.ParseSchedule(j.Schedule); err != nil {
 				d.fail(f.val.Line, p, "%q: %v", j.Schedule, err)
@@ -84,13 +93,11 @@ func (d *decoder) job(n *yaml.Node, path string) (Job, bool) {
 	case !hasBuiltin && !hasCommand:
 		d.fail(n.Line, path+".command", "required: set command (run with /bin/sh -c) or builtin (sleep, log, fail)")
 	case hasCommand:
-		p := path + ".command"
-		j.Command = d.str(cf.val, p)
-		if j.Command == "" && cf.val.Tag != "!!null" && cf.val.Kind == yaml.ScalarNode {
-			d.fail(cf.val.Line, p, "\"\": must not be empty")
-		}
+		j.Command = d.nonEmpty(cf.val, path+".command")
 	case hasBuiltin:
-		j.Builtin = oneOf(d, bf.val, path+".builtin", []Builtin{BuiltinSleep, BuiltinLog, BuiltinFail}, "sleep, log or fail")
+		if d.nonEmpty(bf.val, path+".builtin") != "" {
+			j.Builtin = oneOf(d, bf.val, path+".builtin", []Builtin{BuiltinSleep, BuiltinLog, BuiltinFail}, "sleep, log or fail")
+		}
 	}
 	if f, ok := fields["duration"]; ok {
 		p := path + ".duration"

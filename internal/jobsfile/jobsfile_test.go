@@ -125,6 +125,10 @@ func TestParse_Bad(t *testing.T) {
 			`jobs.yaml:7: jobs[0].max_catch_up: "-1": must not be negative`},
 		{"yaml syntax", "jobs:\n\t- name: a\n",
 			`jobs.yaml:2: found character that cannot start any token`},
+		{"control character", "jobs:\n  - name: a\f\n", `jobs.yaml:2: control characters are not allowed`},
+		{"invalid UTF-8", "# ok\n\n# \xff\n", `jobs.yaml:3: invalid leading UTF-8 octet`},
+		{"empty name, schedule and builtin", head + "  - name: ''\n    schedule: \"\"\n    builtin: ''\n",
+			"jobs.yaml:4: jobs[0].name: \"\": must not be empty\njobs.yaml:5: jobs[0].schedule: \"\": must not be empty\njobs.yaml:6: jobs[0].builtin: \"\": must not be empty"},
 		{"empty file", "", `jobs.yaml: empty file: want election: and jobs:`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

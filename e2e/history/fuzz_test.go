@@ -1,0 +1,183 @@
+package history
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// FuzzParseRunLog: on arbitrary bytes ParseRunLog and ParseEnds never
+// panic; what they parse, written back as a run log and parsed again,
+// gives the same starts and ends.
+func FuzzParseRunLog(f *testing.F) {
+	f.Add([]byte("S j 2026-01-01T00:00:01Z 10 a 1767225601001000000 0\nE j 2026-01-01T00:00:01Z 10 a 1767225601100000000 ok\nS j 2026-01-01T00:00:02Z 20 b 1767225602001000000 1\n"))
+	f.Add([]byte("S j bad\n"))
+	f.Add([]byte("S j 2026-01-01T00:00:01.5+05:30 18446744073709551615 a -9223372036854775808 1\n\nE x 9999-12-31T23:59:59Z 0 b 0 failed\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		starts, serr := ParseRunLog(strings.NewReader(string(data)))
+		ends, eerr := ParseEnds(strings.NewReader(string(data)))
+		var b strings.Builder
+		for _, s := range starts {
+			c := "0"
+			if s.CatchUp {
+				c = "1"
+			}
+			fmt.Fprintf(&b, "S %s %s %d %s %d %s\n", s.Job, s.Tick.Format(time.RFC3339Nano), s.Token, s.Instance, s.At.UnixNano(), c)
+		}
+		for _, e := range ends {
+			fmt.Fprintf(&b, "E %s %s %d %s %d ok\n", e.Job, e.Tick.Format(time.RFC3339Nano), e.Token, e.Instance, e.At.UnixNano())
+		}
+		if serr == nil {
+			again, err := ParseRunLog(strings.NewReader(b.String()))
+			if err != nil || len(again) != len(starts) {
+				t.Fatalf("starts written back: %v, %d of %d\n%s", err, len(again), len(starts), b.String())
+			}
+			for i, s := range starts {
+				a := again[i]
+				if a.Job != s.Job || !a.Tick.Equal(s.Tick) || a.Token != s.Token || a.Instance != s.Instance || !a.At.Equal(s.At) || a.CatchUp != s.CatchUp {
+					t.Fatalf("start %d: %+v, written back and parsed %+v", i, s, a)
+				}
+			}
+		}
+		if eerr == nil {
+			again, err := ParseEnds(strings.NewReader(b.String()))
+			if err != nil || len(again) != len(ends) {
+				t.Fatalf("ends written back: %v, %d of %d\n%s", err, len(again), len(ends), b.String())
+			}
+			for i, e := range ends {
+				a := again[i]
+				if a.Job != e.Job || !a.Tick.Equal(e.Tick) || a.Token != e.Token || a.Instance != e.Instance || !a.At.Equal(e.At) {
+					t.Fatalf("end %d: %+v, written back and parsed %+v", i, e, a)
+				}
+			}
+		}
+	})
+}
+
+// genHistory builds a history with no violation from r: terms one after
+// another (each killed, or released gracefully after a step-down, the
+// last possibly open), each running the ticks of its time on the second
+// (job j, @every 1s, run-once) and at its start one catch-up for the ticks
+// since the previous term stopped; every run ends 5 ms after it starts.
+func genHistory(r *rand.Rand, nTerms int) Input {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	in := Input{
+		Jobs:  map[string]Policy{"j": {Every: time.Second, Misfire: "run-once", Grace: 5 * time.Second}},
+		From:  t0,
+		Slack: 100 * time.Millisecond,
+		Ends:  []End{},
+	}
+	line := 0
+	run := func(inst string, tok uint64, tick, at time.Time, catchUp bool) {
+		line++
+		in.Starts = append(in.Starts, Start{Job: "j", Tick: tick, Token: tok, Instance: inst, At: at, CatchUp: catchUp, Line: line})
+		in.Ends = append(in.Ends, End{Job: "j", Tick: tick, Token: tok, Instance: inst, At: at.Add(ms(5)), Line: line})
+	}
+	insts := []string{"a", "b", "c"}
+	prevStop, tok := t0, uint64(0)
+	for i := range nTerms {
+		start := prevStop.Truncate(time.Second).Add(time.Duration(r.IntN(4))*time.Second + ms(150+r.IntN(700)))
+		tok += 1 + uint64(r.IntN(5))
+		tm := Term{Instance: insts[r.IntN(len(insts))], Token: tok, Start: start}
+		// Catch-up: the last tick in (prevStop, start], if any.
+		if last := start.Truncate(time.Second); last.After(prevStop) {
+			run(tm.Instance, tok, last, start.Add(ms(10)), true)
+		}
+		n := 1 + r.IntN(8)
+		tick := start.Truncate(time.Second).Add(time.Second)
+		for range n {
+			run(tm.Instance, tok, tick, tick.Add(ms(1)), false)
+			tick = tick.Add(time.Second)
+		}
+		stop := tick.Add(-time.Second).Add(ms(150 + r.IntN(700)))
+		switch {
+		case i == nTerms-1 && r.IntN(2) == 0:
+			// Still open: the window ends at its last tick.
+			in.To = tick.Add(-time.Second)
+		case r.IntN(2) == 0:
+			tm.Stop, tm.Killed = stop, true
+		default:
+			tm.Stop, tm.End, tm.Graceful, tm.SteppedDown = stop, stop.Add(ms(20)), true, true
+		}
+		in.Terms = append(in.Terms, tm)
+		prevStop = stop
+		if in.To.IsZero() || in.To.Before(stop) {
+			in.To = stop.Truncate(time.Second)
+		}
+	}
+	return in
+}
+
+// counts is a Report without the order-dependent texts.
+func counts(r Report) Report {
+	r.Violations = nil
+	return r
+}
+
+// FuzzCheck: on histories with no violation (genHistory) the checker says
+// OK; its verdict does not change when the starts, ends and terms come in
+// another order, nor when the starts and ends go through the run log
+// format and back; a start run again by another term is one duplicate.
+func FuzzCheck(f *testing.F) {
+	for i := range 8 {
+		f.Add(uint64(i), uint64(i*7919), uint8(i%5+1))
+	}
+	f.Fuzz(func(t *testing.T, s1, s2 uint64, nTerms uint8) {
+		r := rand.New(rand.NewPCG(s1, s2))
+		in := genHistory(r, 1+int(nTerms%6))
+		rep := Check(in)
+		if !rep.OK() {
+			t.Fatalf("violations in a clean history: %v\n%+v", rep.Violations, in)
+		}
+		// Another order.
+		sh := in
+		sh.Starts = append([]Start(nil), in.Starts...)
+		sh.Ends = append([]End(nil), in.Ends...)
+		sh.Terms = append([]Term(nil), in.Terms...)
+		r.Shuffle(len(sh.Starts), func(i, j int) { sh.Starts[i], sh.Starts[j] = sh.Starts[j], sh.Starts[i] })
+		r.Shuffle(len(sh.Ends), func(i, j int) { sh.Ends[i], sh.Ends[j] = sh.Ends[j], sh.Ends[i] })
+		r.Shuffle(len(sh.Terms), func(i, j int) { sh.Terms[i], sh.Terms[j] = sh.Terms[j], sh.Terms[i] })
+		if got := Check(sh); !reflect.DeepEqual(counts(got), counts(rep)) {
+			t.Fatalf("shuffled: %+v, in order %+v", got, rep)
+		}
+		// Through the run log.
+		var b strings.Builder
+		for i, s := range in.Starts {
+			c := "0"
+			if s.CatchUp {
+				c = "1"
+			}
+			fmt.Fprintf(&b, "S %s %s %d %s %d %s\n", s.Job, s.Tick.Format(time.RFC3339Nano), s.Token, s.Instance, s.At.UnixNano(), c)
+			e := in.Ends[i]
+			fmt.Fprintf(&b, "E %s %s %d %s %d ok\n", e.Job, e.Tick.Format(time.RFC3339Nano), e.Token, e.Instance, e.At.UnixNano())
+		}
+		parsed := in
+		var err error
+		if parsed.Starts, err = ParseRunLog(strings.NewReader(b.String())); err != nil {
+			t.Fatal(err)
+		}
+		if parsed.Ends, err = ParseEnds(strings.NewReader(b.String())); err != nil {
+			t.Fatal(err)
+		}
+		if got := Check(parsed); !reflect.DeepEqual(counts(got), counts(rep)) {
+			t.Fatalf("through the run log: %+v, directly %+v", got, rep)
+		}
+		// A duplicate: a later term runs an earlier term's tick.
+		if len(in.Terms) > 1 {
+			last := in.Terms[len(in.Terms)-1]
+			dup := in
+			s := in.Starts[r.IntN(len(in.Starts))]
+			if s.Token != last.Token {
+				s.Token, s.Instance, s.At, s.Line = last.Token, last.Instance, last.Start.Add(20*time.Millisecond), len(in.Starts)+1
+				dup.Starts = append(append([]Start(nil), in.Starts...), s)
+				if got := Check(dup); got.Duplicates != 1 {
+					t.Fatalf("one duplicate: %d duplicates, %v", got.Duplicates, got.Violations)
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,45 @@
+#!/bin/sh
+# Runs every fuzz target of the module (a func FuzzXxx in a _test.go
+# file, found anew on each run) for FUZZTIME each, one after another:
+# go test -fuzz takes one package and one target per run. Each target
+# starts from its seeds (f.Add), its committed corpus
+# (testdata/fuzz/FuzzXxx) and the cached one. Exits non-zero if any
+# target failed; a failing input is written to the target's
+# testdata/fuzz/FuzzXxx, to commit with the fix as a regression.
+#
+#   sh tools/fuzz.sh [FUZZTIME]     (default $FUZZTIME, else 10m)
+set -u
+FUZZTIME=${1:-${FUZZTIME:-10m}}
+GO=${GO:-go}
+cd "$(dirname "$0")/.."
+
+failed=""
+total=0
+start_all=$(date +%s)
+for dir in $($GO list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}}{{end}}' ./...); do
+	grep -qs '^func Fuzz' "$dir"/*_test.go || continue
+	pkg=./${dir#"$PWD"/}
+	targets=$($GO test -list '^Fuzz' "$pkg" | grep '^Fuzz') || { failed="$failed $pkg(list)"; continue; }
+	for t in $targets; do
+		total=$((total + 1))
+		echo "== $pkg $t ($FUZZTIME)"
+		t0=$(date +%s)
+		if ! $GO test -run '^$' -fuzz "^$t\$" -fuzztime "$FUZZTIME" "$pkg" >"${TMPDIR:-/tmp}/fuzz.$$.log" 2>&1; then
+			failed="$failed $pkg.$t"
+			cat "${TMPDIR:-/tmp}/fuzz.$$.log"
+		else
+			grep 'execs:' "${TMPDIR:-/tmp}/fuzz.$$.log" | tail -1
+		fi
+		echo "   $(($(date +%s) - t0)) s"
+	done
+done
+rm -f "${TMPDIR:-/tmp}/fuzz.$$.log"
+echo "fuzz: $total targets in $(($(date +%s) - start_all)) s"
+if [ "$total" -eq 0 ]; then
+	echo "fuzz: no targets found"
+	exit 1
+fi
+if [ -n "$failed" ]; then
+	echo "fuzz: FAILED:$failed"
+	exit 1
+fi
