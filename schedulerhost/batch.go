@@ -23,7 +23,10 @@ import (
 // goes at once; the rest when the last expected run has claimed or
 // arrived. So the ticks of an instant are claimed in ceil(N/MaxBatch)
 // round trips, not one per tick. maxLinger bounds the wait for expected
-// runs: past it, what is queued goes (more round trips, not lost ones).
+// runs from the last one that arrived: while they keep coming (10,000
+// goroutines starting on a busy machine take longer than maxLinger in
+// all), the batch waits for them; once none has come for maxLinger, what
+// is queued goes (more round trips, not lost ones).
 
 const (
 	// claimsInflight and finishesInflight bound the batches of a queue on
@@ -31,7 +34,8 @@ const (
 	// gather while a few are on the wire.
 	claimsInflight   = 8
 	finishesInflight = 2
-	// maxLinger bounds how long a queued item waits for expected runs.
+	// maxLinger bounds how long a queued item waits for the next
+	// expected run to arrive.
 	maxLinger = 250 * time.Millisecond
 )
 
@@ -44,8 +48,9 @@ type batchQueue[T any] struct {
 
 	mu       sync.Mutex
 	queue    []*batchItem[T]
-	inflight int // batches taken and not yet answered
-	expect   int // runs expected to claim or arrive
+	inflight int       // batches taken and not yet answered
+	expect   int       // runs expected to claim or arrive
+	arrived  time.Time // when an expected run last claimed or arrived
 }
 
 type batchItem[T any] struct {
@@ -72,6 +77,7 @@ func (q *batchQueue[T]) expectN(n int) {
 func (q *batchQueue[T]) arrive() {
 	q.mu.Lock()
 	q.expect--
+	q.arrived = time.Now()
 	q.kickLocked(false)
 	q.mu.Unlock()
 }
@@ -83,14 +89,16 @@ func (q *batchQueue[T]) do(v T, expected bool) error {
 	q.mu.Lock()
 	if expected {
 		q.expect--
+		q.arrived = time.Now()
 	}
 	q.queue = append(q.queue, it)
 	q.kickLocked(false)
 	waiting := it.batch == nil && q.expect > 0
 	q.mu.Unlock()
 	var linger <-chan time.Time
+	var timer *time.Timer
 	if waiting {
-		timer := time.NewTimer(maxLinger)
+		timer = time.NewTimer(maxLinger)
 		defer timer.Stop()
 		linger = timer.C
 	}
@@ -102,10 +110,16 @@ func (q *batchQueue[T]) do(v T, expected bool) error {
 			linger = nil
 			q.mu.Lock()
 			if it.batch == nil && q.queued(it) {
-				if q.stuck != nil {
-					q.stuck(time.Since(start), q.expect)
+				if quiet := time.Since(q.arrived); quiet < maxLinger && q.expect > 0 {
+					// Expected runs are still arriving: wait for the next.
+					timer.Reset(maxLinger - quiet)
+					linger = timer.C
+				} else {
+					if q.stuck != nil {
+						q.stuck(time.Since(start), q.expect)
+					}
+					q.kickLocked(true)
 				}
-				q.kickLocked(true)
 			}
 			q.mu.Unlock()
 			continue
