@@ -520,6 +520,7 @@ func (r *results) ledgerTargetRows() []target {
 		t := target{what: fmt.Sprintf("Claim round trips per instant, %s, %d jobs", backendNames[l.backend], l.jobs),
 			bound: fmt.Sprintf("≤ ceil(N/%d) + 1 = %d", l.batch, b), known: true}
 		t.met = l.claimWrites <= float64(b)+0.01
+		t.note = fmt.Sprintf("%.1f Claim calls per instant against ceil(N/MaxBatch) = %d full batches: a batch goes before it is full only when the runs expected at the instant stop arriving for 250 ms (the claim queue's linger, counted from the last arrival), so the extra calls are partial batches sent while the %d run goroutines of an instant were still starting on the 2 busy cores.", l.claimWrites, b-1, l.jobs)
 		t.measured = fmt.Sprintf("%.1f claim calls, %.1f finish calls; %.1f writes and %.1f requests of any kind at the proxy", l.claimWrites, l.finishCalls, l.writes, l.requests)
 		ts = append(ts, t)
 	}
