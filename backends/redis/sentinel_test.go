@@ -161,7 +161,7 @@ func TestSentinelAsyncFailoverOverlaps(t *testing.T) {
 		t.Fatalf("L1's term did not end within %v of the demotion", demoteWithin)
 	}
 	l1End := time.Now()
-	t.Logf("async: cut at %v, replica promoted at %v; L1 (token %d) led [%v, %v] on the old primary; L2 (token %d) led from %v on the new one; overlap %v (until the heal at %v, old primary demoted at %v, L1 ended by: %v)",
+	t.Logf("async: cut at %v, replica promoted at %v; L1 (token %d) led [%v, %v] on the old primary; L2 (token %d) led from %v on the new one; overlap %v (healed at %v, old primary demoted at %v, L1 ended by: %v)",
 		x.at(cut), x.at(promoted), l1.Token(), x.at(l1Start), x.at(l1End), l2.Token(), x.at(r.At), l1End.Sub(r.At).Round(time.Millisecond), x.at(healed), x.at(demoted), l1.Err())
 	t.Logf("async: tick %v claimed by L1 on the old primary (%v) and by L2 on the new one (%v)", tick.Format(time.TimeOnly), e1, e2)
 	if !r.At.Before(l1End) {
