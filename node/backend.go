@@ -56,7 +56,14 @@ type BackendFlags struct {
 	redisAddr, redisUser, redisPasswordFile string
 	redisTLS                                bool
 	redisCACert, redisCert, redisKey        string
+	// Redis Sentinel or Cluster, and WAIT.
+	redisSentinel, redisMaster, redisCluster string
+	redisWaitReplicas                        int
 }
+
+// DefaultRedisAddr is --redis-addr when neither it nor --redis-sentinel
+// nor --redis-cluster is given.
+const DefaultRedisAddr = "127.0.0.1:6379"
 
 // RedisPasswordEnv names the environment variable holding the Redis
 // password when --redis-password-file is not given.
@@ -85,7 +92,11 @@ func (b *BackendFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&b.consulCACert, "consul-cacert", "", "consul: CA certificate (PEM) of the agent's HTTPS listener; with it the\nagent is reached over https://")
 	fs.StringVar(&b.consulCert, "consul-cert", "", "consul: client certificate (PEM), for agents with verify_incoming")
 	fs.StringVar(&b.consulKey, "consul-key", "", "consul: key (PEM) of --consul-cert")
-	fs.StringVar(&b.redisAddr, "redis-addr", "127.0.0.1:6379", "redis: server host:port")
+	fs.StringVar(&b.redisAddr, "redis-addr", "", "redis: server host:port (default "+DefaultRedisAddr+" unless --redis-sentinel or\n--redis-cluster is given)")
+	fs.StringVar(&b.redisSentinel, "redis-sentinel", "", "redis: comma-separated Sentinel host:port list, instead of --redis-addr; with\n--redis-master")
+	fs.StringVar(&b.redisMaster, "redis-master", "", "redis: name of the primary the Sentinels of --redis-sentinel monitor")
+	fs.StringVar(&b.redisCluster, "redis-cluster", "", "redis: comma-separated host:port list of Redis Cluster nodes, instead of\n--redis-addr")
+	fs.IntVar(&b.redisWaitReplicas, "redis-wait-replicas", 0, "redis: replicas that must acknowledge every write (WAIT), or the write fails;\n0 replicates asynchronously (a failover may lose the lease and claims)")
 	fs.StringVar(&b.redisUser, "redis-username", "", "redis: ACL user name (the password comes from --redis-password-file or\n$"+RedisPasswordEnv+")")
 	fs.StringVar(&b.redisPasswordFile, "redis-password-file", "", "redis: file holding the password (trailing newline ignored); default $"+RedisPasswordEnv)
 	fs.BoolVar(&b.redisTLS, "redis-tls", false, "redis: connect with TLS (implied by --redis-cacert or --redis-cert)")
@@ -345,7 +356,7 @@ func (b *BackendFlags) Open(ctx context.Context, t election.Timing, poll time.Du
 		if err != nil {
 			return nil, err
 		}
-		o = &Opened{Backend: be, Where: "redis key " + be.LeaseKey() + " at " + b.redisAddr, close: func() { be.Close() }}
+		o = &Opened{Backend: be, Where: "redis key " + be.LeaseKey() + " at " + be.Servers(), close: func() { be.Close() }}
 	default:
 		return nil, fmt.Errorf("--backend %q: want etcd, postgres, mysql, consul or redis", b.Kind)
 	}
@@ -358,7 +369,16 @@ func (b *BackendFlags) Open(ctx context.Context, t election.Timing, poll time.Du
 // redisConfig is the Redis backend configuration the flags describe,
 // without timing and logger.
 func (b *BackendFlags) redisConfig() (batonredis.Config, error) {
-	cfg := batonredis.Config{Addr: b.redisAddr, Username: b.redisUser, Election: b.Election}
+	cfg := batonredis.Config{Addr: b.redisAddr, MasterName: b.redisMaster, Username: b.redisUser, Election: b.Election, WaitReplicas: b.redisWaitReplicas}
+	if b.redisSentinel != "" {
+		cfg.SentinelAddrs = strings.Split(b.redisSentinel, ",")
+	}
+	if b.redisCluster != "" {
+		cfg.ClusterAddrs = strings.Split(b.redisCluster, ",")
+	}
+	if cfg.Addr == "" && cfg.SentinelAddrs == nil && cfg.ClusterAddrs == nil {
+		cfg.Addr = DefaultRedisAddr
+	}
 	switch {
 	case b.redisPasswordFile != "":
 		pw, err := readSecret("redis-password-file", b.redisPasswordFile)

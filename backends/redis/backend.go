@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -51,20 +52,24 @@ func keysOf(e string) keys {
 // it when done. It may be shared by goroutines; a process normally runs
 // one candidate per election.
 type Backend struct {
-	cli      *goredis.Client
-	addr     string
+	cli      goredis.UniversalClient
+	cluster  *goredis.ClusterClient // set in Cluster mode
+	where    string                 // the servers, for messages
 	user     string
 	election string
 	k        keys
 	timing   election.Timing
 	history  int
 	batch    int
+	waitN    int           // Config.WaitReplicas
+	waitTO   time.Duration // Config.WaitTimeout
 	log      *slog.Logger
 }
 
 // New copies cfg, applies defaults, validates it and returns a Backend
-// with a client of its own. It does not touch the server: call Check to
-// fail fast on a wrong address, password or ACL.
+// with a client of its own: a plain client of Addr, a Sentinel failover
+// client of MasterName, or a Cluster client. It does not touch the
+// servers: call Check to fail fast on a wrong address, password or ACL.
 func New(cfg Config) (*Backend, error) {
 	cfg, err := cfg.resolved()
 	if err != nil {
@@ -73,37 +78,85 @@ func New(cfg Config) (*Backend, error) {
 	var tc *tls.Config
 	if cfg.TLS != nil {
 		tc = cfg.TLS.Clone()
-		if tc.ServerName == "" {
+		if tc.ServerName == "" && cfg.Addr != "" {
 			if host, _, err := net.SplitHostPort(cfg.Addr); err == nil {
 				tc.ServerName = host
 			}
 		}
 	}
-	cli := goredis.NewClient(&goredis.Options{
-		Addr:                  cfg.Addr,
-		Username:              cfg.Username,
-		Password:              cfg.Password,
-		TLSConfig:             tc,
-		DialTimeout:           cfg.DialTimeout,
-		ContextTimeoutEnabled: true,
-		// No retries inside the client: a script retried after a lost
-		// answer may have run already. Acquire, the renew loop and the
-		// Host retry on their own terms.
-		MaxRetries:               -1,
-		DisableIdentity:          true,
-		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
-	})
-	return &Backend{
-		cli:      cli,
-		addr:     cfg.Addr,
+	// A WAIT may keep a connection's answer for WaitTimeout.
+	readTimeout := max(3*time.Second, cfg.WaitTimeout+time.Second)
+	noMaint := &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	b := &Backend{
 		user:     cfg.Username,
 		election: cfg.Election,
 		k:        keysOf(cfg.Election),
 		timing:   cfg.Timing,
 		history:  cfg.History,
 		batch:    cfg.MaxBatch,
+		waitN:    cfg.WaitReplicas,
+		waitTO:   cfg.WaitTimeout,
 		log:      cfg.Logger.With("election", cfg.Election),
-	}, nil
+	}
+	switch {
+	case len(cfg.SentinelAddrs) > 0:
+		b.where = fmt.Sprintf("primary %s of Sentinels %s", cfg.MasterName, strings.Join(cfg.SentinelAddrs, ","))
+		b.cli = goredis.NewFailoverClient(&goredis.FailoverOptions{
+			MasterName:            cfg.MasterName,
+			SentinelAddrs:         cfg.SentinelAddrs,
+			SentinelUsername:      cfg.SentinelUsername,
+			SentinelPassword:      cfg.SentinelPassword,
+			Dialer:                cfg.Dialer,
+			Username:              cfg.Username,
+			Password:              cfg.Password,
+			TLSConfig:             tc,
+			DialTimeout:           cfg.DialTimeout,
+			ReadTimeout:           readTimeout,
+			ContextTimeoutEnabled: true,
+			MaxRetries:            -1, // see the plain client below
+			DisableIdentity:       true,
+		})
+	case len(cfg.ClusterAddrs) > 0:
+		b.where = "cluster " + strings.Join(cfg.ClusterAddrs, ",")
+		b.cluster = goredis.NewClusterClient(&goredis.ClusterOptions{
+			Addrs:                 cfg.ClusterAddrs,
+			Dialer:                cfg.Dialer,
+			Username:              cfg.Username,
+			Password:              cfg.Password,
+			TLSConfig:             tc,
+			DialTimeout:           cfg.DialTimeout,
+			ReadTimeout:           readTimeout,
+			ContextTimeoutEnabled: true,
+			// MOVED and ASK must be followed; a command may then be sent
+			// again after a network error too. Every script is safe to
+			// send twice: acquire by its nonce, a claim refused as
+			// ErrTickClaimed is found in History by the Host.
+			MaxRedirects:             3,
+			MaxRetries:               -1,
+			DisableIdentity:          true,
+			MaintNotificationsConfig: noMaint,
+		})
+		b.cli = b.cluster
+	default:
+		b.where = cfg.Addr
+		b.cli = goredis.NewClient(&goredis.Options{
+			Addr:                  cfg.Addr,
+			Dialer:                cfg.Dialer,
+			Username:              cfg.Username,
+			Password:              cfg.Password,
+			TLSConfig:             tc,
+			DialTimeout:           cfg.DialTimeout,
+			ReadTimeout:           readTimeout,
+			ContextTimeoutEnabled: true,
+			// No retries inside the client: a script retried after a lost
+			// answer may have run already. Acquire, the renew loop and the
+			// Host retry on their own terms.
+			MaxRetries:               -1,
+			DisableIdentity:          true,
+			MaintNotificationsConfig: noMaint,
+		})
+	}
+	return b, nil
 }
 
 // Close closes the Backend's connections. Release every lease first.
@@ -111,6 +164,10 @@ func (b *Backend) Close() error { return b.cli.Close() }
 
 // Timing returns the lease timing in use, defaults applied.
 func (b *Backend) Timing() election.Timing { return b.timing }
+
+// Servers describes where the election lives, for messages: Addr, the
+// Sentinels' primary, or the Cluster's seed nodes.
+func (b *Backend) Servers() string { return b.where }
 
 // LeaseKey is the key holding the election's lease, for operators:
 // redis-cli GET 'baton:{ELECTION}:lease'.
@@ -120,7 +177,7 @@ func (b *Backend) LeaseKey() string { return b.k.lease }
 // then, so tokens grow by one per term. A key holding this attempt's
 // nonce (an earlier call whose answer was lost) is this attempt's: its
 // TTL is set again. Returns {1, token} or {0, PTTL of the holder's key}.
-var acquireScript = goredis.NewScript(`
+var acquireScript = newScript(`
 local v = redis.call('GET', KEYS[1])
 if v then
   local tok, nonce = string.match(v, '^(%d+) (%S+) ')
@@ -168,20 +225,29 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (election.L
 	for {
 		sent := time.Now()
 		actx, cancel := context.WithDeadline(ctx, sent.Add(b.timing.TTL-b.timing.SafetyMargin))
-		res, err := acquireScript.Run(actx, b.cli, []string{b.k.lease, b.k.token}, nonce, val, ttlms, b.k.events).Slice()
+		ans, err := b.eval(actx, acquireScript, []string{b.k.lease, b.k.token}, nonce, val, ttlms, b.k.events)
 		cancel()
+		res, _ := ans.([]any)
 		wait := b.timing.RenewInterval
 		switch {
 		case ctx.Err() != nil:
 			b.abandon(nonce, log)
 			return nil, fmt.Errorf("redis: acquire %s: %w", b.election, ctx.Err())
-		case err != nil:
+		case err != nil && !errors.Is(err, ErrNotReplicated):
 			log.Warn("acquire attempt failed, retrying", "err", b.explain(err))
 			wait = retry
 		default:
 			won, n, perr := parsePair(res)
 			if perr != nil {
 				return nil, fmt.Errorf("redis: acquire %s: %w", b.election, perr)
+			}
+			if won && err != nil {
+				// Set on the primary only: a promotion may lose it, so it
+				// is not a term. Give it up; try again later.
+				log.Warn("acquired on the primary but not replicated, giving it up", "err", err)
+				b.abandon(nonce, log)
+				wait = retry
+				break
 			}
 			if won {
 				if l := b.newLease(uint64(n), nonce, sent, log); l != nil {
@@ -251,7 +317,7 @@ func (b *Backend) wake(ctx context.Context, ps *goredis.PubSub, d, retry time.Du
 func (b *Backend) abandon(nonce string, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	if err := releaseScript.Run(ctx, b.cli, []string{b.k.lease}, nonce, "", b.k.events).Err(); err != nil {
+	if err := releaseScript.Run(ctx, b.cli, []string{b.k.lease}, nonce, "", b.k.events).Err(); err != nil { // not waited for: the key expires anyway
 		log.Warn("releasing the lease of an abandoned campaign", "err", err)
 	}
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net"
 	"strings"
-
-	goredis "github.com/redis/go-redis/v9"
 )
 
 // aclCommands are every command the Backend sends, or its scripts call:
@@ -17,6 +15,7 @@ var aclCommands = []string{
 	"ping", "evalsha", "eval", "subscribe", "unsubscribe",
 	"get", "set", "pexpire", "pttl", "incr", "del", "publish",
 	"hget", "hset", "hmget", "lpush", "ltrim", "lrange", "lset",
+	"wait", "cluster|slots", // WaitReplicas; a Cluster client's routing
 }
 
 // ACL returns the least-privilege ACL rules for this election's user, to
@@ -33,7 +32,7 @@ func ACLRules(e string) string {
 // checkScript calls, on a probe key of the election, every command the
 // Backend's scripts call, and deletes the probe: the server checks the
 // user's permission for each command and key. It returns the first error.
-var checkScript = goredis.NewScript(`
+var checkScript = newScript(`
 local err = nil
 local function c(cmd, ...)
   local r = redis.pcall(cmd, ...)
@@ -66,20 +65,22 @@ return 1
 // and password are checked when the client connects), subscribes to the
 // election's channel, and runs a script that calls every command the
 // Backend's scripts use on a probe key of the election
-// (baton:{ELECTION}:check, deleted at once). Each failure names Addr and
+// (baton:{ELECTION}:check, deleted at once); with WaitReplicas, followed
+// by a WAIT, which fails if too few replicas acknowledge it. Each failure
+// names the servers (Addr, the Sentinels' primary, or the Cluster) and
 // what the server wants.
 func (b *Backend) Check(ctx context.Context) error {
 	if err := b.cli.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redis: check %s: ping %s: %w", b.election, b.addr, b.explain(err))
+		return fmt.Errorf("redis: check %s: ping %s: %w", b.election, b.where, b.explain(err))
 	}
 	ps := b.cli.Subscribe(ctx, b.k.events)
 	_, err := ps.Receive(ctx)
 	ps.Close()
 	if err != nil {
-		return fmt.Errorf("redis: check %s: subscribe to %s at %s: %w", b.election, b.k.events, b.addr, b.explain(err))
+		return fmt.Errorf("redis: check %s: subscribe to %s at %s: %w", b.election, b.k.events, b.where, b.explain(err))
 	}
-	if err := checkScript.Run(ctx, b.cli, []string{b.k.check}, b.k.events).Err(); err != nil {
-		return fmt.Errorf("redis: check %s: write probe at %s on %s: %w", b.election, b.addr, b.k.check, b.explain(err))
+	if _, err := b.eval(ctx, checkScript, []string{b.k.check}, b.k.events); err != nil {
+		return fmt.Errorf("redis: check %s: write probe at %s on %s: %w", b.election, b.where, b.k.check, b.explain(err))
 	}
 	return nil
 }
@@ -99,15 +100,15 @@ func (b *Backend) explain(err error) error {
 	case strings.Contains(msg, "NOPERM") || strings.Contains(msg, "script can't run this command") || strings.Contains(msg, "script can't access"):
 		return fmt.Errorf("%w: %s lacks a permission; it needs: ACL SETUSER NAME on >PASSWORD %s", err, who, b.ACL())
 	case strings.Contains(msg, "WRONGPASS"):
-		return fmt.Errorf("%w: wrong Username or Password for %s at %s", err, who, b.addr)
+		return fmt.Errorf("%w: wrong Username or Password for %s at %s", err, who, b.where)
 	case strings.Contains(msg, "NOAUTH"):
-		return fmt.Errorf("%w: the server at %s requires a Password (and a Username for an ACL user)", err, b.addr)
+		return fmt.Errorf("%w: the server at %s requires a Password (and a Username for an ACL user)", err, b.where)
 	case strings.Contains(msg, "tls:") || strings.Contains(msg, "x509:"):
-		return fmt.Errorf("cannot connect to %s: TLS handshake failed: %w", b.addr, err)
+		return fmt.Errorf("cannot connect to %s: TLS handshake failed: %w", b.where, err)
 	case errors.As(err, &op) && op.Op == "dial":
-		return fmt.Errorf("cannot connect to %s: %w", b.addr, err)
+		return fmt.Errorf("cannot connect to %s: %w", b.where, err)
 	case isTimeout(err) || errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("no answer from %s: %w", b.addr, err)
+		return fmt.Errorf("no answer from %s: %w", b.where, err)
 	}
 	return err
 }

@@ -28,6 +28,16 @@ func TestConfigValidate(t *testing.T) {
 			[]string{"TTL 3s: must be greater than 2*RenewInterval (4s)"}},
 		{"batch", redis.Config{Addr: "h:1", Election: "e", MaxBatch: redis.MaxMaxBatch + 1}, []string{"MaxBatch 5001: must be between 1 and 5000"}},
 		{"history", redis.Config{Addr: "h:1", Election: "e", History: -1}, []string{"History -1: must be positive"}},
+		{"ok sentinel", redis.Config{SentinelAddrs: []string{"h:1", "h:2"}, MasterName: "m", Election: "e", WaitReplicas: 1}, nil},
+		{"ok cluster", redis.Config{ClusterAddrs: []string{"h:1"}, Election: "e"}, nil},
+		{"two modes", redis.Config{Addr: "h:1", ClusterAddrs: []string{"h:2"}, Election: "e"},
+			[]string{`Addr "h:1", SentinelAddrs [], ClusterAddrs ["h:2"]: give exactly one`}},
+		{"sentinel without master", redis.Config{SentinelAddrs: []string{"h:1"}, Election: "e"},
+			[]string{`MasterName "": required with SentinelAddrs ["h:1"]`}},
+		{"master without sentinel", redis.Config{Addr: "h:1", MasterName: "m", Election: "e"}, []string{`MasterName "m": only with SentinelAddrs`}},
+		{"bad addr", redis.Config{ClusterAddrs: []string{"h:1", "nope"}, Election: "e"}, []string{`ClusterAddrs ["h:1" "nope"]: "nope" is not host:port`}},
+		{"wait", redis.Config{Addr: "h:1", Election: "e", WaitReplicas: -1, WaitTimeout: 3 * time.Second},
+			[]string{"WaitReplicas -1: must not be negative", "WaitTimeout 3s: must be whole milliseconds, from 1ms to TTL/2 (2.5s)"}},
 		{"user without password", redis.Config{Addr: "h:1", Election: "e", Username: "baton"}, []string{`Password "": required with Username "baton"`}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

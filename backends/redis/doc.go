@@ -2,7 +2,10 @@
 // through github.com/redis/go-redis/v9: the maintained official client,
 // with Lua scripting (EVALSHA, falling back to EVAL when the server lost
 // the script), pub/sub, and Sentinel failover and Cluster clients in one
-// API for later steps. Pinned at v9.23.0, which builds with Go 1.26.
+// API. Pinned at v9.23.0, which builds with Go 1.26. Config.Addr names a
+// single server, SentinelAddrs and MasterName a primary watched by
+// Sentinels, ClusterAddrs a Redis Cluster; WaitReplicas makes every write
+// wait for replicas (see Limits for which setup keeps which guarantee).
 //
 // # Key layout
 //
@@ -31,10 +34,11 @@
 // A user that can run one election and nothing else (ACLRules prints the
 // rules for an election):
 //
-//	ACL SETUSER baton on >PASSWORD resetkeys resetchannels -@all ~baton:{reports}:* &baton:{reports}:* +ping +evalsha +eval +subscribe +unsubscribe +get +set +pexpire +pttl +incr +del +publish +hget +hset +hmget +lpush +ltrim +lrange +lset
+//	ACL SETUSER baton on >PASSWORD resetkeys resetchannels -@all ~baton:{reports}:* &baton:{reports}:* +ping +evalsha +eval +subscribe +unsubscribe +get +set +pexpire +pttl +incr +del +publish +hget +hset +hmget +lpush +ltrim +lrange +lset +wait +cluster|slots
 //
 // Redis checks the ACL of every command a script calls, so the commands
-// the scripts use are listed too. Check verifies each of them.
+// the scripts use are listed too. Check verifies each of them. WAIT is
+// sent with WaitReplicas; a Cluster client reads CLUSTER SLOTS.
 //
 // More in this file, after the package clause (read the source):
 // Fencing token, Self-fencing, Ledger, Limits.
@@ -46,8 +50,8 @@ package redis
 //
 // The acquire script INCRs baton:{E}:token only when the lease key is
 // absent (expired or released) and sets the lease key to the new token,
-// in one atomic step: tokens grow by one per term, whatever happened in
-// between. Deleting the counter would restart tokens at 1: never do it.
+// in one atomic step: tokens grow with every term, whatever happened in
+// between (by more than one after an attempt given up). Deleting the counter would restart tokens at 1: never do it.
 //
 // # Self-fencing
 //
@@ -90,11 +94,38 @@ package redis
 // # Limits
 //
 // Redis replicates asynchronously. On a failover to a replica (Sentinel,
-// Cluster, a managed service), the last writes may be lost: the lease
-// (another candidate then leads while the old leader's term is live, up
-// to its local deadline), a claim (a tick may run twice), or the token
-// counter (a token may be handed out twice). A single server, or one
-// without failover, has none of these problems. Keys expire by the
-// server's clock; a server whose clock jumps forward expires leases
-// early. Tested against a single redis-server; Cluster and Sentinel
-// clients are a later step (the key layout is ready for Cluster).
+// Cluster, a managed service), the writes not yet replicated are lost:
+// the lease (another candidate then leads while the old leader's term is
+// live: a leader cut off with its primary renews there until the
+// partition heals), a claim (a tick may run twice), or the token counter
+// (a token may be handed out twice). Keys expire by the server's clock; a
+// server whose clock jumps forward expires leases early. Which setup
+// keeps which guarantee:
+//
+//   - A single server (Addr), or one without failover: all of them.
+//   - Sentinel, WaitReplicas 0: the limits above, at each promotion.
+//     TestSentinelAsyncFailoverOverlaps shows it: the primary cut off from
+//     its replica and the Sentinels, its leader (connected to it directly)
+//     goes on leading; a candidate leads on the promoted replica once the
+//     replicated key expires; both claim the same tick.
+//   - Sentinel, WaitReplicas N: a write counts only once N replicas
+//     acknowledged it (WAIT N WaitTimeout, pipelined with the script on
+//     the same connection, as WAIT counts that connection's writes). With
+//     fewer: Acquire gives the key up and tries again later; a renewal
+//     fails (the term ends at its local deadline); each claim of the batch
+//     fails with an error that is not ErrTickClaimed (the Host does not
+//     start it and asks again; a refused retry writes too, so that its
+//     WAIT covers the first attempt); a stale-term answer still ends the
+//     term; Finish and Release return an error.
+//     TestSentinelWaitReplicasFailsClosed shows the cut-off leader's term
+//     ending within the TTL and no candidate leading on the promoted
+//     replica until the old primary, back, is its replica. The price: no
+//     leader, and no claim, while fewer than N replicas answer. Sentinel
+//     promotes the replica with the largest replication offset; choose N
+//     so that it holds every acknowledged write (all the replicas, e.g. 1
+//     of 1).
+//   - Cluster: as a single server per shard, since every key of the
+//     election is in one slot, with the asynchronous limits at a failover
+//     of that shard; WaitReplicas works there as with Sentinel (on the
+//     slot's primary). Pub/sub is cluster-wide (SUBSCRIBE on the slot's
+//     primary). Tested against three primaries without replicas.

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -33,7 +34,7 @@ func (l *lease) Release(ctx context.Context) error {
 // renewScript sets the key's TTL again if it holds the token. Returns
 // {1, ""}, {-1, ""} when the key is gone, {-2, value} when another term
 // holds it.
-var renewScript = goredis.NewScript(`
+var renewScript = newScript(`
 local v = redis.call('GET', KEYS[1])
 if not v then return {-1, ''} end
 if string.sub(v, 1, #ARGV[1]) ~= ARGV[1] then return {-2, v} end
@@ -43,7 +44,7 @@ return {1, ''}
 
 // releaseScript deletes the key if it holds the nonce (and the token,
 // unless ARGV[2] is empty) and publishes "released <token>".
-var releaseScript = goredis.NewScript(`
+var releaseScript = newScript(`
 local v = redis.call('GET', KEYS[1])
 if not v then return 0 end
 local tok, nonce = string.match(v, '^(%d+) (%S+) ')
@@ -55,10 +56,12 @@ return 1
 
 // renew sends one renewal and returns the TTL granted.
 func (l *lease) renew(ctx context.Context) (time.Duration, error) {
-	res, err := renewScript.Run(ctx, l.b.cli, []string{l.b.k.lease}, l.token+" ", l.b.timing.TTL.Milliseconds()).Slice()
-	if err != nil {
+	ans, err := l.b.eval(ctx, renewScript, []string{l.b.k.lease}, l.token+" ", l.b.timing.TTL.Milliseconds())
+	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return 0, fmt.Errorf("redis: renew %s: %w", l.b.k.lease, l.b.explain(err))
 	}
+	notReplicated := err
+	res, _ := ans.([]any)
 	if len(res) != 2 {
 		return 0, fmt.Errorf("redis: renew %s: unexpected answer %v", l.b.k.lease, res)
 	}
@@ -66,6 +69,11 @@ func (l *lease) renew(ctx context.Context) (time.Duration, error) {
 	holder, _ := res[1].(string)
 	switch code {
 	case 1:
+		if notReplicated != nil {
+			// Renewed on the primary only: not a renewal. The term ends
+			// at its local deadline unless a later one is acknowledged.
+			return 0, fmt.Errorf("redis: renew %s: %w", l.b.k.lease, notReplicated)
+		}
 		return l.b.timing.TTL, nil
 	case -1:
 		return 0, election.LostError(fmt.Errorf("%w: %s does not exist (expired or deleted)", ErrKeyGone, l.b.k.lease))
@@ -133,7 +141,10 @@ func (l *lease) watch(ctx context.Context) error {
 // release deletes the key if it is still this term's and wakes the
 // followers.
 func (l *lease) release(ctx context.Context) error {
-	if err := releaseScript.Run(ctx, l.b.cli, []string{l.b.k.lease}, l.nonce, l.token, l.b.k.events).Err(); err != nil {
+	if _, err := l.b.eval(ctx, releaseScript, []string{l.b.k.lease}, l.nonce, l.token, l.b.k.events); err != nil {
+		if errors.Is(err, ErrNotReplicated) {
+			return fmt.Errorf("delete %s: deleted on the primary, but a promotion may bring the lease back until it expires: %w", l.b.k.lease, err)
+		}
 		return fmt.Errorf("delete %s: %w", l.b.k.lease, l.b.explain(err))
 	}
 	return nil

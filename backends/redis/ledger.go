@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/batonhq/baton/ledger"
 )
 
@@ -56,21 +54,25 @@ func parseTick(s string) (time.Time, error) {
 }
 
 // claimScript checks that the lease key holds the token (ARGV[1] is
-// "<token> "), then for each claim (ARGV job, tick, entry from ARGV[3],
+// "<token> "), then for each claim (ARGV job, tick, entry from ARGV[4],
 // KEYS[i+2] its runs list) records it if its tick is after the job's
 // last. It returns "stale <holder's token>" for the whole batch, or one
-// string per claim: "" when recorded, else the job's last tick.
-var claimScript = goredis.NewScript(`
+// string per claim: "" when recorded, else the job's last tick. With
+// ARGV[3] "1" (WaitReplicas), a refused claim sets the job's field to
+// the same value: a write, so that the WAIT that follows covers an
+// earlier attempt of the same claim made on another connection.
+var claimScript = newScript(`
 local v = redis.call('GET', KEYS[1])
 if not v then return 'stale none' end
 if string.sub(v, 1, #ARGV[1]) ~= ARGV[1] then return 'stale ' .. string.match(v, '^(%S+)') end
 local keep = tonumber(ARGV[2])
 local out = {}
 for i = 3, #KEYS do
-  local a = 3 + (i - 3) * 3
+  local a = 4 + (i - 3) * 3
   local job, tick = ARGV[a], ARGV[a + 1]
   local last = redis.call('HGET', KEYS[2], job)
   if last and tick <= last then
+    if ARGV[3] == '1' then redis.call('HSET', KEYS[2], job, last) end
     out[#out + 1] = last
   else
     redis.call('HSET', KEYS[2], job, tick)
@@ -85,7 +87,7 @@ return out
 // finishScript replaces, in each runs list KEYS[i], the entry starting
 // with ARGV[2i-1] ("<tick> <token> ") by ARGV[2i]. It returns one 1 or 0
 // (no such entry) per run.
-var finishScript = goredis.NewScript(`
+var finishScript = newScript(`
 local out = {}
 for i = 1, #KEYS do
   local p, e = ARGV[2 * i - 1], ARGV[2 * i]
@@ -124,7 +126,11 @@ func (l *tickLedger) claimBatch(ctx context.Context, cs []ledger.Claim, errs []e
 	k := l.b.k
 	tok := strconv.FormatUint(cs[0].Token, 10)
 	keys := []string{k.lease, k.last}
-	args := []any{tok + " ", l.b.history}
+	touch := "0"
+	if l.b.waitN > 0 {
+		touch = "1"
+	}
+	args := []any{tok + " ", l.b.history, touch}
 	idx := make([]int, 0, len(cs)) // index in cs of each claim sent
 	for i, c := range cs {
 		tick, err := tickStr(c.Tick)
@@ -144,8 +150,11 @@ func (l *tickLedger) claimBatch(ctx context.Context, cs []ledger.Claim, errs []e
 	if len(idx) == 0 {
 		return
 	}
-	res, err := claimScript.Run(ctx, l.b.cli, keys, args...).Result()
-	if err != nil {
+	res, err := l.b.eval(ctx, claimScript, keys, args...)
+	if r, ok := res.(string); err != nil && !(ok && strings.HasPrefix(r, "stale ")) {
+		// Not recorded, or only on the primary (ErrNotReplicated): not
+		// ErrTickClaimed, so the Host does not start these runs and asks
+		// again. A stale answer stands even then: it ends the term.
 		err = fmt.Errorf("redis: claim %d ticks: %w", len(idx), l.b.explain(err))
 		for _, i := range idx {
 			errs[i] = err
@@ -250,7 +259,7 @@ func (l *tickLedger) finishBatch(ctx context.Context, rs []ledger.Run, errs []er
 	if len(idx) == 0 {
 		return
 	}
-	if err := finishScript.Run(ctx, l.b.cli, keys, args...).Err(); err != nil {
+	if _, err := l.b.eval(ctx, finishScript, keys, args...); err != nil {
 		err = fmt.Errorf("redis: finish %d runs: %w", len(idx), l.b.explain(err))
 		for _, i := range idx {
 			errs[i] = err

@@ -79,7 +79,7 @@ func proxy(t testing.TB) *faultproxy.Proxy {
 // (after the cleanups registered later, such as lease releases).
 func newBackend(t testing.TB, cfg redis.Config) *redis.Backend {
 	t.Helper()
-	if cfg.Addr == "" {
+	if cfg.Addr == "" && cfg.SentinelAddrs == nil && cfg.ClusterAddrs == nil {
 		cfg.Addr = server(t).Addr()
 	}
 	b, err := redis.New(cfg)

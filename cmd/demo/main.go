@@ -44,6 +44,7 @@ const usage = `usage:
             [--etcd-cacert F --etcd-cert F --etcd-key F --etcd-user U --etcd-password-file F]
             [--consul-token-file F --consul-cacert F --consul-cert F --consul-key F]
             [--redis-username U --redis-password-file F --redis-tls --redis-cacert F --redis-cert F --redis-key F]
+            [--redis-sentinel ADDRS --redis-master NAME | --redis-cluster ADDRS] [--redis-wait-replicas N]
       one instance: campaigns, runs the jobs while leading; serves a status page at /,
       /status /metrics /healthz /readyz, and POST /step-down /standby /eligible /reload
       (bearer token from --admin-token-file or BATON_ADMIN_TOKEN); SIGHUP re-reads --config

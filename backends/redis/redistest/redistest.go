@@ -31,6 +31,11 @@ const ReadyTimeout = 10 * time.Second
 type Options struct {
 	// Args are extra redis-server arguments, e.g. "--requirepass", "pw".
 	Args []string
+	// ConfigFile, if set, is the configuration file, passed first.
+	ConfigFile string
+	// Sentinel runs a Sentinel (--sentinel; ConfigFile is required, and
+	// must be writable: Sentinel rewrites it).
+	Sentinel bool
 	// TLS, if set, makes the server listen with TLS only (port 0 for
 	// plain TCP): CertFile, KeyFile and CAFile are passed as
 	// --tls-cert-file, --tls-key-file and --tls-ca-cert-file, and clients
@@ -116,7 +121,15 @@ func StartServer(dir string, opts Options) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		args := []string{"--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir}
+		var args []string
+		if opts.ConfigFile != "" {
+			args = append(args, opts.ConfigFile)
+		}
+		if opts.Sentinel {
+			args = append(args, "--sentinel", "--bind", "127.0.0.1", "--dir", dir)
+		} else {
+			args = append(args, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
+		}
 		if opts.TLS != nil {
 			args = append(args, "--port", "0", "--tls-port", strconv.Itoa(port),
 				"--tls-cert-file", opts.TLS.CertFile, "--tls-key-file", opts.TLS.KeyFile,
