@@ -25,7 +25,7 @@ func FuzzConfig(f *testing.F) {
 		if verr := c.Validate(); (verr == nil) != (err == nil) {
 			t.Fatalf("Validate %v, resolved %v", verr, err)
 		}
-		electiontest.CheckValidate(t, "redis", err, []string{"Addr", "TTL", "RenewInterval", "SafetyMargin", "History", "Election", "MaxBatch", "DialTimeout", "Password"},
+		electiontest.CheckValidate(t, "redis", err, []string{"Addr", "TTL", "RenewInterval", "SafetyMargin", "History", "Election", "MaxBatch", "DialTimeout", "Password", "WaitTimeout", "WaitReplicas", "SentinelAddrs", "MasterName", "ClusterAddrs"},
 			r.Timing, MinTTL, 0)
 		if err != nil {
 			return
