@@ -31,6 +31,11 @@ func render(t *testing.T, f *jobsfile.File) []byte {
 		Misfire      string `yaml:"misfire,omitempty"`
 		MisfireGrace string `yaml:"misfire_grace,omitempty"`
 		MaxCatchUp   int    `yaml:"max_catch_up,omitempty"`
+
+		Retries         int    `yaml:"retries,omitempty"`
+		RetryBackoff    string `yaml:"retry_backoff,omitempty"`
+		RetryBackoffMax string `yaml:"retry_backoff_max,omitempty"`
+		Jitter          string `yaml:"jitter,omitempty"`
 	}
 	dur := func(d time.Duration) string {
 		if d == 0 {
@@ -53,7 +58,8 @@ func render(t *testing.T, f *jobsfile.File) []byte {
 	for _, j := range f.Jobs {
 		r := job{Name: j.Name, Schedule: j.Schedule, Builtin: string(j.Builtin), Command: j.Command,
 			Timeout: dur(j.Timeout), Overlap: string(j.Overlap), Misfire: string(j.Misfire),
-			MisfireGrace: dur(j.MisfireGrace), MaxCatchUp: j.MaxCatchUp}
+			MisfireGrace: dur(j.MisfireGrace), MaxCatchUp: j.MaxCatchUp,
+			Retries: j.Retries, RetryBackoff: dur(j.RetryBackoff), RetryBackoffMax: dur(j.RetryBackoffMax), Jitter: dur(j.Jitter)}
 		if j.Builtin == jobsfile.BuiltinSleep {
 			r.Duration = j.Duration.String() // required with sleep, even if zero
 		}
