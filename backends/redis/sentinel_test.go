@@ -126,7 +126,10 @@ func claimAsHost(t *testing.T, b *redis.Backend, l election.Lease, tick time.Tim
 // at once, and both claim the same tick. The test passes by asserting
 // that overlap.
 func TestSentinelAsyncFailoverOverlaps(t *testing.T) {
-	t.Parallel()
+	// Not parallel: two Sentinel sets beside the Cluster tests loaded the
+	// machine enough that L2 once did not lead within promoteWithin in a
+	// CI run (cause not found; the failure now prints both servers' view
+	// of the lease key).
 	x := newSentinelSetup(t, 0)
 	l1 := electiontest.Acquire(t, x.l1, "L1", acquireWithin)
 	l1Start := time.Now()
@@ -136,7 +139,16 @@ func TestSentinelAsyncFailoverOverlaps(t *testing.T) {
 
 	x.waitReplicated(t, x.l1.LeaseKey())
 	cut, promoted := x.cutAndPromote(t)
-	r := electiontest.Await(t, ch, promoteWithin, "L2 did not lead on the promoted replica")
+	var r electiontest.Result
+	select {
+	case r = <-ch:
+	case <-time.After(promoteWithin):
+		key := x.l1.LeaseKey()
+		t.Fatalf("L2 did not lead on the promoted replica within %v of the promotion at %v: the Sentinels name %s; new primary %s: %s = %q, PTTL %s; old primary: %q, PTTL %s",
+			promoteWithin, x.at(promoted), x.s.PrimaryAddr(t), x.s.Replica.Addr(), key,
+			redistest.Do(t, x.s.Replica.Addr(), "GET", key), redistest.Do(t, x.s.Replica.Addr(), "PTTL", key),
+			redistest.Do(t, x.s.Primary.Addr(), "GET", key), redistest.Do(t, x.s.Primary.Addr(), "PTTL", key))
+	}
 	if r.Err != nil {
 		t.Fatalf("L2: Acquire: %v", r.Err)
 	}
