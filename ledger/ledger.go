@@ -92,6 +92,24 @@ type Run struct {
 	// tick (the job's retries, see schedulerhost.Job.Retries); 0 or 1 is
 	// one attempt. Result and Error are those of the last attempt.
 	Attempts int `json:"attempts,omitempty"`
+	// RequestID and By are set on a run-now run (see package control): the
+	// request's id and who asked. Such a run is not a tick: its Tick is
+	// when it was asked, and it is kept in the control store, not in the
+	// ledger.
+	RequestID string `json:"request_id,omitempty"`
+	By        string `json:"by,omitempty"`
+}
+
+// Kind says what made the run: "manual" (run now), "catch-up", or
+// "scheduled".
+func (r Run) Kind() string {
+	switch {
+	case r.RequestID != "":
+		return "manual"
+	case r.CatchUp:
+		return "catch-up"
+	}
+	return "scheduled"
 }
 
 // Result is the outcome of a run.
@@ -104,6 +122,7 @@ const (
 	ResultFailed    Result = "failed"    // returned an error or panicked
 	ResultTimeout   Result = "timeout"   // cancelled by the job's Timeout
 	ResultCancelled Result = "cancelled" // cancelled by leadership loss or shutdown, or claimed and not started (Error says why)
+	ResultSkipped   Result = "skipped"   // claimed and not run on purpose: the job was paused (Error says by whom)
 )
 
 // DefaultHistory is how many runs per job a backend Ledger keeps unless

@@ -30,6 +30,10 @@ type Memory struct {
 	last       map[string]time.Time
 	runs       map[string][]ledger.Run // newest last
 	claimCalls int                     // claim batches served (ClaimCalls)
+
+	// control state, guarded by mu
+	ctl        map[string]memEntry
+	ctlVersion int64 // the newest version handed out
 }
 
 type memHolder struct {

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/control/controltest"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/ledger/ledgertest"
@@ -33,5 +34,12 @@ func TestMemory_LedgerConformance(t *testing.T) {
 	ledgertest.Run(t, func(t *testing.T) ledgertest.Election {
 		m := electiontest.NewMemory(election.Timing{})
 		return ledgertest.Election{Ledger: m.Ledger(), Lead: ledgertest.Leader(m.Candidate())}
+	})
+}
+
+func TestMemoryControl(t *testing.T) {
+	controltest.Run(t, func(t *testing.T) controltest.Election {
+		m := electiontest.NewMemory(election.Timing{})
+		return controltest.Election{Store: m.Control(), Lead: ledgertest.Leader(m.Candidate())}
 	})
 }

@@ -16,6 +16,7 @@ func TestCorePackagesImportNoBackendSDK(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps",
 		"github.com/batonhq/baton/election",
 		"github.com/batonhq/baton/ledger",
+		"github.com/batonhq/baton/control",
 		"github.com/batonhq/baton/schedulerhost").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
@@ -25,11 +26,11 @@ func TestCorePackagesImportNoBackendSDK(t *testing.T) {
 	for _, d := range deps {
 		for _, b := range banned {
 			if strings.HasPrefix(d, b) {
-				t.Errorf("election, ledger or schedulerhost depends on %s", d)
+				t.Errorf("election, ledger, control or schedulerhost depends on %s", d)
 			}
 		}
 	}
-	t.Logf("election, ledger and schedulerhost: %d packages in their dependency closure, none from a backend SDK", len(deps))
+	t.Logf("election, ledger, control and schedulerhost: %d packages in their dependency closure, none from a backend SDK", len(deps))
 }
 
 // TestElectionAndLedgerDoNotImportScheduler lists every package under
