@@ -211,14 +211,20 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (election.L
 	log := b.log.With("nonce", nonce)
 
 	// Subscribe before the first attempt: a release between a refused
-	// attempt and the wait is not missed.
-	ps := b.cli.Subscribe(ctx, b.k.events)
+	// attempt and the wait is not missed. Subscribing is given
+	// RenewInterval at most: a subscription connection that hangs (dialed
+	// to a server a partition has cut off, as a Sentinel client's can be
+	// around a promotion) must not hold up the first attempt, which goes
+	// through the pool; later waits resubscribe.
+	sctx, scancel := context.WithTimeout(ctx, b.timing.RenewInterval)
+	ps := b.cli.Subscribe(sctx, b.k.events)
 	defer ps.Close()
 	stop := context.AfterFunc(ctx, func() { ps.Close() }) // ends a wait at once
 	defer stop()
-	if _, err := ps.Receive(ctx); err != nil && ctx.Err() == nil {
-		log.Debug("subscribe failed, polling", "err", err)
+	if _, err := ps.Receive(sctx); err != nil && ctx.Err() == nil {
+		log.Debug("subscribe failed or slow, polling", "err", err)
 	}
+	scancel()
 
 	ttlms := b.timing.TTL.Milliseconds()
 	retry := max(min(b.timing.RenewInterval/4, time.Second), 10*time.Millisecond)
