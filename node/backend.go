@@ -59,6 +59,8 @@ type BackendFlags struct {
 	// Redis Sentinel or Cluster, and WAIT.
 	redisSentinel, redisMaster, redisCluster string
 	redisWaitReplicas                        int
+	// Sentinel ACL user and password file.
+	redisSentinelUser, redisSentinelPasswordFile string
 }
 
 // DefaultRedisAddr is --redis-addr when neither it nor --redis-sentinel
@@ -68,6 +70,10 @@ const DefaultRedisAddr = "127.0.0.1:6379"
 // RedisPasswordEnv names the environment variable holding the Redis
 // password when --redis-password-file is not given.
 const RedisPasswordEnv = "BATON_REDIS_PASSWORD"
+
+// RedisSentinelPasswordEnv names the environment variable holding the
+// Sentinels' password when --redis-sentinel-password-file is not given.
+const RedisSentinelPasswordEnv = "BATON_REDIS_SENTINEL_PASSWORD"
 
 // EtcdPasswordEnv names the environment variable holding the etcd
 // password when --etcd-password-file is not given. Passwords are never
@@ -95,6 +101,8 @@ func (b *BackendFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&b.redisAddr, "redis-addr", "", "redis: server host:port (default "+DefaultRedisAddr+" unless --redis-sentinel or\n--redis-cluster is given)")
 	fs.StringVar(&b.redisSentinel, "redis-sentinel", "", "redis: comma-separated Sentinel host:port list, instead of --redis-addr; with\n--redis-master")
 	fs.StringVar(&b.redisMaster, "redis-master", "", "redis: name of the primary the Sentinels of --redis-sentinel monitor")
+	fs.StringVar(&b.redisSentinelUser, "redis-sentinel-username", "", "redis: ACL user name on the Sentinels, if they require one (the password comes\nfrom --redis-sentinel-password-file or $"+RedisSentinelPasswordEnv+")")
+	fs.StringVar(&b.redisSentinelPasswordFile, "redis-sentinel-password-file", "", "redis: file holding the Sentinels' password (trailing newline ignored);\ndefault $"+RedisSentinelPasswordEnv)
 	fs.StringVar(&b.redisCluster, "redis-cluster", "", "redis: comma-separated host:port list of Redis Cluster nodes, instead of\n--redis-addr")
 	fs.IntVar(&b.redisWaitReplicas, "redis-wait-replicas", 0, "redis: replicas that must acknowledge every write (WAIT), or the write fails;\n0 replicates asynchronously (a failover may lose the lease and claims)")
 	fs.StringVar(&b.redisUser, "redis-username", "", "redis: ACL user name (the password comes from --redis-password-file or\n$"+RedisPasswordEnv+")")
@@ -392,6 +400,22 @@ func (b *BackendFlags) redisConfig() (batonredis.Config, error) {
 			return cfg, fmt.Errorf("--redis-username %s: the password is missing: give --redis-password-file or set %s", b.redisUser, RedisPasswordEnv)
 		}
 	}
+	switch {
+	case (b.redisSentinelUser != "" || b.redisSentinelPasswordFile != "") && b.redisSentinel == "":
+		return cfg, errors.New("--redis-sentinel-username, --redis-sentinel-password-file: they need --redis-sentinel")
+	case b.redisSentinelPasswordFile != "":
+		pw, err := readSecret("redis-sentinel-password-file", b.redisSentinelPasswordFile)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.SentinelPassword = pw
+	case b.redisSentinel != "":
+		cfg.SentinelPassword = os.Getenv(RedisSentinelPasswordEnv)
+		if b.redisSentinelUser != "" && cfg.SentinelPassword == "" {
+			return cfg, fmt.Errorf("--redis-sentinel-username %s: the password is missing: give --redis-sentinel-password-file or set %s", b.redisSentinelUser, RedisSentinelPasswordEnv)
+		}
+	}
+	cfg.SentinelUsername = b.redisSentinelUser
 	if (b.redisCert == "") != (b.redisKey == "") {
 		return cfg, errors.New("--redis-cert and --redis-key: give both or neither")
 	}
