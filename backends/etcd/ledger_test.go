@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonhq/baton/backends/etcd"
+	"github.com/batonhq/baton/control/controltest"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/ledger"
@@ -236,5 +237,13 @@ func TestLedger_Conformance(t *testing.T) {
 	ledgertest.Run(t, func(t *testing.T) ledgertest.Election {
 		b := newBackend(t, cli, prefix(t), 2*time.Second)
 		return ledgertest.Election{Ledger: b.Ledger(), Lead: ledgertest.Leader(b)}
+	})
+}
+
+func TestControl_Conformance(t *testing.T) {
+	cli := dial(t, server(t).Addr())
+	controltest.Run(t, func(t *testing.T) controltest.Election {
+		b := newBackend(t, cli, prefix(t), 2*time.Second)
+		return controltest.Election{Store: b.Control(), Lead: ledgertest.Leader(b)}
 	})
 }
