@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batonhq/baton/backends/sql"
+	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/internal/faultproxy"
@@ -372,6 +373,43 @@ func TestEnsureSchema_UpgradesAnOldRunsTable(t *testing.T) {
 		}
 		if runs, err := b.Ledger().History(ctx, "old", 10); err != nil || len(runs) != 1 || runs[0].Attempts != 3 {
 			t.Errorf("History after Finish = %+v, %v; want attempts 3", runs, err)
+		}
+	})
+}
+
+// TestEnsureSchema_AddsTheControlTable: a schema made before the control
+// store (no _control table, no _control_seq sequence on PostgreSQL)
+// fails Check naming it, and a control write there fails with
+// ErrSchemaMissing; EnsureSchema adds it, and the control store works.
+func TestEnsureSchema_AddsTheControlTable(t *testing.T) {
+	forEachServer(t, func(t *testing.T, s *server) {
+		table := s.newTable(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		drops := []string{"DROP TABLE " + table + "_control"}
+		if s.name == "postgres" {
+			drops = append(drops, "DROP SEQUENCE "+table+"_control_seq")
+		}
+		for _, q := range drops {
+			if _, err := s.admin.ExecContext(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b := s.backend(t, s.admin, table, "upgrade", nil)
+		if err := b.Check(ctx); !errors.Is(err, sql.ErrSchemaMissing) || !strings.Contains(err.Error(), table+"_control") {
+			t.Errorf("Check of the old schema = %v, want ErrSchemaMissing naming %s_control", err, table)
+		}
+		if _, err := b.Control().Put(ctx, control.Put{Key: "pause/x", Value: []byte("{}")}); !errors.Is(err, sql.ErrSchemaMissing) {
+			t.Errorf("Put on the old schema = %v, want ErrSchemaMissing", err)
+		}
+		if err := b.EnsureSchema(ctx); err != nil {
+			t.Fatalf("EnsureSchema: %v", err)
+		}
+		if err := b.Check(ctx); err != nil {
+			t.Errorf("Check after EnsureSchema: %v", err)
+		}
+		if v, err := b.Control().Put(ctx, control.Put{Key: "pause/x", Value: []byte("{}")}); err != nil || v <= 0 {
+			t.Errorf("Put after EnsureSchema = %d, %v", v, err)
 		}
 	})
 }

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/batonhq/baton/backends/sql"
+	"github.com/batonhq/baton/control/controltest"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/ledger/ledgertest"
@@ -269,5 +271,19 @@ func TestLedger_ConformanceWithoutJSONTable(t *testing.T) {
 		b := s.backend(t, s.admin, s.newTable(t), "conformance", nil)
 		sql.SetJSONTable(b, false)
 		return ledgertest.Election{Ledger: b.Ledger(), Lead: ledgertest.Leader(b)}
+	})
+}
+
+// TestControl_Conformance runs the control store's suite on both
+// dialects, every election in one table: they must not see each other's
+// entries.
+func TestControl_Conformance(t *testing.T) {
+	forEachServer(t, func(t *testing.T, s *server) {
+		table := s.newTable(t)
+		var n atomic.Int64
+		controltest.Run(t, func(t *testing.T) controltest.Election {
+			b := s.backend(t, s.admin, table, fmt.Sprintf("control-%d", n.Add(1)), nil)
+			return controltest.Election{Store: b.Control(), Lead: ledgertest.Leader(b)}
+		})
 	})
 }

@@ -138,13 +138,14 @@ func NewName(prefix string) string {
 }
 
 // DropTables drops the baton table named table and what the schema
-// derives from its name: the _ticks and _runs tables, and the token
+// derives from its name: the _ticks, _runs and _control tables, the
+// control store's _control_seq sequence (PostgreSQL), and the token
 // sequence (PostgreSQL's _token_seq sequence, MySQL's _seq table). Missing
 // ones are no error. Cleanup code may ignore the error.
 func (s *Server) DropTables(ctx context.Context, table string) error {
-	stmts := []string{"DROP TABLE IF EXISTS " + table + "_runs, " + table + "_ticks, " + table}
+	stmts := []string{"DROP TABLE IF EXISTS " + table + "_control, " + table + "_runs, " + table + "_ticks, " + table}
 	if s.Dialect == Postgres {
-		stmts = append(stmts, "DROP SEQUENCE IF EXISTS "+table+"_token_seq")
+		stmts = append(stmts, "DROP SEQUENCE IF EXISTS "+table+"_token_seq, "+table+"_control_seq")
 	} else {
 		stmts[0] += ", " + table + "_seq"
 	}

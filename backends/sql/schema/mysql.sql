@@ -33,6 +33,18 @@ CREATE TABLE IF NOT EXISTS baton_lease_seq (
     token BIGINT  NOT NULL
 ) ENGINE=InnoDB;
 
+-- Control store: operators' state of each election (pauses, run-now
+-- requests, the instance registry). Versions come from the row with id 2
+-- of the _seq table (id 1 is the tokens'), so that a key deleted and made
+-- again never gets a version back; never delete that row.
+CREATE TABLE IF NOT EXISTS baton_lease_control (
+    election VARCHAR(255) NOT NULL,
+    k        VARCHAR(300) NOT NULL,
+    v        BLOB         NOT NULL,
+    version  BIGINT       NOT NULL,
+    PRIMARY KEY (election, k)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
 -- Ledger: the newest claimed tick of each job (unix nanoseconds, UTC).
 CREATE TABLE IF NOT EXISTS baton_lease_ticks (
     election   VARCHAR(255) NOT NULL,

@@ -51,6 +51,19 @@ CREATE TABLE IF NOT EXISTS baton_lease_runs (
     PRIMARY KEY (election, job, tick)
 );
 
+-- Control store: operators' state of each election (pauses, run-now
+-- requests, the instance registry). version comes from the sequence, so
+-- that a key deleted and made again never gets a version back. k is
+-- compared bytewise (COLLATE "C"): prefixes are listed as key ranges.
+CREATE SEQUENCE IF NOT EXISTS baton_lease_control_seq;
+CREATE TABLE IF NOT EXISTS baton_lease_control (
+    election VARCHAR(255) NOT NULL,
+    k        VARCHAR(300) COLLATE "C" NOT NULL,
+    v        BYTEA        NOT NULL,
+    version  BIGINT       NOT NULL,
+    PRIMARY KEY (election, k)
+);
+
 -- Upgrades of tables created by an earlier version of this file (each
 -- idempotent; existing rows keep their values).
 -- attempts: calls of the job function for the tick (0 or 1: one).
