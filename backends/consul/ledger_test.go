@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"github.com/batonhq/baton/control/controltest"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/ledger"
@@ -131,5 +132,13 @@ func TestLedger_Conformance(t *testing.T) {
 	ledgertest.Run(t, func(t *testing.T) ledgertest.Election {
 		c := newCandidate(t, a, newKey(t))
 		return ledgertest.Election{Ledger: c.Ledger(), Lead: ledgertest.Leader(c.Backend)}
+	})
+}
+
+func TestControl_Conformance(t *testing.T) {
+	a := sharedAgent(t)
+	controltest.Run(t, func(t *testing.T) controltest.Election {
+		c := newCandidate(t, a, newKey(t))
+		return controltest.Election{Store: c.Control(), Lead: ledgertest.Leader(c.Backend)}
 	})
 }

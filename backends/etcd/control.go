@@ -13,11 +13,13 @@ import (
 
 // Control returns the election's control store (pauses, run-now
 // requests, the instance registry; see package control). Its entries are
-// keys under PREFIX + "-control/", beside the ledger's and outside the
-// election:
+// keys in the ledger's subtree, outside the election, where the ledger's
+// permissions cover them (README, least privilege):
 //
-//	PREFIX-control/<key>    the entry's value
+//	PREFIX-ledger/%control/<key>    the entry's value
 //
+// No job's keys are there: the ledger path-escapes job names, and a '%'
+// of a name is escaped as "%25".
 // An entry's version is its key's ModRevision: etcd's revisions are
 // global and only grow, so a key deleted and made again never gets a
 // version back. List is one range read; Put and Delete are one
@@ -28,7 +30,7 @@ import (
 // tell which. A Put with a token finds the term's key once per token
 // (one read of the election's candidates).
 func (b *Backend) Control() control.Store {
-	return &controlStore{b: b, root: b.prefix + "-control/", terms: b.Ledger().(*tickLedger)}
+	return &controlStore{b: b, root: b.prefix + "-ledger/%control/", terms: b.Ledger().(*tickLedger)}
 }
 
 type controlStore struct {
