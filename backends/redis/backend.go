@@ -40,11 +40,16 @@ type keys struct {
 	last   string // baton:{E}:last    hash job -> newest claimed tick
 	runs   string // baton:{E}:runs:   + job: list of run entries, newest first
 	check  string // baton:{E}:check   probe key of Check, never left behind
+	ctl    string // baton:{E}:ctl     hash key -> value: the control store
+	ctlVer string // baton:{E}:ctlver  hash key -> version
+	ctlIdx string // baton:{E}:ctlidx  sorted set of the keys (all scores 0), for listing by prefix
+	ctlSeq string // baton:{E}:ctlseq  counter of versions, never reset
 }
 
 func keysOf(e string) keys {
 	p := "baton:{" + e + "}:"
-	return keys{lease: p + "lease", token: p + "token", events: p + "events", last: p + "last", runs: p + "runs:", check: p + "check"}
+	return keys{lease: p + "lease", token: p + "token", events: p + "events", last: p + "last", runs: p + "runs:", check: p + "check",
+		ctl: p + "ctl", ctlVer: p + "ctlver", ctlIdx: p + "ctlidx", ctlSeq: p + "ctlseq"}
 }
 
 // Backend is an election.Backend, LeaderReader and Checker on Redis: one

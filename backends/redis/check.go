@@ -14,7 +14,8 @@ import (
 var aclCommands = []string{
 	"ping", "evalsha", "eval", "subscribe", "unsubscribe",
 	"get", "set", "pexpire", "pttl", "incr", "del", "publish",
-	"hget", "hset", "hmget", "lpush", "ltrim", "lrange", "lset",
+	"hget", "hset", "hmget", "hdel", "lpush", "ltrim", "lrange", "lset",
+	"zadd", "zrem", "zrangebylex", // the control store
 	"wait", "cluster|slots", // WaitReplicas; a Cluster client's routing
 }
 
@@ -48,6 +49,11 @@ c('DEL', k)
 c('HSET', k, 'f', 'v')
 c('HGET', k, 'f')
 c('HMGET', k, 'f')
+c('HDEL', k, 'f')
+c('DEL', k)
+c('ZADD', k, 0, 'm')
+c('ZRANGEBYLEX', k, '-', '+')
+c('ZREM', k, 'm')
 c('DEL', k)
 c('LPUSH', k, 'v')
 c('LSET', k, 0, 'w')

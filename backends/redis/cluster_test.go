@@ -12,6 +12,7 @@ import (
 
 	"github.com/batonhq/baton/backends/redis"
 	"github.com/batonhq/baton/backends/redis/redistest"
+	"github.com/batonhq/baton/control/controltest"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/internal/faultproxy"
@@ -119,6 +120,12 @@ func TestCluster(t *testing.T) {
 		ledgertest.Run(t, func(t *testing.T) ledgertest.Election {
 			b, _ := cluster(t, redis.Config{Election: electionName(t), History: 5, MaxBatch: 7})
 			return ledgertest.Election{Ledger: b.Ledger(), Lead: ledgertest.Leader(b), History: 5}
+		})
+	})
+	t.Run("Control", func(t *testing.T) {
+		controltest.Run(t, func(t *testing.T) controltest.Election {
+			b, _ := cluster(t, redis.Config{Election: electionName(t)})
+			return controltest.Election{Store: b.Control(), Lead: ledgertest.Leader(b)}
 		})
 	})
 	t.Run("Failover", func(t *testing.T) {

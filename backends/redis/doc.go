@@ -34,7 +34,7 @@
 // A user that can run one election and nothing else (ACLRules prints the
 // rules for an election):
 //
-//	ACL SETUSER baton on >PASSWORD resetkeys resetchannels -@all ~baton:{reports}:* &baton:{reports}:* +ping +evalsha +eval +subscribe +unsubscribe +get +set +pexpire +pttl +incr +del +publish +hget +hset +hmget +lpush +ltrim +lrange +lset +wait +cluster|slots
+//	ACL SETUSER baton on >PASSWORD resetkeys resetchannels -@all ~baton:{reports}:* &baton:{reports}:* +ping +evalsha +eval +subscribe +unsubscribe +get +set +pexpire +pttl +incr +del +publish +hget +hset +hmget +hdel +lpush +ltrim +lrange +lset +zadd +zrem +zrangebylex +wait +cluster|slots
 //
 // Redis checks the ACL of every command a script calls, so the commands
 // the scripts use are listed too. Check verifies each of them. WAIT is

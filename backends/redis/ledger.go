@@ -53,6 +53,15 @@ func parseTick(s string) (time.Time, error) {
 	return time.Unix(0, n).UTC(), nil
 }
 
+// leaseHolds is the Lua check that the lease key (KEYS[1]) holds the
+// term whose value starts with ARGV[1] ("<token> "); the script returns
+// "stale <holder's token>" (or "stale none") when it does not.
+const leaseHolds = `
+local v = redis.call('GET', KEYS[1])
+if not v then return 'stale none' end
+if string.sub(v, 1, #ARGV[1]) ~= ARGV[1] then return 'stale ' .. string.match(v, '^(%S+)') end
+`
+
 // claimScript checks that the lease key holds the token (ARGV[1] is
 // "<token> "), then for each claim (ARGV job, tick, entry from ARGV[4],
 // KEYS[i+2] its runs list) records it if its tick is after the job's
@@ -61,10 +70,7 @@ func parseTick(s string) (time.Time, error) {
 // ARGV[3] "1" (WaitReplicas), a refused claim sets the job's field to
 // the same value: a write, so that the WAIT that follows covers an
 // earlier attempt of the same claim made on another connection.
-var claimScript = newScript(`
-local v = redis.call('GET', KEYS[1])
-if not v then return 'stale none' end
-if string.sub(v, 1, #ARGV[1]) ~= ARGV[1] then return 'stale ' .. string.match(v, '^(%S+)') end
+var claimScript = newScript(leaseHolds + `
 local keep = tonumber(ARGV[2])
 local out = {}
 for i = 3, #KEYS do

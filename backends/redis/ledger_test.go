@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/backends/redis"
+	"github.com/batonhq/baton/control/controltest"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/ledger"
@@ -81,4 +82,12 @@ func TestClaimBatchTiming(t *testing.T) {
 		}
 		t.Logf("claims per script call %5d: best of 5 %v (%v per claim)", n, best.Round(10*time.Microsecond), (best / time.Duration(n)).Round(time.Microsecond))
 	}
+}
+
+func TestControlConformance(t *testing.T) {
+	server(t)
+	controltest.Run(t, func(t *testing.T) controltest.Election {
+		b := newBackend(t, redis.Config{Election: electionName(t)})
+		return controltest.Election{Store: b.Control(), Lead: ledgertest.Leader(b)}
+	})
 }

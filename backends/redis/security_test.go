@@ -11,6 +11,7 @@ import (
 
 	"github.com/batonhq/baton/backends/redis"
 	"github.com/batonhq/baton/backends/redis/redistest"
+	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/internal/testcerts"
@@ -58,6 +59,17 @@ func exercise(t *testing.T, b, b2 *redis.Backend) {
 	if last, err := led.LastClaimed(ctxT(t, 5*time.Second), []string{"j"}); err != nil || !last[0].Equal(tick) {
 		t.Errorf("LastClaimed = %v, %v", last, err)
 	}
+	cs := b.Control()
+	v, err := cs.Put(ctxT(t, 5*time.Second), control.Put{Key: "run/r", Value: []byte("x"), Token: l.Token()})
+	if err != nil {
+		t.Fatalf("Control Put: %v", err)
+	}
+	if es, err := cs.List(ctxT(t, 5*time.Second), "run/"); err != nil || len(es) != 1 {
+		t.Errorf("Control List = %v, %v", es, err)
+	}
+	if err := cs.Delete(ctxT(t, 5*time.Second), "run/r", v); err != nil {
+		t.Errorf("Control Delete: %v", err)
+	}
 	got := make(chan election.Lease, 1)
 	go func() {
 		l2, err := b2.Acquire(ctxT(t, acquireWithin), election.Identity{ID: "b"})
@@ -99,6 +111,15 @@ func TestSecurity_LeastPrivilegeACL(t *testing.T) {
 	}
 
 	// One command less: Check finds it.
+	for _, cmd := range []string{"zrangebylex", "hdel"} {
+		setUser(t, s.Addr(), "short-"+cmd, "pw", strings.Replace(redis.ACLRules(e), " +"+cmd, "", 1))
+		short := cfg
+		short.Username, short.Password = "short-"+cmd, "pw"
+		err = newBackend(t, short).Check(ctxT(t, 5*time.Second))
+		if want := "(" + strings.ToUpper(cmd) + " on baton:{secure}:check)"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Check without +%s: %v, want NOPERM naming it", cmd, err)
+		}
+	}
 	setUser(t, s.Addr(), "short", "pw", strings.Replace(redis.ACLRules(e), " +lset", "", 1))
 	short := cfg
 	short.Username, short.Password = "short", "pw"
