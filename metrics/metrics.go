@@ -36,12 +36,17 @@ type Metrics struct {
 	running       *prometheus.GaugeVec
 	drain         prometheus.Histogram
 	abandoned     prometheus.Counter
+	skips         *prometheus.CounterVec
+	manual        *prometheus.CounterVec
+	paused        prometheus.Gauge
 }
 
 var (
 	_ election.Observer           = (*Metrics)(nil)
 	_ schedulerhost.Observer      = (*Metrics)(nil)
 	_ schedulerhost.RetryObserver = (*Metrics)(nil)
+
+	_ schedulerhost.ControlObserver = (*Metrics)(nil)
 )
 
 // New creates the metrics, labelled with the election's name, and
@@ -80,9 +85,15 @@ func New(reg prometheus.Registerer, electionName string) (*Metrics, error) {
 			Help: "Time from the end of a term to its runs having returned (or the drain giving up).", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
 		abandoned: prometheus.NewCounter(prometheus.CounterOpts{Name: "baton_drain_abandoned_runs_total", ConstLabels: cl,
 			Help: "Runs still going when a drain gave up."}),
+		skips: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_job_skips_total", ConstLabels: cl,
+			Help: "Ticks not run on purpose, by job and reason: paused, overlap."}, []string{"job", "reason"}),
+		manual: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_manual_runs_total", ConstLabels: cl,
+			Help: "Run-now runs finished on this instance, by job and result."}, []string{"job", "result"}),
+		paused: prometheus.NewGauge(prometheus.GaugeOpts{Name: "baton_jobs_paused", ConstLabels: cl,
+			Help: "Jobs paused, as this instance last read them while leading."}),
 	}
 	for _, c := range []prometheus.Collector{m.leader, m.token, m.elected, m.termsEnded, m.acquireErrors, m.runs, m.retries,
-		m.duration, m.lateness, m.misfires, m.skipped, m.running, m.drain, m.abandoned} {
+		m.duration, m.lateness, m.misfires, m.skipped, m.running, m.drain, m.abandoned, m.skips, m.manual, m.paused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: register: %w", err)
 		}
@@ -134,7 +145,21 @@ func (m *Metrics) Misfired(job string, ticks int) {
 }
 
 // OverlapSkipped implements schedulerhost.Observer.
-func (m *Metrics) OverlapSkipped(job string) { m.skipped.WithLabelValues(job).Inc() }
+func (m *Metrics) OverlapSkipped(job string) {
+	m.skipped.WithLabelValues(job).Inc()
+	m.skips.WithLabelValues(job, "overlap").Inc()
+}
+
+// TickSkipped implements schedulerhost.ControlObserver.
+func (m *Metrics) TickSkipped(job, reason string) { m.skips.WithLabelValues(job, reason).Inc() }
+
+// ManualRunFinished implements schedulerhost.ControlObserver.
+func (m *Metrics) ManualRunFinished(job string, result ledger.Result) {
+	m.manual.WithLabelValues(job, string(result)).Inc()
+}
+
+// PausedJobs implements schedulerhost.ControlObserver.
+func (m *Metrics) PausedJobs(n int) { m.paused.Set(float64(n)) }
 
 // Drained implements schedulerhost.Observer.
 func (m *Metrics) Drained(took time.Duration, left int) {

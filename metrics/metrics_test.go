@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/metrics"
@@ -109,6 +110,56 @@ baton_job_retries_total{election="orders",job="flaky"} 2
 baton_job_runs_total{election="orders",job="flaky",result="ok"} 1
 `
 		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "baton_job_retries_total", "baton_job_runs_total"); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// The controls' metrics: a paused job's skips by reason, the paused jobs,
+// run-now runs by result.
+func TestMetrics_Controls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+		reg := prometheus.NewPedanticRegistry()
+		m, err := metrics.New(reg, "orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		store := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
+		jobs := control.NewJobs(store.Control())
+		if err := jobs.Pause(t.Context(), control.Pause{Job: "p", By: "alice", At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := jobs.RequestRun(t.Context(), control.RunRequest{ID: "r1", Job: "once", By: "bob", At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		e, _ := election.New(election.Config{Backend: store.Candidate(), Identity: election.Identity{ID: "a"}, Observer: m, Logger: quiet})
+		h, err := schedulerhost.New(schedulerhost.Config{Observer: m, Logger: quiet, Ledger: store.Ledger(), Control: store.Control(), Instance: "a",
+			Jobs: []schedulerhost.Job{
+				{Name: "p", Schedule: "@every 1s", Run: func(context.Context) error { return nil }},
+				{Name: "once", Schedule: "0 0 0 1 1 *", Run: func(context.Context) error { return nil }},
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- e.Run(ctx, h.Lead) }()
+		time.Sleep(3500 * time.Millisecond)
+		cancel()
+		<-done
+		want := `
+# HELP baton_job_skips_total Ticks not run on purpose, by job and reason: paused, overlap.
+# TYPE baton_job_skips_total counter
+baton_job_skips_total{election="orders",job="p",reason="paused"} 3
+# HELP baton_jobs_paused Jobs paused, as this instance last read them while leading.
+# TYPE baton_jobs_paused gauge
+baton_jobs_paused{election="orders"} 1
+# HELP baton_manual_runs_total Run-now runs finished on this instance, by job and result.
+# TYPE baton_manual_runs_total counter
+baton_manual_runs_total{election="orders",job="once",result="ok"} 1
+`
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "baton_job_skips_total", "baton_jobs_paused", "baton_manual_runs_total"); err != nil {
 			t.Error(err)
 		}
 	})

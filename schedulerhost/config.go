@@ -10,6 +10,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/ledger"
 )
 
@@ -110,6 +111,15 @@ type Config struct {
 	// Instance identifies this instance in the ledger. Required with a
 	// Ledger.
 	Instance string
+	// Control, if not nil, is the election's control store (package
+	// control): every leader honours the pauses it holds (a paused job's
+	// ticks are claimed and recorded as skipped, not run) and runs the
+	// run-now requests it holds. Take it from a backend of the same
+	// election (for example etcd's (*Backend).Control).
+	Control control.Store
+	// RunNowPoll is how often a leader with a Control store looks for
+	// run-now requests. Zero means 500 ms.
+	RunNowPoll time.Duration
 	// Observer, if not nil, is told about runs, for metrics.
 	Observer Observer
 	// Logger; nil means slog.Default().
@@ -121,6 +131,7 @@ const (
 	DefaultShutdownTimeout = 25 * time.Second
 	DefaultKillGrace       = 5 * time.Second
 	DefaultMaxCatchUp      = 10
+	DefaultRunNowPoll      = 500 * time.Millisecond
 	maxDefaultGrace        = time.Minute
 )
 
@@ -151,6 +162,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.KillGrace == 0 {
 		c.KillGrace = DefaultKillGrace
+	}
+	if c.RunNowPoll == 0 {
+		c.RunNowPoll = DefaultRunNowPoll
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -187,6 +201,12 @@ func (c Config) Validate() error {
 	}
 	if c.KillGrace < 0 {
 		add("KillGrace %v: must be positive", c.KillGrace)
+	}
+	if c.RunNowPoll < 10*time.Millisecond {
+		add("RunNowPoll %v: must be at least 10ms", c.RunNowPoll)
+	}
+	if c.Control != nil && c.Instance == "" {
+		add("Instance %q: required with a Control store", c.Instance)
 	}
 	if c.Ledger != nil && c.Instance == "" {
 		add("Instance %q: required with a Ledger", c.Instance)

@@ -23,9 +23,10 @@ type pastRun struct {
 	result               uint8
 	catchUp              bool
 	err                  string
+	manual               *Manual // a run-now run's request
 }
 
-var resultCodes = []ledger.Result{ledger.ResultRunning, ledger.ResultOK, ledger.ResultFailed, ledger.ResultTimeout, ledger.ResultCancelled}
+var resultCodes = []ledger.Result{ledger.ResultRunning, ledger.ResultOK, ledger.ResultFailed, ledger.ResultTimeout, ledger.ResultCancelled, ledger.ResultSkipped}
 
 func resultCode(r ledger.Result) uint8 {
 	for i, c := range resultCodes {
@@ -53,6 +54,9 @@ func fromNanos(n int64) time.Time {
 func (j *jobState) keep(r ledger.Run) {
 	p := pastRun{tick: nanos(r.Tick), started: nanos(r.Started), ended: nanos(r.Ended), token: r.Token,
 		attempts: uint8(min(r.Attempts, 255)), result: resultCode(r.Result), catchUp: r.CatchUp, err: r.Error}
+	if r.RequestID != "" {
+		p.manual = &Manual{RequestID: r.RequestID, By: r.By}
+	}
 	if len(j.recent) < recentRuns {
 		j.recent = append(j.recent, p)
 	} else {
@@ -70,8 +74,12 @@ func (j *jobState) recentNewestFirst(n int, instance string) []ledger.Run {
 			break
 		}
 		p := j.recent[(j.oldest+len(j.recent)-1-i)%len(j.recent)]
-		out = append(out, ledger.Run{Job: j.Name, Tick: fromNanos(p.tick), Instance: instance, Token: p.token, CatchUp: p.catchUp,
-			Started: fromNanos(p.started), Ended: fromNanos(p.ended), Result: resultCodes[p.result], Error: p.err, Attempts: int(p.attempts)})
+		r := ledger.Run{Job: j.Name, Tick: fromNanos(p.tick), Instance: instance, Token: p.token, CatchUp: p.catchUp,
+			Started: fromNanos(p.started), Ended: fromNanos(p.ended), Result: resultCodes[p.result], Error: p.err, Attempts: int(p.attempts)}
+		if p.manual != nil {
+			r.RequestID, r.By = p.manual.RequestID, p.manual.By
+		}
+		out = append(out, r)
 	}
 	return out
 }

@@ -182,6 +182,17 @@ func (h *Host) Lead(ctx context.Context, term election.Term) error {
 	if h.cfg.Ledger != nil {
 		t.catchUp(loopCtx, sc.at)
 	}
+	var polled chan struct{}
+	if h.cfg.Control != nil {
+		polled = make(chan struct{})
+		go func() {
+			defer close(polled)
+			t.pollRunNow(loopCtx)
+		}()
+	}
 	t.loop(loopCtx, sc)
+	if polled != nil {
+		<-polled // no run now starts after this: the drain counts them all
+	}
 	return t.drain(context.Cause(loopCtx))
 }

@@ -17,6 +17,7 @@ import (
 //
 //	gateStep     waits for the claim turn and the tick's jitter delay; stops a run of a stopping or lost term
 //	claimStep    claims the tick in the ledger (with a Ledger only)
+//	pauseStep    records the tick as skipped if its job is paused (with a Control store only; control.go)
 //	observeStep  tells the Observer and the log that the run starts and how it ended
 //	retryStep    calls the rest once per attempt: again after a failure, while retries are left (retry.go)
 //	timeoutStep  gives the attempt a context that ends after the job's Timeout (with a Timeout only)
@@ -56,6 +57,9 @@ func (h *Host) pipeline(withTimeout bool) runFunc {
 	steps := []step{gateStep}
 	if h.cfg.Ledger != nil {
 		steps = append(steps, claimStep)
+	}
+	if h.cfg.Control != nil {
+		steps = append(steps, pauseStep)
 	}
 	steps = append(steps, observeStep, retryStep)
 	if withTimeout {
@@ -129,8 +133,8 @@ func observeStep(next runFunc) runFunc {
 	return func(r *tickRun) {
 		h, j, tick := r.t.h, r.job, r.tick.Time
 		r.started, r.startedMono = h.clock.now()
-		lateness := r.started.Sub(tick.Add(r.delay)) // from the start its jitter delay set
-		if h.cfg.Observer != nil {
+		lateness := r.started.Sub(tick.Add(r.delay))  // from the start its jitter delay set
+		if h.cfg.Observer != nil { // a run now's lateness is from its request
 			h.cfg.Observer.RunStarted(j.Name, tick, lateness)
 		}
 		logInfo := h.log.Enabled(context.Background(), slog.LevelInfo)

@@ -50,6 +50,7 @@ type tickRun struct {
 	tn       turn         // the run's claim turn, passed on by gateStep or claimStep
 	expected bool         // counted by the term's claim queue (batch.go) until it claims or arrives
 	attempt  atomic.Int32 // the attempt going or last made, from 1 (retryStep); read by AttemptFromContext
+	manual   *Manual      // set for a run-now run (control.go); read by ManualFromContext
 
 	// Filled in by the steps.
 	ctx         context.Context // what the job function gets: the run itself, or timeoutStep's child
@@ -77,6 +78,11 @@ func (r *tickRun) Value(key any) any {
 		return &r.tick
 	case attemptKey{}:
 		return int(r.attempt.Load())
+	case manualKey{}:
+		if r.manual != nil {
+			return r.manual
+		}
+		return nil
 	}
 	return r.Context.Value(key)
 }

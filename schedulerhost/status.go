@@ -2,9 +2,11 @@ package schedulerhost
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
+	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/ledger"
 )
 
@@ -71,11 +73,20 @@ func (h *Host) Leading() bool {
 func (h *Host) Ledger() ledger.Ledger { return h.cfg.Ledger }
 
 // History returns up to n of job's most recent runs, newest first, from
-// the ledger (every instance's runs) or, without one, from this instance's
+// the ledger (every instance's runs; with a Control store, merged with the
+// job's run-now runs, by start) or, without one, from this instance's
 // memory.
 func (h *Host) History(ctx context.Context, job string, n int) ([]ledger.Run, error) {
 	if h.cfg.Ledger != nil {
-		return h.cfg.Ledger.History(ctx, job, n)
+		runs, err := h.cfg.Ledger.History(ctx, job, n)
+		if err != nil || h.cfg.Control == nil {
+			return runs, err
+		}
+		reqs, err := control.NewJobs(h.cfg.Control).Requests(ctx)
+		if err != nil {
+			return runs, fmt.Errorf("run-now requests: %w", err)
+		}
+		return mergeManual(runs, reqs, job, n), nil
 	}
 	h.mu.Lock()
 	jobs, removed := h.jobs, h.pruneRemoved()

@@ -44,6 +44,8 @@ type termRun struct {
 	wake    chan struct{} // capacity 1
 
 	claims *batchQueue[ledger.Claim] // the term's claims on their way to the ledger (batch.go); nil without a Ledger
+
+	pauses pauseView // the latest read of the pauses (control.go), with a Control store
 }
 
 // newTerm returns the state of term, led under ctx, Lead's context. Runs go

@@ -31,6 +31,10 @@ const (
 	EnvElection = "BATON_ELECTION" // the election's name
 	EnvCatchUp  = "BATON_CATCH_UP" // "1" for a catch-up run (ticks missed while nobody led), else "0"
 	EnvAttempt  = "BATON_ATTEMPT"  // the attempt of the tick's run, from 1 (schedulerhost.Job.Retries)
+	EnvRunKind  = "BATON_RUN_KIND" // "scheduled", "catch-up" or "manual" (a run now)
+	// A run now's request id and who asked for it (empty otherwise).
+	EnvRequestID   = "BATON_REQUEST_ID"
+	EnvRequestedBy = "BATON_REQUESTED_BY"
 )
 
 // DefaultKillGrace is Command.KillGrace when zero.
@@ -102,6 +106,15 @@ func (c *Command) Run(ctx context.Context) error {
 		EnvCatchUp+"="+catchUp(tick),
 		EnvAttempt+"="+strconv.Itoa(max(1, schedulerhost.AttemptFromContext(ctx))),
 	)
+	kind := "scheduled"
+	if tick.CatchUp {
+		kind = "catch-up"
+	}
+	if m, ok := schedulerhost.ManualFromContext(ctx); ok {
+		kind = "manual"
+		env = append(env, EnvRequestID+"="+m.RequestID, EnvRequestedBy+"="+m.By)
+	}
+	env = append(env, EnvRunKind+"="+kind)
 
 	stdout := lineLogger(log, "stdout")
 	stderr := lineLogger(log, "stderr")
