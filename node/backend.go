@@ -28,6 +28,7 @@ import (
 	batonsql "github.com/batonhq/baton/backends/sql"
 	"github.com/batonhq/baton/backends/sql/mysql"
 	"github.com/batonhq/baton/backends/sql/postgres"
+	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/ledger"
 )
@@ -247,6 +248,7 @@ func ConsulKey(name string) string { return consul.LockKey("service/baton/" + na
 type Opened struct {
 	Backend election.Backend
 	Ledger  ledger.Ledger // nil if the backend has none
+	Control control.Store // the election's control store; nil if the backend has none
 	Where   string        // what an operator looks at: prefix, key, table+row
 	close   func()
 }
@@ -258,6 +260,11 @@ func (o *Opened) Close() { o.close() }
 // ledgerer is implemented by backends that keep a tick ledger.
 type ledgerer interface {
 	Ledger() ledger.Ledger
+}
+
+// controller is implemented by backends that keep a control store.
+type controller interface {
+	Control() control.Store
 }
 
 // Open connects to the backend the flags name, with timing t and (SQL
@@ -370,6 +377,9 @@ func (b *BackendFlags) Open(ctx context.Context, t election.Timing, poll time.Du
 	}
 	if l, ok := o.Backend.(ledgerer); ok {
 		o.Ledger = l.Ledger()
+	}
+	if c, ok := o.Backend.(controller); ok {
+		o.Control = c.Control()
 	}
 	return o, nil
 }

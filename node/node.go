@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/internal/jobsfile"
 	"github.com/batonhq/baton/schedulerhost"
@@ -50,6 +51,22 @@ type Config struct {
 	// ReadJobs reads the jobs file again for Reload. Nil means
 	// jobsfile.Load(JobsFile.Path).
 	ReadJobs func() (*jobsfile.File, error)
+	// Control is the election's control store (package control), if its
+	// backend has one: with it, the node serves pause, resume and run
+	// now (POST /jobs/{job}/pause, /resume, /run; GET /runs/{id}),
+	// publishes itself in the registry of instances, records its terms,
+	// and /status shows all three. Give the Host the same store
+	// (schedulerhost.Config.Control).
+	Control control.Store
+	// Version is the program's version, published in the registry.
+	Version string
+	// Address is where this node's HTTP API is reached, published in the
+	// registry (so that the status page can link to the other
+	// instances). Optional.
+	Address string
+	// InstanceInterval is how often the node publishes itself in the
+	// registry. Zero means DefaultInstanceInterval.
+	InstanceInterval time.Duration
 	// Logger receives the node's records (admin requests, shutdown).
 	// Nil means slog.Default().
 	Logger *slog.Logger
@@ -88,6 +105,9 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Election == "" {
 		errs = append(errs, errors.New("node: Election is required"))
 	}
+	if cfg.InstanceInterval < 0 {
+		errs = append(errs, fmt.Errorf("node: InstanceInterval %v: must not be negative", cfg.InstanceInterval))
+	}
 	if cfg.StepDownCooldown < 0 {
 		errs = append(errs, fmt.Errorf("node: StepDownCooldown %v: must not be negative", cfg.StepDownCooldown))
 	}
@@ -99,6 +119,9 @@ func New(cfg Config) (*Node, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.InstanceInterval == 0 {
+		cfg.InstanceInterval = DefaultInstanceInterval
 	}
 	cfg.AdminToken = append([]byte(nil), cfg.AdminToken...)
 	n := &Node{cfg: cfg, jobs: cfg.JobsFile}
@@ -127,8 +150,14 @@ func (n *Node) Run(ctx context.Context, ln net.Listener) error {
 	g.Go(func() error {
 		defer close(electorDone)
 		defer n.loopAlive.Store(false)
-		return el.Run(gctx, host.Lead)
+		return el.Run(gctx, n.lead)
 	})
+	if n.cfg.Control != nil {
+		g.Go(func() error {
+			n.publish(gctx)
+			return nil
+		})
+	}
 	g.Go(func() error {
 		<-gctx.Done()
 		n.stopping.Store(true)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
@@ -40,6 +41,10 @@ func (s *server) routes() {
 	s.mux.HandleFunc("POST /standby", s.admin(s.handleStandby))
 	s.mux.HandleFunc("POST /eligible", s.admin(s.handleEligible))
 	s.mux.HandleFunc("POST /reload", s.admin(s.handleReload))
+	s.mux.HandleFunc("POST /jobs/{job}/pause", s.admin(s.handlePause))
+	s.mux.HandleFunc("POST /jobs/{job}/resume", s.admin(s.handleResume))
+	s.mux.HandleFunc("POST /jobs/{job}/run", s.admin(s.handleRunNow))
+	s.mux.HandleFunc("GET /runs/{id}", s.handleRun)
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
@@ -107,14 +112,21 @@ type Status struct {
 	Now           time.Time            `json:"now"`                 // this node's clock, for relative times
 	JobsHash      string               `json:"jobs_hash,omitempty"` // SHA-256 of the job set running (jobsfile.File.JobsHash), with a jobs file
 	Jobs          []StatusJob          `json:"jobs"`
+	// With a control store (Config.Control): every instance of the
+	// election, the recorded terms (newest first), and what could not be
+	// read.
+	Instances  []StatusInstance `json:"instances,omitempty"`
+	Terms      []control.Term   `json:"terms,omitempty"`
+	ControlErr string           `json:"control_error,omitempty"`
 }
 
 // StatusJob is one job of a Status. With ?history=N, History holds the
 // job's last N runs from the ledger: every instance's, newest first.
 type StatusJob struct {
 	schedulerhost.JobStatus
-	History    []ledger.Run `json:"history,omitempty"`
-	HistoryErr string       `json:"history_error,omitempty"`
+	History    []ledger.Run   `json:"history,omitempty"`
+	HistoryErr string         `json:"history_error,omitempty"`
+	Paused     *control.Pause `json:"paused,omitempty"` // with a control store: the job's pause, if paused
 }
 
 // maxStatusHistory caps ?history=N.
@@ -167,6 +179,9 @@ func (n *Node) Status(ctx context.Context, history int) Status {
 		}
 	} else if !errors.Is(err, election.ErrNoLeader) {
 		d.LeaderErr = err.Error()
+	}
+	if n.cfg.Control != nil {
+		n.controlStatus(lctx, &d)
 	}
 	d.Healthy = n.Healthy().OK
 	d.Ready = n.Ready().OK

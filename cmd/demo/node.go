@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -92,7 +93,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 
 	hcfg := node.HostConfig(f, bf.Election, *id, log)
-	hcfg.Ledger, hcfg.Observer = o.Ledger, m
+	hcfg.Ledger, hcfg.Observer, hcfg.Control = o.Ledger, m, o.Control
 	host, err := schedulerhost.New(hcfg)
 	if err != nil {
 		return f.Locate(err)
@@ -113,15 +114,6 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		el.SetEligible(false)
 	}
 
-	n, err := node.New(node.Config{Elector: el, Host: host, Election: bf.Election, Backend: bf.Kind, Where: o.Where,
-		Registry: reg, AdminToken: adminToken, StepDownCooldown: *cooldown, Logger: log,
-		JobsFile: f, ReadJobs: func() (*jobsfile.File, error) { return loadJobs(*config) }})
-	if err != nil {
-		return err
-	}
-	// SIGHUP re-reads the jobs file, as POST /reload does.
-	stopReload := n.ReloadOnSignal(ctx, syscall.SIGHUP)
-	defer stopReload()
 	var ln net.Listener
 	httpURL := "none"
 	if *httpAddr != "" {
@@ -134,6 +126,19 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			log.Warn("admin endpoints reachable beyond loopback over plain HTTP: the bearer token travels in clear", "http", httpURL)
 		}
 	}
+	n, err := node.New(node.Config{Elector: el, Host: host, Election: bf.Election, Backend: bf.Kind, Where: o.Where,
+		Registry: reg, AdminToken: adminToken, StepDownCooldown: *cooldown, Logger: log,
+		Control: o.Control, Version: version(), Address: strings.TrimPrefix(httpURL, "none"),
+		JobsFile: f, ReadJobs: func() (*jobsfile.File, error) { return loadJobs(*config) }})
+	if err != nil {
+		if ln != nil {
+			ln.Close()
+		}
+		return err
+	}
+	// SIGHUP re-reads the jobs file, as POST /reload does.
+	stopReload := n.ReloadOnSignal(ctx, syscall.SIGHUP)
+	defer stopReload()
 	log.Info("node started", "pid", os.Getpid(), "backend", bf.Kind, "where", o.Where,
 		"http", httpURL, "config", f.Path, "jobs", len(f.Jobs), "eligible", !*standby, "admin", adminFrom)
 
@@ -155,4 +160,12 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	log.Info("node stopped")
 	return nil
+}
+
+// version is the module version the binary was built from, or "devel".
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "devel"
 }
