@@ -48,6 +48,8 @@ var interesting = map[string]bool{
 	"released leadership with error":                     true,
 	"catch-up skipped: reading last claimed tick failed": true,
 	"jobs reloaded":                                      true,
+	"retry not started: term over":                       true,
+	"run ended":                                          true,
 }
 
 // runKey identifies a run: job, tick (unix seconds), token.
