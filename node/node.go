@@ -175,9 +175,10 @@ func (n *Node) Run(ctx context.Context, ln net.Listener) error {
 // Handler returns the node's HTTP API, for a server of the caller's own
 // (Run serves it when given a listener): GET / (the status page),
 // /status, /metrics, and /healthz and /readyz (200 "ok", or 503 and the
-// verdict's first reason), and the admin endpoints POST /step-down,
-// /standby, /eligible and /reload. Handlers may run on any goroutine, before, during
-// and after Run.
+// verdict's first reason), GET /runs/{id}, and the admin endpoints POST
+// /step-down, /standby, /eligible, /reload and /jobs/{job}/pause,
+// /resume and /run (the last three need a Control store). Handlers may
+// run on any goroutine, before, during and after Run.
 func (n *Node) Handler() http.Handler { return n.handler }
 
 // Verdict is the answer of Healthy or Ready. Reasons lists every check
