@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/e2e/history"
-	"github.com/batonhq/baton/internal/faultproxy"
 	"github.com/batonhq/baton/internal/testenv"
 )
 
@@ -205,56 +204,14 @@ func jobEventAt(p *proc, msg, job string, from time.Time) (time.Time, bool) {
 }
 
 func runControl(t *testing.T, name string) {
-	dir, err := os.MkdirTemp("", "baton-e2e-control-"+name+"-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	keep := os.Getenv("BATON_E2E_KEEP") == "1"
-	defer func() {
-		if t.Failed() || keep {
-			fmt.Printf("e2e control %s: artifacts kept in %s\n", name, dir)
-			return
-		}
-		os.RemoveAll(dir)
-	}()
-	be, err := newBackend(context.Background(), name, dir)
-	if errors.Is(err, testenv.ErrUnavailable) {
-		testenv.Unavailable(t, "%v", err)
-	}
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	defer be.close()
-	tokenFile := filepath.Join(dir, "admin-token")
-	if err := os.WriteFile(tokenFile, []byte("e2e-control\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	attemptsPath := filepath.Join(dir, "attempts.log")
-	sc := &scenario{t: t, be: be, dir: dir, counts: map[string]int{},
-		runsPath: filepath.Join(dir, "runs.log"), jobsPath: filepath.Join(dir, "jobs.yaml"),
-		extraArgs: []string{"--admin-token-file", tokenFile}}
-	if err := os.WriteFile(sc.jobsPath, []byte(controlJobs(be, sc.runsPath, attemptsPath)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 2 {
-		px, err := faultproxy.New(be.target)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer px.Close()
-		sc.slots = append(sc.slots, &slot{i: i, proxy: px})
-	}
-	defer sc.cleanup()
-	sc.started = time.Now()
-	for _, s := range sc.slots {
-		if _, err := sc.startProc(s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	l, ok := sc.settle(sc.started)
-	if !ok {
-		t.Fatalf("%s: no leader ran a job; logs in %s", name, dir)
-	}
+	sc := &scenario{}
+	var attemptsPath string
+	l := startCluster(t, name, sc, clusterOpts{label: "control", nodes: 2, token: "e2e-control",
+		jobs: func(be *backend, sc *scenario) string {
+			attemptsPath = filepath.Join(sc.dir, "attempts.log")
+			return controlJobs(be, sc.runsPath, attemptsPath)
+		}})
+	be, dir := sc.be, sc.dir
 	from := time.Now()
 
 	// 1. Pause through a follower; the leader honours it from its next
@@ -287,6 +244,7 @@ func runControl(t *testing.T, name string) {
 		sc.note("info-restart", p.id, "SIGTERM, then a new process")
 		sc.restartSlot(p.slot)
 	}
+	var ok bool
 	if l, ok = sc.settle(time.Now()); !ok {
 		t.Fatalf("no leader after restarting every node; logs in %s", dir)
 	}

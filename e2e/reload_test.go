@@ -1,14 +1,11 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -16,7 +13,6 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/e2e/history"
-	"github.com/batonhq/baton/internal/faultproxy"
 	"github.com/batonhq/baton/internal/testenv"
 )
 
@@ -66,33 +62,10 @@ func reloadJobs(be *backend, runs string, bad bool, jobs ...string) string {
 }
 
 func runReload(t *testing.T, name string) {
-	dir, err := os.MkdirTemp("", "baton-e2e-reload-"+name+"-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	keep := os.Getenv("BATON_E2E_KEEP") == "1"
-	defer func() {
-		if t.Failed() || keep {
-			fmt.Printf("e2e reload %s: artifacts kept in %s\n", name, dir)
-			return
-		}
-		os.RemoveAll(dir)
-	}()
-	be, err := newBackend(context.Background(), name, dir)
-	if errors.Is(err, testenv.ErrUnavailable) {
-		testenv.Unavailable(t, "%v", err)
-	}
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	defer be.close()
-	tokenFile := filepath.Join(dir, "admin-token")
-	if err := os.WriteFile(tokenFile, []byte("e2e-reload\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sc := &scenario{t: t, be: be, dir: dir, counts: map[string]int{},
-		runsPath: filepath.Join(dir, "runs.log"), jobsPath: filepath.Join(dir, "jobs.yaml"),
-		extraArgs: []string{"--admin-token-file", tokenFile}}
+	sc := &scenario{}
+	l := startCluster(t, name, sc, clusterOpts{label: "reload", nodes: 2, token: "e2e-reload",
+		jobs: func(be *backend, sc *scenario) string { return reloadJobs(be, sc.runsPath, false, "keep", "a") }})
+	be := sc.be
 	write := func(bad bool, jobs ...string) {
 		t.Helper()
 		// Written aside and renamed, as an editor or a config manager
@@ -104,26 +77,6 @@ func runReload(t *testing.T, name string) {
 		if err := os.Rename(tmp, sc.jobsPath); err != nil {
 			t.Fatal(err)
 		}
-	}
-	write(false, "keep", "a")
-	for i := range 2 {
-		px, err := faultproxy.New(be.target)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer px.Close()
-		sc.slots = append(sc.slots, &slot{i: i, proxy: px})
-	}
-	defer sc.cleanup()
-	sc.started = time.Now()
-	for _, s := range sc.slots {
-		if _, err := sc.startProc(s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	l, ok := sc.settle(sc.started)
-	if !ok {
-		t.Fatalf("%s: no leader ran a job; logs in %s", name, dir)
 	}
 	_, tm := sc.leader()
 	token := tm.Token

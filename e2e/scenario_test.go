@@ -2,12 +2,10 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -445,53 +443,8 @@ func runScenario(t *testing.T, name string, prof profile, seed uint64) string {
 	h := fnv.New64a()
 	h.Write([]byte(name))
 	sc := &scenario{t: t, prof: prof, seed: seed, rng: rand.New(rand.NewPCG(seed, h.Sum64())), counts: map[string]int{}}
-	dir, err := os.MkdirTemp("", "baton-e2e-"+name+"-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc.dir = dir
-	keep := os.Getenv("BATON_E2E_KEEP") == "1"
-	defer func() {
-		if t.Failed() || keep {
-			fmt.Printf("e2e %s: artifacts kept in %s\n", name, dir)
-			return
-		}
-		os.RemoveAll(dir)
-	}()
-	ctx := context.Background()
-	be, err := newBackend(ctx, name, dir)
-	if errors.Is(err, testenv.ErrUnavailable) {
-		testenv.Unavailable(t, "%v", err)
-	}
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	defer be.close()
-	sc.be = be
-	sc.runsPath = filepath.Join(dir, "runs.log")
-	sc.jobsPath = filepath.Join(dir, "jobs.yaml")
-	if err := os.WriteFile(sc.jobsPath, []byte(jobsFile(be, sc.runsPath)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for i := range be.nodes {
-		px, err := faultproxy.New(be.target)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer px.Close()
-		sc.slots = append(sc.slots, &slot{i: i, proxy: px})
-	}
-	defer sc.cleanup()
-	sc.started = time.Now()
-	for _, s := range sc.slots {
-		if _, err := sc.startProc(s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sc.note("info-start", name, "%d nodes, TTL %v, artifacts %s", be.nodes, be.ttl, dir)
-	if _, ok := sc.settle(sc.started); !ok {
-		t.Fatalf("%s: no leader ran a job within the start-up bound; logs in %s", name, dir)
-	}
+	startCluster(t, name, sc, clusterOpts{jobs: func(be *backend, sc *scenario) string { return jobsFile(be, sc.runsPath) }})
+	dir := sc.dir
 	// Ticks are judged from the moment both jobs have run once: a new
 	// leader catches up from a job's last claimed tick, and before the
 	// first claim there is none.

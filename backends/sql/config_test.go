@@ -113,12 +113,13 @@ func TestSchemaSQL(t *testing.T) {
 			t.Fatal(err)
 		}
 		all := strings.Join(stmts, "\n")
-		if strings.Contains(all, "baton_lease") || !strings.Contains(all, "ops.leader_ticks") || !strings.Contains(all, "ops.leader_runs") {
+		if strings.Contains(all, "baton_lease") || !strings.Contains(all, "ops.leader_ticks") || !strings.Contains(all, "ops.leader_runs") ||
+			!strings.Contains(all, "ops.leader_control") {
 			t.Errorf("%v: placeholder not replaced:\n%s", d, all)
 		}
-		want := 4 // the lease, its token counter, ticks, runs
+		want := 5 // the lease, its token counter, ticks, runs, the control store
 		if d == sql.Postgres {
-			want++ // the upgrade adding runs.attempts (MySQL: EnsureSchema's addColumn)
+			want += 2 // the control store's version sequence; the upgrade adding runs.attempts (MySQL: EnsureSchema's addColumn)
 		}
 		if len(stmts) != want {
 			t.Errorf("%v: %d statements, want %d", d, len(stmts), want)
