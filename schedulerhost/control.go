@@ -167,6 +167,12 @@ func pauseStep(next runFunc) runFunc {
 	return func(r *tickRun) {
 		t := r.t
 		ps, err := t.pausesAt(r.tick.Time)
+		// The read is a round trip more between the claim and the start:
+		// the term may have ended meanwhile.
+		if terr := t.check(); terr != nil {
+			r.termOver(terr)
+			return
+		}
 		if err != nil {
 			t.h.log.Error("run not started: pause state unknown", "job", r.job.Name, "tick", r.tick.Time, "token", t.token, "err", err)
 			r.notRun(ledger.ResultCancelled, fmt.Errorf("not started: pause state unknown: %w", err))

@@ -311,6 +311,8 @@ type countingStore struct {
 	mu    sync.Mutex
 	lists int
 	fail  atomicBool
+	// onList, if set, is called once, at the first read of the pauses.
+	onList func()
 }
 
 type atomicBool struct {
@@ -323,10 +325,15 @@ func (b *atomicBool) Load() bool   { b.mu.Lock(); defer b.mu.Unlock(); return b.
 
 func (s *countingStore) List(ctx context.Context, prefix string) ([]control.Entry, error) {
 	s.mu.Lock()
+	var hook func()
 	if prefix == "pause/" {
 		s.lists++
+		hook, s.onList = s.onList, nil
 	}
 	s.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
 	if s.fail.Load() {
 		return nil, errors.New("store unreachable")
 	}
@@ -337,4 +344,34 @@ func (s *countingStore) listed() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.lists
+}
+
+// TestControl_TermEndsDuringThePauseRead: the read of the pauses is one
+// round trip more between the claim and the start; a term that ends
+// meanwhile starts no run (the tick is recorded as claimed, not started).
+func TestControl_TermEndsDuringThePauseRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemory()
+		var rs ctlRuns
+		ctl := &countingStore{Store: m.Control()}
+		n := startNode(t, m, "a", schedulerhost.Config{Control: ctl, Jobs: []schedulerhost.Job{rs.job("p")}})
+		// The first read of the pauses outlasts the term: the node is cut
+		// off from the store, and its lease's local deadline passes.
+		ctl.mu.Lock()
+		ctl.onList = func() {
+			n.backend.Cut()
+			time.Sleep(6 * time.Second)
+		}
+		ctl.mu.Unlock()
+		time.Sleep(8 * time.Second)
+		n.backend.Heal()
+		n.stop(t)
+		if runs := rs.of("p"); len(runs) != 0 {
+			t.Errorf("p ran %d times although its term ended during the pause read, want 0", len(runs))
+		}
+		hist, _ := m.Ledger().History(t.Context(), "p", 10)
+		if len(hist) == 0 || hist[0].Result != ledger.ResultCancelled || !strings.Contains(hist[0].Error, "not started: term ended") {
+			t.Errorf("history %+v, want the claimed tick recorded as not started", hist)
+		}
+	})
 }
