@@ -133,8 +133,8 @@ func observeStep(next runFunc) runFunc {
 	return func(r *tickRun) {
 		h, j, tick := r.t.h, r.job, r.tick.Time
 		r.started, r.startedMono = h.clock.now()
-		lateness := r.started.Sub(tick.Add(r.delay))  // from the start its jitter delay set
-		if h.cfg.Observer != nil { // a run now's lateness is from its request
+		lateness := r.started.Sub(tick.Add(r.delay)) // from the start its jitter delay set
+		if h.cfg.Observer != nil {                   // a run now's lateness is from its request
 			h.cfg.Observer.RunStarted(j.Name, tick, lateness)
 		}
 		logInfo := h.log.Enabled(context.Background(), slog.LevelInfo)
