@@ -133,8 +133,9 @@ func observeStep(next runFunc) runFunc {
 	return func(r *tickRun) {
 		h, j, tick := r.t.h, r.job, r.tick.Time
 		r.started, r.startedMono = h.clock.now()
-		lateness := r.started.Sub(tick.Add(r.delay)) // from the start its jitter delay set
-		if h.cfg.Observer != nil {                   // a run now's lateness is from its request
+		// From the start its jitter delay set; a run now's, from its request.
+		lateness := r.started.Sub(tick.Add(r.delay))
+		if h.cfg.Observer != nil {
 			h.cfg.Observer.RunStarted(j.Name, tick, lateness)
 		}
 		logInfo := h.log.Enabled(context.Background(), slog.LevelInfo)
