@@ -18,8 +18,9 @@ import (
 	"github.com/batonhq/baton/schedulerhost"
 )
 
-// FuzzHTTP sends garbage to a node's HTTP API (on the in-memory backend,
-// admin token "tok", not running, so /healthz and /readyz say 503): any
+// FuzzHTTP sends garbage to a node's HTTP API (on the in-memory backend
+// with its control store, admin token "tok", not running, so /healthz and
+// /readyz say 503): any
 // method, path, query, Authorization header and body. No handler panics;
 // the only 5xx is the 503 of /healthz and /readyz, which a clean GET of
 // the same path gives too; every 4xx says why in its body; a 2xx of
@@ -40,7 +41,7 @@ func FuzzHTTP(f *testing.F) {
 		f.Fatal(err)
 	}
 	n, err := New(Config{Elector: el, Host: host, Election: "e", Backend: "memory", Registry: NewRegistry(),
-		AdminToken: []byte("tok"), StepDownCooldown: time.Hour, Logger: discard})
+		AdminToken: []byte("tok"), StepDownCooldown: time.Hour, Logger: discard, Control: mem.Control()})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -67,6 +68,10 @@ func FuzzHTTP(f *testing.F) {
 		{1, "/step-down", "cooldown=1h", "Bearer tok"}, {1, "/step-down", "cooldown=-1s", "Bearer tok"},
 		{1, "/step-down", "cooldown=soon", "bearer tok"}, {1, "/standby", "", "Bearer tok"}, {1, "/eligible", "", "Bearer  tok "},
 		{1, "/eligible", "", "Basic tok"}, {0, "/step-down", "", ""}, {2, "/status", "", ""}, {0, "//status/../healthz", "", ""},
+		{1, "/jobs/j/pause", "by=al&note=n%20b", "Bearer tok"}, {1, "/jobs/j/resume", "run_missed=1", "Bearer tok"},
+		{1, "/jobs/j/run", "request_id=r-1", "Bearer tok"}, {1, "/jobs/j/run", "request_id=%00", "Bearer tok"},
+		{1, "/jobs/nope/pause", "", "Bearer tok"}, {1, "/jobs/j%2Fx/run", "", "Bearer tok"}, {0, "/runs/r-1", "", ""},
+		{0, "/runs/", "", ""},
 	} {
 		f.Add(s.m, s.path, s.q, s.auth, []byte(`{"cooldown":"1h"}`))
 	}
