@@ -110,7 +110,7 @@ func TestHostConfig_KillGrace(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			hc := HostConfig(f, "e", "n1", nil)
+			hc, _ := HostConfig(f, "e", "n1", nil)
 			if hc.KillGrace != tc.wantGrace || len(hc.Jobs) != 1 || hc.Instance != "n1" {
 				t.Errorf("HostConfig: KillGrace %v, %d jobs, instance %q; want %v, 1, n1", hc.KillGrace, len(hc.Jobs), hc.Instance, tc.wantGrace)
 			}
@@ -131,7 +131,7 @@ func TestHostConfig_RetriesAndJitter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hc := HostConfig(f, "e", "n1", nil)
+	hc, _ := HostConfig(f, "e", "n1", nil)
 	if j := hc.Jobs[0]; j.Retries != 2 || j.RetryBackoff != 3*time.Second || j.RetryBackoffMax != 20*time.Second || j.Jitter != time.Minute {
 		t.Errorf("HostConfig job = %+v, want retries 2, backoff 3s to 20s, jitter 1m", j)
 	}

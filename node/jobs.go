@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/internal/execjob"
+	"github.com/batonhq/baton/internal/httpjob"
 	"github.com/batonhq/baton/internal/jobsfile"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -21,22 +23,27 @@ func ShutdownConfigOf(f *jobsfile.File) ShutdownConfig {
 // HostConfig is the schedulerhost configuration of f's jobs, run by
 // instance in election electionName, logging to log: the jobs, the
 // shutdown timeout, and the Host's kill grace (the commands' grace plus
-// KillGraceMargin). The caller adds the Ledger and the Observer.
-func HostConfig(f *jobsfile.File, electionName, instance string, log *slog.Logger) schedulerhost.Config {
+// KillGraceMargin). The caller adds the Ledger and the Observer. The
+// error, located in f (FILE:LINE: jobs[i]: ...), is an HTTP job whose
+// TLS files do not load.
+func HostConfig(f *jobsfile.File, electionName, instance string, log *slog.Logger) (schedulerhost.Config, error) {
 	b := ShutdownConfigOf(f).withDefaults()
+	jobs, err := hostJobs(f, electionName, instance, b.KillGrace, log)
 	return schedulerhost.Config{
-		Jobs:            hostJobs(f, electionName, instance, b.KillGrace, log),
+		Jobs:            jobs,
 		ShutdownTimeout: f.Election.ShutdownTimeout,
 		KillGrace:       b.KillGrace + KillGraceMargin,
 		Instance:        instance,
 		Logger:          log,
-	}
+	}, err
 }
 
 // hostJobs turns the file's jobs into schedulerhost jobs run by this
-// instance; command jobs get grace between SIGTERM and SIGKILL.
-func hostJobs(f *jobsfile.File, electionName, instance string, grace time.Duration, log *slog.Logger) []schedulerhost.Job {
+// instance; command jobs get grace between SIGTERM and SIGKILL. The error
+// is located in f.
+func hostJobs(f *jobsfile.File, electionName, instance string, grace time.Duration, log *slog.Logger) ([]schedulerhost.Job, error) {
 	var out []schedulerhost.Job
+	var errs []error
 	for _, j := range f.Jobs {
 		hj := schedulerhost.Job{
 			Name:         j.Name,
@@ -57,6 +64,14 @@ func hostJobs(f *jobsfile.File, electionName, instance string, grace time.Durati
 			c := &execjob.Command{Job: j.Name, Script: j.Command, Election: electionName, Instance: instance,
 				KillGrace: grace, Logger: log}
 			hj.Run = c.Run
+		case j.HTTP != nil:
+			hj.Run = failJob // replaced below; a job that does not load is an error anyway
+			h, err := httpjob.New(j.Name, electionName, instance, httpRequest(j.HTTP))
+			if err != nil {
+				errs = append(errs, fmt.Errorf("job %q: http: %w", j.Name, err))
+				break
+			}
+			hj.Run = h.Run
 		case j.Builtin == jobsfile.BuiltinSleep:
 			hj.Run = sleepJob(j.Duration)
 		case j.Builtin == jobsfile.BuiltinLog:
@@ -66,7 +81,20 @@ func hostJobs(f *jobsfile.File, electionName, instance string, grace time.Durati
 		}
 		out = append(out, hj)
 	}
-	return out
+	return out, f.Locate(errors.Join(errs...))
+}
+
+// httpRequest is the httpjob request of an http job.
+func httpRequest(h *jobsfile.HTTP) httpjob.Request {
+	r := httpjob.Request{Method: h.Method, URL: h.URL, Body: h.Body, BearerTokenFile: h.BearerTokenFile,
+		CACert: h.CACert, Cert: h.ClientCert, Key: h.Key}
+	if len(h.Headers) > 0 {
+		r.Header = http.Header{}
+		for _, kv := range h.Headers {
+			r.Header.Add(kv[0], kv[1])
+		}
+	}
+	return r
 }
 
 // sleepJob sleeps for d or until its run is cancelled. A graceful stop

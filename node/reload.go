@@ -57,8 +57,10 @@ func (n *Node) Reload() (ReloadSummary, error) {
 	f, err := read()
 	if err == nil {
 		grace := ShutdownConfigOf(n.cfg.JobsFile).withDefaults().KillGrace // the Host's KillGrace was set from it
-		jobs := hostJobs(f, n.cfg.Election, n.cfg.Elector.Identity().ID, grace, log)
-		if _, serr := n.cfg.Host.SetJobs(jobs); serr != nil {
+		jobs, jerr := hostJobs(f, n.cfg.Election, n.cfg.Elector.Identity().ID, grace, log)
+		if jerr != nil {
+			err = jerr
+		} else if _, serr := n.cfg.Host.SetJobs(jobs); serr != nil {
 			err = f.Locate(serr)
 		}
 	}

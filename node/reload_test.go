@@ -96,7 +96,7 @@ func startFileNode(t *testing.T, jobs string, token []byte) *fileNode {
 	logs := new(syncBuffer)
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	mem := electiontest.NewMemory(election.Timing{})
-	hcfg := HostConfig(f, "e", "n1", log)
+	hcfg, _ := HostConfig(f, "e", "n1", log)
 	hcfg.Ledger = mem.Ledger()
 	host, err := schedulerhost.New(hcfg)
 	if err != nil {

@@ -625,15 +625,15 @@ func TestBadJobsFile(t *testing.T) {
 		name, sub, yaml, want string
 	}{
 		{"unknown field", "node", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n    retry: 3\n",
-			`:7: jobs[0].retry: unknown field (want one of name, schedule, builtin, duration, command, timeout, overlap, misfire, misfire_grace, max_catch_up, retries, retry_backoff, retry_backoff_max, jitter)`},
+			`:7: jobs[0].retry: unknown field (want one of name, schedule, builtin, duration, command, http, timeout, overlap, misfire, misfire_grace, max_catch_up, retries, retry_backoff, retry_backoff_max, jitter)`},
 		{"bad cron spec", "node", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n  - name: b\n    schedule: '*/5 * * *'\n    command: date\n",
 			`:8: jobs[1].schedule: "*/5 * * *": expected 5 to 6 fields, found 4: [*/5 * * *]`},
 		{"missing command", "node", head + "  - name: a\n    schedule: '@every 1s'\n    timeout: 5s\n",
-			`:4: jobs[0].command: required: set command (run with /bin/sh -c) or builtin (sleep, log, fail)`},
+			`:4: jobs[0].command: required: set command (run with /bin/sh -c), http (a request to your service) or builtin (sleep, log, fail)`},
 		{"negative timeout", "node", head + "  - name: a\n    schedule: '@every 1s'\n    command: date\n    timeout: -5s\n",
 			`:7: jobs[0].timeout: "-5s": must not be negative`},
 		{"unknown field, cluster", "cluster", "election:\n  ttl: 2s\n  grace: 1s\njobs:\n  - {name: a, schedule: '@every 1s', builtin: log}\n",
-			`:3: election.grace: unknown field (want one of ttl, renew_interval, safety_margin, retry_period, release_timeout, shutdown_timeout, kill_grace, poll_interval)`},
+			`:3: election.grace: unknown field (want one of name, ttl, renew_interval, safety_margin, retry_period, release_timeout, shutdown_timeout, kill_grace, poll_interval)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := writeFile(t, "jobs.yaml", tc.yaml)

@@ -92,7 +92,10 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 
-	hcfg := node.HostConfig(f, bf.Election, *id, log)
+	hcfg, err := node.HostConfig(f, bf.Election, *id, log)
+	if err != nil {
+		return err
+	}
 	hcfg.Ledger, hcfg.Observer, hcfg.Control = o.Ledger, m, o.Control
 	host, err := schedulerhost.New(hcfg)
 	if err != nil {

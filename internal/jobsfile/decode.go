@@ -50,12 +50,17 @@ func (d *decoder) decodeFile(f *File, data []byte) {
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 		root = root.Content[0]
 	}
-	fields, ok := d.mapping(root, "", []string{"election", "jobs"})
+	fields, ok := d.mapping(root, "", []string{"election", "jobs", "backend", "node"})
 	if !ok {
 		return
 	}
 	if n, ok := fields["election"]; ok {
-		f.Election = d.election(n.key, n.val)
+		f.Election = d.election(n.key, n.val, f)
+	}
+	for _, section := range []string{"backend", "node"} {
+		if n, ok := fields[section]; ok {
+			f.Settings = append(f.Settings, d.settings(n.val, section)...)
+		}
 	}
 	n, ok := fields["jobs"]
 	if !ok {
@@ -141,13 +146,18 @@ func describe(n *yaml.Node) string {
 	return "nothing"
 }
 
-var electionFields = []string{"ttl", "renew_interval", "safety_margin", "retry_period", "release_timeout", "shutdown_timeout", "kill_grace", "poll_interval"}
+var electionFields = []string{"name", "ttl", "renew_interval", "safety_margin", "retry_period", "release_timeout", "shutdown_timeout", "kill_grace", "poll_interval"}
 
-func (d *decoder) election(key, n *yaml.Node) Election {
+func (d *decoder) election(key, n *yaml.Node, f *File) Election {
 	e := Election{Line: key.Line}
 	fields, ok := d.mapping(n, "election", electionFields)
 	if !ok {
 		return e
+	}
+	if nf, ok := fields["name"]; ok {
+		if v := d.nonEmpty(nf.val, "election.name"); v != "" {
+			f.Settings = append(f.Settings, Setting{Section: "election", Key: "name", Value: v, Line: nf.key.Line})
+		}
 	}
 	for name, dst := range map[string]*time.Duration{
 		"ttl": &e.TTL, "renew_interval": &e.RenewInterval, "safety_margin": &e.SafetyMargin,
@@ -201,4 +211,44 @@ func (d *decoder) duration(n *yaml.Node, path string) time.Duration {
 		return 0
 	}
 	return v
+}
+
+// settings reads a backend or node section: a mapping of names to single
+// values, or to lists of them (joined with commas, as flags take them).
+// Which names exist is the command's business (Setting).
+func (d *decoder) settings(n *yaml.Node, section string) []Setting {
+	if n.Kind != yaml.MappingNode {
+		d.fail(n.Line, section, "%s: want a mapping of settings", describe(n))
+		return nil
+	}
+	var out []Setting
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		path := join(section, k.Value)
+		if k.Kind != yaml.ScalarNode {
+			d.fail(k.Line, section, "%s as a key: want a setting name", describe(k))
+			continue
+		}
+		if line, dup := seen[k.Value]; dup {
+			d.fail(k.Line, path, "repeated (first on line %d)", line)
+			continue
+		}
+		seen[k.Value] = k.Line
+		var val string
+		switch {
+		case v.Kind == yaml.SequenceNode:
+			var parts []string
+			for _, item := range v.Content {
+				if s := d.str(item, path); s != "" {
+					parts = append(parts, s)
+				}
+			}
+			val = strings.Join(parts, ",")
+		default:
+			val = d.str(v, path)
+		}
+		out = append(out, Setting{Section: section, Key: k.Value, Value: val, Line: k.Line})
+	}
+	return out
 }

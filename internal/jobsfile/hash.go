@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"reflect"
 	"slices"
 )
 
@@ -19,7 +20,7 @@ func (f *File) JobsHash() string {
 	}
 	slices.SortStableFunc(jobs, func(a, b Job) int { return cmp.Compare(a.Name, b.Name) })
 	b, err := json.Marshal(jobs)
-	if err != nil { // a Job is strings and numbers
+	if err != nil { // a Job is strings, numbers and lists of them
 		panic("jobsfile: " + err.Error())
 	}
 	sum := sha256.Sum256(b)
@@ -29,5 +30,5 @@ func (f *File) JobsHash() string {
 // SameJob reports whether a and b are the same entry but for their lines.
 func SameJob(a, b Job) bool {
 	a.Line, b.Line = 0, 0
-	return a == b
+	return reflect.DeepEqual(a, b)
 }

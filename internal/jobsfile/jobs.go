@@ -2,15 +2,17 @@ package jobsfile
 
 import (
 	"fmt"
+	"net/textproto"
 	"slices"
 	"strconv"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/batonhq/baton/internal/httpjob"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
-var jobFields = []string{"name", "schedule", "builtin", "duration", "command", "timeout", "overlap", "misfire", "misfire_grace", "max_catch_up",
+var jobFields = []string{"name", "schedule", "builtin", "duration", "command", "http", "timeout", "overlap", "misfire", "misfire_grace", "max_catch_up",
 	"retries", "retry_backoff", "retry_backoff_max", "jitter"}
 
 // oneOf reads the string at n (path names it in errors) as one of
@@ -87,13 +89,26 @@ func (d *decoder) job(n *yaml.Node, path string) (Job, bool) {
 	}
 	bf, hasBuiltin := fields["builtin"]
 	cf, hasCommand := fields["command"]
+	hf, hasHTTP := fields["http"]
+	var kinds []field
+	for _, f := range []struct {
+		has bool
+		f   field
+	}{{hasBuiltin, bf}, {hasCommand, cf}, {hasHTTP, hf}} {
+		if f.has {
+			kinds = append(kinds, f.f)
+		}
+	}
 	switch {
-	case hasBuiltin && hasCommand:
-		d.fail(cf.key.Line, path+".command", "set together with builtin (line %d): want exactly one", bf.key.Line)
-	case !hasBuiltin && !hasCommand:
-		d.fail(n.Line, path+".command", "required: set command (run with /bin/sh -c) or builtin (sleep, log, fail)")
+	case len(kinds) > 1:
+		d.fail(kinds[1].key.Line, path+"."+kinds[1].key.Value, "set together with %s (line %d): want exactly one of builtin, command and http",
+			kinds[0].key.Value, kinds[0].key.Line)
+	case len(kinds) == 0:
+		d.fail(n.Line, path+".command", "required: set command (run with /bin/sh -c), http (a request to your service) or builtin (sleep, log, fail)")
 	case hasCommand:
 		j.Command = d.nonEmpty(cf.val, path+".command")
+	case hasHTTP:
+		j.HTTP = d.http(hf.val, path+".http")
 	case hasBuiltin:
 		if d.nonEmpty(bf.val, path+".builtin") != "" {
 			j.Builtin = oneOf(d, bf.val, path+".builtin", []Builtin{BuiltinSleep, BuiltinLog, BuiltinFail}, "sleep, log or fail")
@@ -104,8 +119,8 @@ func (d *decoder) job(n *yaml.Node, path string) (Job, bool) {
 		j.Duration = d.duration(f.val, p)
 		if hasBuiltin && j.Builtin != "" && j.Builtin != BuiltinSleep {
 			d.fail(f.key.Line, p, "only for builtin sleep, not %s", j.Builtin)
-		} else if hasCommand {
-			d.fail(f.key.Line, p, "only for builtin sleep, not for a command")
+		} else if hasCommand || hasHTTP {
+			d.fail(f.key.Line, p, "only for builtin sleep, not for a command or http job")
 		}
 	} else if j.Builtin == BuiltinSleep {
 		d.fail(bf.key.Line, path+".duration", "required with builtin sleep (e.g. duration: 4s)")
@@ -164,4 +179,67 @@ func (d *decoder) count(n *yaml.Node, path string, most int) int {
 		return v
 	}
 	return 0
+}
+
+var httpFields = []string{"method", "url", "headers", "body", "bearer_token_file", "ca_cert", "client_cert", "client_key"}
+
+// http reads a job's http mapping. The URL, method and header names are
+// checked here (httpjob's checks), the files when the job is built.
+func (d *decoder) http(n *yaml.Node, path string) *HTTP {
+	h := &HTTP{}
+	fields, ok := d.mapping(n, path, httpFields)
+	if !ok {
+		return h
+	}
+	if f, ok := fields["url"]; ok {
+		h.URL = d.nonEmpty(f.val, path+".url")
+		if h.URL != "" {
+			if err := httpjob.CheckURL(h.URL); err != nil {
+				d.fail(f.val.Line, path+".url", "%v", err)
+			}
+		}
+	} else {
+		d.fail(n.Line, path+".url", "required (e.g. http://127.0.0.1:8080/jobs/report)")
+	}
+	if f, ok := fields["method"]; ok {
+		h.Method = d.nonEmpty(f.val, path+".method")
+		if h.Method != "" {
+			if err := httpjob.CheckMethod(h.Method); err != nil {
+				d.fail(f.val.Line, path+".method", "%v", err)
+			}
+		}
+	}
+	if f, ok := fields["headers"]; ok {
+		hp := path + ".headers"
+		if f.val.Kind != yaml.MappingNode {
+			d.fail(f.val.Line, hp, "%s: want a mapping of header names to values", describe(f.val))
+		} else {
+			seen := map[string]int{}
+			for i := 0; i+1 < len(f.val.Content); i += 2 {
+				k, v := f.val.Content[i], f.val.Content[i+1]
+				name := k.Value
+				if err := httpjob.CheckHeader(name); err != nil {
+					d.fail(k.Line, hp+"."+name, "%v", err)
+					continue
+				}
+				canon := textproto.CanonicalMIMEHeaderKey(name)
+				if line, dup := seen[canon]; dup {
+					d.fail(k.Line, hp+"."+name, "repeated (first on line %d)", line)
+					continue
+				}
+				seen[canon] = k.Line
+				h.Headers = append(h.Headers, [2]string{name, d.str(v, hp+"."+name)})
+			}
+		}
+	}
+	for name, dst := range map[string]*string{"body": &h.Body, "bearer_token_file": &h.BearerTokenFile,
+		"ca_cert": &h.CACert, "client_cert": &h.ClientCert, "client_key": &h.Key} {
+		if f, ok := fields[name]; ok {
+			*dst = d.str(f.val, path+"."+name)
+		}
+	}
+	if (h.ClientCert == "") != (h.Key == "") {
+		d.fail(n.Line, path+".client_cert", "client_cert and client_key: give both or neither")
+	}
+	return h
 }

@@ -26,6 +26,26 @@ type File struct {
 	Path     string
 	Election Election
 	Jobs     []Job
+	// Settings are the backend and node sections, and election.name, in
+	// file order: what the command's flags would otherwise say. The
+	// command checks the names (jobsfile does not know its flags).
+	Settings []Setting
+}
+
+// Setting is one entry of the backend or node section, or election.name.
+type Setting struct {
+	Section string // "backend", "node" or "election"
+	Key     string // as written, e.g. "endpoints"
+	Value   string // a list is joined with commas
+	Line    int
+}
+
+// Field is the setting's path for errors, e.g. backend.endpoints.
+func (s Setting) Field() string { return s.Section + "." + s.Key }
+
+// Errorf is an error at the setting's line, naming its field.
+func (f *File) Errorf(s Setting, format string, args ...any) error {
+	return &Error{File: f.Path, Line: s.Line, Field: s.Field(), Msg: fmt.Sprintf(format, args...)}
 }
 
 // Election holds the election and drain timing. Zero means the library's
@@ -54,13 +74,15 @@ const (
 	BuiltinFail  Builtin = "fail"  // returns an error
 )
 
-// Job is one entry of jobs. Exactly one of Builtin and Command is set.
+// Job is one entry of jobs. Exactly one of Builtin, Command and HTTP is
+// set.
 type Job struct {
 	Name     string
 	Schedule string
 	Builtin  Builtin
 	Duration time.Duration // sleep only
 	Command  string        // run with /bin/sh -c
+	HTTP     *HTTP         // one request to a service
 
 	Timeout      time.Duration
 	Overlap      schedulerhost.Overlap
@@ -75,6 +97,19 @@ type Job struct {
 
 	// Line is the line of the job's entry in the list.
 	Line int
+}
+
+// HTTP is an HTTP job: one request per run (internal/httpjob). A 2xx
+// answer is success.
+type HTTP struct {
+	Method  string      // default POST
+	URL     string      // http:// or https://
+	Headers [][2]string // name, value; in file order
+	Body    string
+
+	BearerTokenFile string // read at every run, sent as Authorization: Bearer
+	CACert          string // PEM; default the system roots
+	ClientCert, Key string // PEM, for servers that ask for a client certificate
 }
 
 // Load reads and decodes path. The error, if any, joins one *Error per

@@ -76,11 +76,11 @@ func TestParse_Bad(t *testing.T) {
 		want       string // the whole message
 	}{
 		{"unknown top-level field", "election:\n  ttl: 2s\nfrobs: 1\njobs:\n  - {name: a, schedule: '@every 1s', builtin: log}\n",
-			`jobs.yaml:3: frobs: unknown field (want one of election, jobs)`},
+			`jobs.yaml:3: frobs: unknown field (want one of election, jobs, backend, node)`},
 		{"unknown election field", "election:\n  ttl: 2s\n  tll: 3s\njobs:\n  - {name: a, schedule: '@every 1s', builtin: log}\n",
-			`jobs.yaml:3: election.tll: unknown field (want one of ttl, renew_interval, safety_margin, retry_period, release_timeout, shutdown_timeout, kill_grace, poll_interval)`},
+			`jobs.yaml:3: election.tll: unknown field (want one of name, ttl, renew_interval, safety_margin, retry_period, release_timeout, shutdown_timeout, kill_grace, poll_interval)`},
 		{"unknown job field", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n    retry: 3\n",
-			`jobs.yaml:7: jobs[0].retry: unknown field (want one of name, schedule, builtin, duration, command, timeout, overlap, misfire, misfire_grace, max_catch_up, retries, retry_backoff, retry_backoff_max, jitter)`},
+			`jobs.yaml:7: jobs[0].retry: unknown field (want one of name, schedule, builtin, duration, command, http, timeout, overlap, misfire, misfire_grace, max_catch_up, retries, retry_backoff, retry_backoff_max, jitter)`},
 		{"negative retries", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n    retries: -1\n",
 			`jobs.yaml:7: jobs[0].retries: "-1": must not be negative`},
 		{"too many retries", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n    retries: 1000\n",
@@ -96,7 +96,7 @@ func TestParse_Bad(t *testing.T) {
 		{"unknown zone", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n  - name: b\n    schedule: 'CRON_TZ=Mars/Olympus_Mons 30 2 * * *'\n    builtin: log\n",
 			`jobs.yaml:8: jobs[1].schedule: "CRON_TZ=Mars/Olympus_Mons 30 2 * * *": provided bad location Mars/Olympus_Mons: unknown time zone Mars/Olympus_Mons`},
 		{"missing command", head + "  - name: a\n    schedule: '@every 1s'\n",
-			`jobs.yaml:4: jobs[0].command: required: set command (run with /bin/sh -c) or builtin (sleep, log, fail)`},
+			`jobs.yaml:4: jobs[0].command: required: set command (run with /bin/sh -c), http (a request to your service) or builtin (sleep, log, fail)`},
 		{"empty command", head + "  - name: a\n    schedule: '@every 1s'\n    command: ''\n",
 			`jobs.yaml:6: jobs[0].command: "": must not be empty`},
 		{"negative timeout", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n  - name: b\n    schedule: '@every 1s'\n    command: date\n    timeout: -5s\n",
@@ -104,7 +104,7 @@ func TestParse_Bad(t *testing.T) {
 		{"duration without unit", "election:\n  ttl: 5\njobs:\n  - {name: a, schedule: '@every 1s', builtin: log}\n",
 			`jobs.yaml:2: election.ttl: "5": not a duration (want e.g. "5s", "1m30s")`},
 		{"both builtin and command", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n    command: date\n",
-			`jobs.yaml:7: jobs[0].command: set together with builtin (line 6): want exactly one`},
+			`jobs.yaml:7: jobs[0].command: set together with builtin (line 6): want exactly one of builtin, command and http`},
 		{"sleep without duration", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: sleep\n",
 			`jobs.yaml:6: jobs[0].duration: required with builtin sleep (e.g. duration: 4s)`},
 		{"unknown builtin", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: nap\n",
@@ -129,6 +129,28 @@ func TestParse_Bad(t *testing.T) {
 		{"invalid UTF-8", "# ok\n\n# \xff\n", `jobs.yaml:3: invalid leading UTF-8 octet`},
 		{"empty name, schedule and builtin", head + "  - name: ''\n    schedule: \"\"\n    builtin: ''\n",
 			"jobs.yaml:4: jobs[0].name: \"\": must not be empty\njobs.yaml:5: jobs[0].schedule: \"\": must not be empty\njobs.yaml:6: jobs[0].builtin: \"\": must not be empty"},
+		{"http and command", head + "  - name: a\n    schedule: '@every 1s'\n    command: date\n    http: {url: 'http://127.0.0.1:8080/'}\n",
+			`jobs.yaml:7: jobs[0].http: set together with command (line 6): want exactly one of builtin, command and http`},
+		{"http without url", head + "  - name: a\n    schedule: '@every 1s'\n    http:\n      method: GET\n",
+			`jobs.yaml:7: jobs[0].http.url: required (e.g. http://127.0.0.1:8080/jobs/report)`},
+		{"http file url", head + "  - name: a\n    schedule: '@every 1s'\n    http:\n      url: file:///etc/passwd\n",
+			`jobs.yaml:7: jobs[0].http.url: url "file:///etc/passwd": scheme "file": want http or https`},
+		{"http bad method", head + "  - name: a\n    schedule: '@every 1s'\n    http:\n      url: http://x/\n      method: 'GET /'\n",
+			`jobs.yaml:8: jobs[0].http.method: method "GET /": not an HTTP method`},
+		{"http baton header", head + "  - name: a\n    schedule: '@every 1s'\n    http:\n      url: http://x/\n      headers:\n        baton-token: '1'\n",
+			`jobs.yaml:9: jobs[0].http.headers.baton-token: header "baton-token": Baton-* headers are set by baton`},
+		{"http unknown field", head + "  - name: a\n    schedule: '@every 1s'\n    http:\n      url: http://x/\n      timeout: 5s\n",
+			`jobs.yaml:8: jobs[0].http.timeout: unknown field (want one of method, url, headers, body, bearer_token_file, ca_cert, client_cert, client_key)`},
+		{"http cert without key", head + "  - name: a\n    schedule: '@every 1s'\n    http:\n      url: https://x/\n      client_cert: c.pem\n",
+			`jobs.yaml:7: jobs[0].http.client_cert: client_cert and client_key: give both or neither`},
+		{"http with duration", head + "  - name: a\n    schedule: '@every 1s'\n    http: {url: 'http://x/'}\n    duration: 1s\n",
+			`jobs.yaml:7: jobs[0].duration: only for builtin sleep, not for a command or http job`},
+		{"backend not a mapping", "backend: etcd\njobs:\n  - {name: a, schedule: '@every 1s', builtin: log}\n",
+			`jobs.yaml:1: backend: "etcd": want a mapping of settings`},
+		{"repeated setting", "node:\n  http: ':1'\n  http: ':2'\njobs:\n  - {name: a, schedule: '@every 1s', builtin: log}\n",
+			`jobs.yaml:3: node.http: repeated (first on line 2)`},
+		{"setting a mapping", "backend:\n  endpoints: {a: b}\njobs:\n  - {name: a, schedule: '@every 1s', builtin: log}\n",
+			`jobs.yaml:2: backend.endpoints: a mapping: want a single value`},
 		{"empty file", "", `jobs.yaml: empty file: want election: and jobs:`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -140,6 +162,65 @@ func TestParse_Bad(t *testing.T) {
 				t.Errorf("error:\n got %s\nwant %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// An HTTP job and the settings sections.
+func TestParse_HTTPAndSettings(t *testing.T) {
+	const y = `election:
+  name: orders
+  ttl: 5s
+backend:
+  kind: etcd
+  endpoints:
+    - http://10.0.0.1:2379
+    - http://10.0.0.2:2379
+node:
+  http: 127.0.0.1:8081
+  standby: true
+jobs:
+  - name: report
+    schedule: "@every 1m"
+    http:
+      url: http://127.0.0.1:8080/jobs/report
+      method: PUT
+      headers:
+        X-Team: billing
+        Content-Type: application/json
+      body: '{"full": true}'
+      bearer_token_file: /run/secrets/job-token
+    retries: 2
+`
+	f, err := jobsfile.Parse("baton.yaml", []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []jobsfile.Setting{
+		{Section: "election", Key: "name", Value: "orders", Line: 2},
+		{Section: "backend", Key: "kind", Value: "etcd", Line: 5},
+		{Section: "backend", Key: "endpoints", Value: "http://10.0.0.1:2379,http://10.0.0.2:2379", Line: 6},
+		{Section: "node", Key: "http", Value: "127.0.0.1:8081", Line: 10},
+		{Section: "node", Key: "standby", Value: "true", Line: 11},
+	}
+	if !slices.Equal(f.Settings, want) {
+		t.Errorf("settings = %+v\nwant %+v", f.Settings, want)
+	}
+	h := f.Jobs[0].HTTP
+	if h == nil || h.URL != "http://127.0.0.1:8080/jobs/report" || h.Method != "PUT" || h.Body != `{"full": true}` ||
+		h.BearerTokenFile != "/run/secrets/job-token" || len(h.Headers) != 2 || h.Headers[0] != [2]string{"X-Team", "billing"} {
+		t.Errorf("http = %+v", h)
+	}
+	if e := f.Errorf(f.Settings[2], "%q: bad", "x").Error(); e != `baton.yaml:6: backend.endpoints: "x": bad` {
+		t.Errorf("Errorf = %s", e)
+	}
+	// The same job with another header is another job.
+	g, _ := jobsfile.Parse("baton.yaml", []byte(strings.Replace(y, "billing", "ops", 1)))
+	if jobsfile.SameJob(f.Jobs[0], g.Jobs[0]) || f.JobsHash() == g.JobsHash() {
+		t.Error("a changed header leaves the job the same")
+	}
+	g, _ = jobsfile.Parse("baton.yaml", []byte(y))
+	if !jobsfile.SameJob(f.Jobs[0], g.Jobs[0]) || f.JobsHash() != g.JobsHash() {
+		t.Error("the same http job parsed twice differs")
 	}
 }
 
