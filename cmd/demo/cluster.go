@@ -45,7 +45,7 @@ func runCluster(ctx, now context.Context, args []string, stdout, stderr io.Write
 	electionName := fs.String("election", "demo", "election name")
 	var lf node.LogFlags
 	lf.Register(fs)
-	if err := parseFlags(fs, args, stderr); err != nil {
+	if err := demo.ParseFlags(fs, args, stderr); err != nil {
 		return err
 	}
 	if *nodes < 1 {
@@ -56,7 +56,7 @@ func runCluster(ctx, now context.Context, args []string, stdout, stderr io.Write
 	}
 	// Check the jobs file before starting anything: the nodes would all
 	// fail on it.
-	f, err := loadJobs(*config)
+	f, err := demo.LoadJobs(*config)
 	if err != nil {
 		return err
 	}

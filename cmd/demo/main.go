@@ -19,6 +19,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/batonhq/baton/internal/cli"
 )
 
 func main() {
@@ -56,7 +58,11 @@ Without --config the built-in jobs.example.yaml is used. "demo CMD -h" lists eve
 
 // errExitNow is the cause of the context that a second SIGINT or SIGTERM
 // ends; main exits with status 2 on it.
-var errExitNow = errors.New("demo: second signal: exiting now")
+var errExitNow = cli.ErrExitNow
+
+// demo is the demo command: its jobs file, without --config, is the
+// built-in example.
+var demo = &cli.Program{Name: "demo", DefaultJobs: exampleJobs, DefaultJobsName: exampleName}
 
 // run is the whole program: it blocks until the subcommand is done or ctx
 // ends and the subcommand has shut down. A second SIGINT or SIGTERM after
@@ -67,77 +73,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, usage)
 		return errors.New("demo: a subcommand is required")
 	}
-	now, stopWatch := watchSecondSignal(stderr)
+	now, stopWatch := cli.WatchSecondSignal("demo", stderr)
 	defer stopWatch()
 	switch args[0] {
 	case "cluster":
 		return runCluster(ctx, now, args[1:], stdout, stderr)
 	case "node":
-		return orExitNow(now, func() error { return runNode(ctx, args[1:], stdout, stderr) })
+		return cli.OrExitNow(now, func() error { return demo.Node(ctx, "node", args[1:], stdout, stderr) })
 	case "history":
-		return orExitNow(now, func() error { return runHistory(ctx, args[1:], stdout, stderr) })
+		return cli.OrExitNow(now, func() error { return demo.History(ctx, args[1:], stdout, stderr) })
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
 	fmt.Fprint(stderr, usage)
 	return fmt.Errorf("demo: unknown subcommand %q", args[0])
-}
-
-// watchSecondSignal returns a context that ends, with cause errExitNow, at
-// the second SIGINT or SIGTERM from now on (the first one is main's, which
-// ends run's ctx). A goroutine owned by the returned stop function waits
-// for the signals; stop ends it and waits for it.
-func watchSecondSignal(stderr io.Writer) (now context.Context, stop func()) {
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	now, cancel := context.WithCancelCause(context.Background())
-	quit, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		for seen := 0; ; {
-			select {
-			case <-quit:
-				return
-			case s := <-sigs:
-				if seen++; seen == 2 {
-					fmt.Fprintf(stderr, "demo: second signal (%v): exiting now\n", s)
-					cancel(errExitNow)
-					return
-				}
-			}
-		}
-	}()
-	return now, func() {
-		signal.Stop(sigs)
-		close(quit)
-		<-done
-		cancel(nil)
-	}
-}
-
-// orExitNow calls f on a goroutine of its own and returns f's error, or
-// the cause of now as soon as now ends, without waiting for f: the process
-// is about to exit, and nothing of f needs to be cleaned up first.
-func orExitNow(now context.Context, f func() error) error {
-	errc := make(chan error, 1)
-	go func() { errc <- f() }()
-	select {
-	case err := <-errc:
-		return err
-	case <-now.Done():
-		return context.Cause(now)
-	}
-}
-
-// parseFlags parses args into fs, which writes its usage to stderr.
-func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("demo %s: unexpected argument %q", fs.Name(), fs.Arg(0))
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -34,32 +34,76 @@ func backendFlagSet(name string) (*flag.FlagSet, *node.BackendFlags, *node.LogFl
 	return fs, bf, lf
 }
 
-func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, bf, lf := backendFlagSet("node")
-	id := fs.String("id", "", "identity, unique per process (default HOSTNAME-PID)")
-	config := fs.String("config", "", "jobs file (default: the built-in jobs.example.yaml)")
-	httpAddr := fs.String("http", "127.0.0.1:0", "address of the status page, /status, /metrics, /healthz, /readyz and the admin endpoints;\nloopback unless you say otherwise (\"\" for none)")
-	stdinEOF := fs.Bool("stop-on-stdin-eof", false, "stop gracefully when stdin reaches EOF (set by demo cluster)")
-	standby := fs.Bool("standby", false, "start not eligible: follow, never campaign until POST /eligible")
-	cooldown := fs.Duration("step-down-cooldown", node.DefaultStepDownCooldown, "after POST /step-down, no campaign for this long (?cooldown= overrides)")
-	tokenFile := fs.String("admin-token-file", "", "file holding the bearer token of the admin endpoints (default: env "+node.AdminTokenEnv+"; neither: admin endpoints disabled)")
-	if err := parseFlags(fs, args, stderr); err != nil {
-		return err
+// nodeOnlyFlags are the flags of a node that are not backend flags: what a
+// config file's node section may set.
+var nodeOnlyFlags = []string{"id", "http", "standby", "step-down-cooldown", "admin-token-file", "log-format", "log-level"}
+
+// nodeOpts are a node's flags.
+type nodeOpts struct {
+	bf                *node.BackendFlags
+	lf                *node.LogFlags
+	id, config        string
+	httpAddr          string
+	stdinEOF, standby bool
+	cooldown          time.Duration
+	tokenFile         string
+}
+
+// nodeSettings parses a node's flags from args, reads its config file
+// (--config, else $BATON_CONFIG, else the built-in jobs) and applies the
+// file's settings and the environment under the command line's flags.
+func (p *Program) nodeSettings(sub string, args []string, stderr io.Writer) (*nodeOpts, *jobsfile.File, *settings, error) {
+	fs, bf, lf := backendFlagSet(sub)
+	o := &nodeOpts{bf: bf, lf: lf}
+	fs.StringVar(&o.id, "id", "", "identity, unique per process (default HOSTNAME-PID)")
+	fs.StringVar(&o.config, "config", "", p.configHelp())
+	defHTTP := p.DefaultHTTP
+	if defHTTP == "" {
+		defHTTP = "127.0.0.1:0"
 	}
-	base, err := lf.Logger(stderr)
+	fs.StringVar(&o.httpAddr, "http", defHTTP, "address of the status page, /status, /metrics, /healthz, /readyz and the admin endpoints;\nloopback unless you say otherwise (\"\" for none)")
+	fs.BoolVar(&o.stdinEOF, "stop-on-stdin-eof", false, "stop gracefully when stdin reaches EOF (set by demo cluster)")
+	fs.BoolVar(&o.standby, "standby", false, "start not eligible: follow, never campaign until POST /eligible")
+	fs.DurationVar(&o.cooldown, "step-down-cooldown", node.DefaultStepDownCooldown, "after POST /step-down, no campaign for this long (?cooldown= overrides)")
+	fs.StringVar(&o.tokenFile, "admin-token-file", "", "file holding the bearer token of the admin endpoints (default: env "+node.AdminTokenEnv+"; neither: admin endpoints disabled)")
+	if err := p.ParseFlags(fs, args, stderr); err != nil {
+		return nil, nil, nil, err
+	}
+	getenv := p.getenv()
+	if !flagSet(fs, "config") {
+		o.config = getenv(EnvName("config"))
+	}
+	f, err := p.LoadJobs(o.config)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	src, err := apply(fs, f, nodeOnlyFlags, getenv, "config", "stop-on-stdin-eof")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return o, f, src, nil
+}
+
+// Node runs one instance: `demo node` or `baton run`. Its flags come from
+// the config file's backend and node sections, then from BATON_*
+// variables, then from the command line, each over the one before.
+func (p *Program) Node(ctx context.Context, sub string, args []string, stdout, stderr io.Writer) error {
+	opts, f, src, err := p.nodeSettings(sub, args, stderr)
 	if err != nil {
 		return err
 	}
+	bf, lf := opts.bf, opts.lf
+	id, config, httpAddr, stdinEOF, standby, cooldown, tokenFile := &opts.id, &opts.config, &opts.httpAddr, &opts.stdinEOF, &opts.standby, &opts.cooldown, &opts.tokenFile
+	base, err := lf.Logger(stderr)
+	if err != nil {
+		return src.locate(err)
+	}
 	if *cooldown < 0 {
-		return fmt.Errorf("--step-down-cooldown %v: must not be negative", *cooldown)
+		return src.locate(fmt.Errorf("--step-down-cooldown %v: must not be negative", *cooldown))
 	}
 	adminToken, adminFrom, err := node.LoadAdminToken(*tokenFile)
 	if err != nil {
-		return err
-	}
-	f, err := loadJobs(*config)
-	if err != nil {
-		return err
+		return src.locate(err)
 	}
 	if *id == "" {
 		host, _ := os.Hostname()
@@ -74,7 +118,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if f.Election.Line > 0 && strings.Contains(err.Error(), "invalid config") {
 			return fmt.Errorf("%s:%d: election: %w", f.Path, f.Election.Line, err)
 		}
-		return err
+		return src.locate(err)
 	}
 	defer o.Close()
 	if ch, ok := o.Backend.(election.Checker); ok {
@@ -82,7 +126,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		err := ch.Check(cctx)
 		cancel()
 		if err != nil {
-			return fmt.Errorf("demo node: %s: %w", o.Where, err)
+			return fmt.Errorf("%s %s: %s: %w", p.Name, sub, o.Where, err)
 		}
 	}
 
@@ -122,7 +166,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *httpAddr != "" {
 		ln, err = net.Listen("tcp", *httpAddr)
 		if err != nil {
-			return fmt.Errorf("--http: %w", err)
+			return src.locate(fmt.Errorf("--http %s: %w", *httpAddr, err))
 		}
 		httpURL = "http://" + ln.Addr().String()
 		if ap, err := netip.ParseAddrPort(ln.Addr().String()); err == nil && !ap.Addr().IsLoopback() && adminToken != nil {
@@ -132,7 +176,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	n, err := node.New(node.Config{Elector: el, Host: host, Election: bf.Election, Backend: bf.Kind, Where: o.Where,
 		Registry: reg, AdminToken: adminToken, StepDownCooldown: *cooldown, Logger: log,
 		Control: o.Control, Version: version(), Address: strings.TrimPrefix(httpURL, "none"),
-		JobsFile: f, ReadJobs: func() (*jobsfile.File, error) { return loadJobs(*config) }})
+		JobsFile: f, ReadJobs: func() (*jobsfile.File, error) { return p.LoadJobs(*config) }})
 	if err != nil {
 		if ln != nil {
 			ln.Close()
@@ -166,7 +210,10 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 // version is the module version the binary was built from, or "devel".
-func version() string {
+func version() string { return Version() }
+
+// Version is the module version the binary was built from, or "devel".
+func Version() string {
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		return bi.Main.Version
 	}

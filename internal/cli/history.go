@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -19,13 +19,15 @@ type stringList []string
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
-func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// History prints the recent runs of each job from the backend's ledger
+// (`demo history`).
+func (p *Program) History(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, bf, lf := backendFlagSet("history")
 	var jobs stringList
 	fs.Var(&jobs, "job", "job to show (repeatable; default: every job of --config)")
-	config := fs.String("config", "", "jobs file naming the jobs (default: the built-in jobs.example.yaml)")
+	config := fs.String("config", "", "jobs file naming the jobs"+p.defaultJobsHelp())
 	n := fs.Int("n", ledger.DefaultHistory, "runs per job, newest first")
-	if err := parseFlags(fs, args, stderr); err != nil {
+	if err := p.ParseFlags(fs, args, stderr); err != nil {
 		return err
 	}
 	log, err := lf.Logger(stderr)
@@ -33,7 +35,7 @@ func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	if len(jobs) == 0 {
-		f, err := loadJobs(*config)
+		f, err := p.LoadJobs(*config)
 		if err != nil {
 			return err
 		}
@@ -47,7 +49,7 @@ func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	defer o.Close()
 	if o.Ledger == nil {
-		return fmt.Errorf("demo history: the %s backend keeps no ledger", bf.Kind)
+		return fmt.Errorf("%s history: the %s backend keeps no ledger", p.Name, bf.Kind)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tTICK\tCATCH-UP\tINSTANCE\tTOKEN\tRESULT\tTOOK\tERROR")
@@ -57,7 +59,7 @@ func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		runs, err := o.Ledger.History(qctx, job, *n)
 		cancel()
 		if err != nil {
-			errs = append(errs, fmt.Errorf("demo history: job %q: %w", job, err))
+			errs = append(errs, fmt.Errorf("%s history: job %q: %w", p.Name, job, err))
 			continue
 		}
 		for _, r := range runs {

@@ -1,0 +1,160 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/batonhq/baton/internal/jobsfile"
+	"github.com/batonhq/baton/node"
+)
+
+// EnvPrefix starts the environment variable of every flag of `baton run`
+// and `demo node`: --redis-addr is BATON_REDIS_ADDR.
+const EnvPrefix = "BATON_"
+
+// EnvName is the environment variable of flag name.
+func EnvName(flagName string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// backendFlagNames are the flags BackendFlags registers, the names a
+// backend section may use (with _ for -; kind for --backend).
+var backendFlagNames = func() []string {
+	fs := flag.NewFlagSet("", flag.ContinueOnError)
+	new(node.BackendFlags).Register(fs)
+	var out []string
+	fs.VisitAll(func(f *flag.Flag) { out = append(out, f.Name) })
+	return out
+}()
+
+// source says where a flag's value came from, for errors.
+type source struct {
+	file    *jobsfile.File
+	setting jobsfile.Setting
+	env     string
+}
+
+// settings are the values of a node's flags and where they came from:
+// the config file, then BATON_* variables, then the command line, each
+// over the one before.
+type settings struct {
+	from map[string]source // flag name → where its value came from (absent: default or command line)
+}
+
+// apply sets on fs the values of f's settings sections, then those of the
+// environment, skipping the flags set on the command line. nodeFlags are
+// the flags a node section may set; skipEnv the flags no variable sets.
+func apply(fs *flag.FlagSet, f *jobsfile.File, nodeFlags []string, getenv func(string) string, skipEnv ...string) (*settings, error) {
+	onCmdLine := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { onCmdLine[fl.Name] = true })
+	s := &settings{from: map[string]source{}}
+	var errs []error
+	if f != nil {
+		for _, st := range f.Settings {
+			name, err := flagOf(st, nodeFlags)
+			if err != nil {
+				errs = append(errs, f.Errorf(st, "%v", err))
+				continue
+			}
+			if onCmdLine[name] {
+				continue
+			}
+			if err := fs.Set(name, st.Value); err != nil {
+				errs = append(errs, f.Errorf(st, "%q: %v", st.Value, unwrapFlagErr(err)))
+				continue
+			}
+			s.from[name] = source{file: f, setting: st}
+		}
+	}
+	fs.VisitAll(func(fl *flag.Flag) {
+		env := EnvName(fl.Name)
+		v := getenv(env)
+		if v == "" || onCmdLine[fl.Name] || slices.Contains(skipEnv, fl.Name) {
+			return
+		}
+		if err := fs.Set(fl.Name, v); err != nil {
+			errs = append(errs, fmt.Errorf("$%s=%q: %v", env, v, unwrapFlagErr(err)))
+			return
+		}
+		s.from[fl.Name] = source{env: env}
+	})
+	return s, errors.Join(errs...)
+}
+
+// flagOf is the flag a setting stands for.
+func flagOf(st jobsfile.Setting, nodeFlags []string) (string, error) {
+	name := strings.ReplaceAll(st.Key, "_", "-")
+	switch st.Section {
+	case "election":
+		return "election", nil // election.name; the decoder knows no other setting there
+	case "backend":
+		if st.Key == "kind" {
+			return "backend", nil
+		}
+		if name != "backend" && name != "election" && slices.Contains(backendFlagNames, name) {
+			return name, nil
+		}
+		var want []string
+		for _, n := range backendFlagNames {
+			switch n {
+			case "backend":
+				want = append(want, "kind")
+			case "election":
+			default:
+				want = append(want, strings.ReplaceAll(n, "-", "_"))
+			}
+		}
+		return "", fmt.Errorf("unknown setting (want one of %s; the election's name is election.name)", strings.Join(want, ", "))
+	case "node":
+		if slices.Contains(nodeFlags, name) {
+			return name, nil
+		}
+		var want []string
+		for _, n := range nodeFlags {
+			want = append(want, strings.ReplaceAll(n, "-", "_"))
+		}
+		return "", fmt.Errorf("unknown setting (want one of %s)", strings.Join(want, ", "))
+	}
+	return "", fmt.Errorf("unknown section %q", st.Section)
+}
+
+// unwrapFlagErr drops the flag package's wrapping of a Value's error.
+func unwrapFlagErr(err error) error {
+	if u := errors.Unwrap(err); u != nil {
+		return u
+	}
+	return err
+}
+
+var flagRef = regexp.MustCompile(`--([a-z][a-z0-9-]*)`)
+
+// locate prefixes err with where the value of the first flag it names
+// came from, when that is the config file (FILE:LINE: backend.dsn: ) or
+// the environment ($BATON_DSN: ), so that an error about a value in the
+// file points at the file.
+func (s *settings) locate(err error) error {
+	if err == nil || s == nil {
+		return err
+	}
+	m := flagRef.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	src, ok := s.from[m[1]]
+	switch {
+	case !ok:
+		return err
+	case src.file != nil:
+		return fmt.Errorf("%s:%d: %s: %w", src.file.Path, src.setting.Line, src.setting.Field(), err)
+	default:
+		return fmt.Errorf("$%s: %w", src.env, err)
+	}
+}
+
+// osGetenv is os.Getenv; tests replace the environment with their own.
+var osGetenv = os.Getenv
