@@ -41,6 +41,11 @@ type BackendFlags struct {
 	Kind string
 	// Election is the election's name.
 	Election string
+	// RawName makes Election the key prefix itself on etcd and on Consul,
+	// as `etcdctl lock NAME` and `consul lock NAME` take their name, so
+	// that `baton lock NAME` and those exclude each other. Without it the
+	// prefix is EtcdPrefix(Election) and the key ConsulKey(Election).
+	RawName bool
 
 	endpoints  string
 	dsn        string
@@ -195,7 +200,7 @@ func (b *BackendFlags) openEtcd(ctx context.Context, cfg clientv3.Config) (*clie
 	anon.Username, anon.Password = "", ""
 	if probe, perr := clientv3.New(anon); perr == nil {
 		defer probe.Close()
-		if be, berr := etcd.New(etcd.Config{Client: probe, Prefix: EtcdPrefix(b.Election)}); berr == nil {
+		if be, berr := etcd.New(etcd.Config{Client: probe, Prefix: b.etcdPrefix()}); berr == nil {
 			cctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 			cerr := be.Check(cctx)
 			cancel()
@@ -238,6 +243,20 @@ func EtcdPrefix(name string) string {
 		return strings.TrimSuffix(name, "/")
 	}
 	return "/baton/elections/" + name
+}
+
+func (b *BackendFlags) etcdPrefix() string {
+	if b.RawName {
+		return b.Election
+	}
+	return EtcdPrefix(b.Election)
+}
+
+func (b *BackendFlags) consulLockKey() string {
+	if b.RawName {
+		return consul.LockKey(b.Election)
+	}
+	return ConsulKey(b.Election)
 }
 
 // ConsulKey is the lock key of an election on Consul: the key `consul lock
@@ -286,12 +305,12 @@ func (b *BackendFlags) Open(ctx context.Context, t election.Timing, poll time.Du
 		if err != nil {
 			return nil, err
 		}
-		be, err := etcd.New(etcd.Config{Client: cli, Prefix: EtcdPrefix(b.Election), Timing: t, Logger: log})
+		be, err := etcd.New(etcd.Config{Client: cli, Prefix: b.etcdPrefix(), Timing: t, Logger: log})
 		if err != nil {
 			cli.Close()
 			return nil, err
 		}
-		o = &Opened{Backend: be, Where: "etcd prefix " + EtcdPrefix(b.Election), close: func() { cli.Close() }}
+		o = &Opened{Backend: be, Where: "etcd prefix " + b.etcdPrefix(), close: func() { cli.Close() }}
 	case "postgres", "mysql":
 		if b.dsn == "" {
 			return nil, fmt.Errorf("--dsn: required with --backend %s", b.Kind)
@@ -356,11 +375,11 @@ func (b *BackendFlags) Open(ctx context.Context, t election.Timing, poll time.Du
 		if err != nil {
 			return nil, fmt.Errorf("consul: %w", err)
 		}
-		be, err := consul.New(consul.Config{Client: cli, Key: ConsulKey(b.Election), Timing: t, Logger: log})
+		be, err := consul.New(consul.Config{Client: cli, Key: b.consulLockKey(), Timing: t, Logger: log})
 		if err != nil {
 			return nil, err
 		}
-		o = &Opened{Backend: be, Where: "consul key " + ConsulKey(b.Election), close: func() {}}
+		o = &Opened{Backend: be, Where: "consul key " + b.consulLockKey(), close: func() {}}
 	case "redis":
 		rcfg, err := b.redisConfig()
 		if err != nil {

@@ -1,0 +1,135 @@
+// Command baton runs scheduled jobs exactly once across the instances of
+// a service, in any language: run it beside each instance, and the one
+// that leads the election calls the job endpoints of its instance.
+//
+//	baton run --config baton.yaml          the sidecar: campaign, run the jobs while leading
+//	baton lock [backend flags] NAME -- CMD  run one command while holding an election
+//	baton status|history                    what a node says, read from its HTTP API
+//	baton pause|resume|trigger JOB          job control, through any node
+//	baton step-down|standby|eligible        leadership control of one node
+//
+// SIGINT or SIGTERM stops `baton run` gracefully (runs drain, the lease is
+// released); a second one exits at once with status 2. SIGHUP re-reads
+// the config file's jobs, keeping the lease.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/batonhq/baton/internal/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	var ex *exitError
+	switch {
+	case err == nil || errors.Is(err, flag.ErrHelp):
+		return
+	case errors.As(err, &ex):
+		if ex.msg != "" {
+			fmt.Fprintln(os.Stderr, ex.msg)
+		}
+		os.Exit(ex.code)
+	case errors.Is(err, cli.ErrExitNow):
+		os.Exit(2) // run has said why
+	}
+	fmt.Fprintln(os.Stderr, err)
+	os.Exit(1)
+}
+
+// exitError is an exit status to pass on: `baton lock` exits with its
+// command's status.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit status %d: %s", e.code, e.msg) }
+
+// baton is the program's shared part: no built-in jobs, --config is
+// required.
+var baton = &cli.Program{Name: "baton", DefaultHTTP: cli.DefaultBatonHTTP}
+
+const usage = `usage: baton COMMAND [flags]
+
+Run beside each instance of a service:
+  run       campaign for leadership and run the config file's jobs while leading
+            (HTTP requests to your service, shell commands); serves /status,
+            /metrics, /healthz, /readyz and the admin API
+  lock      run one command while holding an election: baton lock NAME -- CMD ARGS...
+
+Talk to a running node (--node URL, default $BATON_NODE or ` + defaultNode + `):
+  status     who leads, this node's role, its jobs and instances
+  history    the recent runs of each job
+  pause      pause a job across the cluster: baton pause JOB [--note TEXT]
+  resume     resume a paused job: baton resume JOB [--run-missed]
+  trigger    run a job now, on the leader: baton trigger JOB [--request-id ID] [--wait]
+  step-down  the node hands leadership over and does not campaign for a while
+  standby    the node stops campaigning (it keeps leading until step-down)
+  eligible   the node campaigns again
+
+  version    the version of this binary
+  help       this text
+
+"baton COMMAND -h" lists the flags of a command. The admin commands send the
+token of --admin-token-file, $BATON_ADMIN_TOKEN_FILE or $BATON_ADMIN_TOKEN.
+`
+
+// commands are the subcommands, for dispatch and for the test that checks
+// that --help lists each.
+var commands = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) error{
+	"run": func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		return baton.Node(ctx, "run", args, stdout, stderr)
+	},
+	"lock":      runLock,
+	"status":    runStatus,
+	"history":   runHistory,
+	"pause":     runPause,
+	"resume":    runResume,
+	"trigger":   runTrigger,
+	"step-down": runStepDown,
+	"standby": func(ctx context.Context, a []string, o, e io.Writer) error {
+		return runEligible(ctx, "standby", a, o, e)
+	},
+	"eligible": func(ctx context.Context, a []string, o, e io.Writer) error {
+		return runEligible(ctx, "eligible", a, o, e)
+	},
+	"version": func(_ context.Context, _ []string, stdout, _ io.Writer) error {
+		fmt.Fprintln(stdout, "baton", cli.Version())
+		return nil
+	},
+}
+
+// run is the whole program. A second SIGINT or SIGTERM after the one that
+// ended ctx makes it return cli.ErrExitNow at once.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errors.New("baton: a command is required")
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("baton: unknown command %q", args[0])
+	}
+	if args[0] == "lock" {
+		return cmd(ctx, args[1:], stdout, stderr) // lock handles signals itself: they go to its command
+	}
+	now, stopWatch := cli.WatchSecondSignal("baton", stderr)
+	defer stopWatch()
+	return cli.OrExitNow(now, func() error { return cmd(ctx, args[1:], stdout, stderr) })
+}
