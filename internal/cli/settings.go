@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"slices"
@@ -158,3 +159,12 @@ func (s *settings) locate(err error) error {
 
 // osGetenv is os.Getenv; tests replace the environment with their own.
 var osGetenv = os.Getenv
+
+// CheckSettings reports the settings of f that a node (`baton run`) would
+// refuse: an unknown name, or a value its flag does not take. Each error
+// names FILE:LINE and the field.
+func CheckSettings(f *jobsfile.File) error {
+	p := &Program{Name: "baton", Getenv: func(string) string { return "" }}
+	_, _, _, err := p.nodeSettings("run", []string{"--config", f.Path}, io.Discard)
+	return err
+}
