@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/internal/cli"
+	"github.com/batonhq/baton/internal/jobsfile"
 	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/node"
 )
@@ -33,6 +35,7 @@ const defaultNode = "http://" + cli.DefaultBatonHTTP
 type client struct {
 	base      string
 	tokenFile string
+	config    string
 	json      bool
 	timeout   time.Duration
 	stdout    io.Writer
@@ -44,6 +47,7 @@ func clientFlagSet(name string) (*flag.FlagSet, *client) {
 	c := &client{}
 	fs.StringVar(&c.base, "node", "", "URL of a node's HTTP API (default $BATON_NODE, else "+defaultNode+")")
 	fs.StringVar(&c.tokenFile, "admin-token-file", "", "file holding the admin token (default $BATON_ADMIN_TOKEN_FILE, else $"+node.AdminTokenEnv+")")
+	fs.StringVar(&c.config, "config", "", "the node's config file: its node.http and node.admin_token_file are the defaults of\n--node and --admin-token-file (default $BATON_CONFIG, else ./baton.yaml if there is one)")
 	fs.BoolVar(&c.json, "json", false, "print the node's answer as JSON, for scripts")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "bound on each request")
 	return fs, c
@@ -74,6 +78,14 @@ func (c *client) parse(fs *flag.FlagSet, args []string, want int, stdout, stderr
 	if c.base == "" {
 		c.base = os.Getenv("BATON_NODE")
 	}
+	if c.tokenFile == "" {
+		c.tokenFile = os.Getenv(cli.EnvName("admin-token-file"))
+	}
+	if c.base == "" || (c.tokenFile == "" && os.Getenv(node.AdminTokenEnv) == "") {
+		if err := c.fromConfig(); err != nil {
+			return nil, err
+		}
+	}
 	if c.base == "" {
 		c.base = defaultNode
 	}
@@ -82,11 +94,49 @@ func (c *client) parse(fs *flag.FlagSet, args []string, want int, stdout, stderr
 		return nil, fmt.Errorf("--node %q: want a URL such as %s", c.base, defaultNode)
 	}
 	c.base = strings.TrimSuffix(c.base, "/")
-	if c.tokenFile == "" {
-		c.tokenFile = os.Getenv(cli.EnvName("admin-token-file"))
-	}
 	c.stdout = stdout
 	return pos, nil
+}
+
+// fromConfig takes the node's address and admin token file from its
+// config file, where the flags and the environment leave them unset: the
+// file of --config, else $BATON_CONFIG, else ./baton.yaml if it exists.
+func (c *client) fromConfig() error {
+	path := c.config
+	if path == "" {
+		path = os.Getenv(cli.EnvName("config"))
+	}
+	if path == "" {
+		if _, err := os.Stat("baton.yaml"); err != nil {
+			return nil
+		}
+		path = "baton.yaml"
+	}
+	f, err := jobsfile.Load(path)
+	if err != nil {
+		return err
+	}
+	for _, s := range f.Settings {
+		switch s.Field() {
+		case "node.http":
+			if c.base != "" {
+				continue
+			}
+			host, port, err := net.SplitHostPort(s.Value)
+			if err != nil || port == "0" || port == "" {
+				continue // no fixed address to reach
+			}
+			if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+				host = "127.0.0.1" // listening on every address: this one too
+			}
+			c.base = "http://" + net.JoinHostPort(host, port)
+		case "node.admin_token_file":
+			if c.tokenFile == "" {
+				c.tokenFile = s.Value
+			}
+		}
+	}
+	return nil
 }
 
 // apiError is a node's answer other than 2xx.
@@ -122,7 +172,8 @@ func (c *client) do(ctx context.Context, method, path string, form url.Values, h
 			return nil, 0, err
 		}
 		if tok == nil {
-			return nil, 0, fmt.Errorf("baton: no admin token: give --admin-token-file or set $%s", node.AdminTokenEnv)
+			return nil, 0, fmt.Errorf("baton: no admin token: give --admin-token-file, set $%s or $%s, or --config with node.admin_token_file",
+				cli.EnvName("admin-token-file"), node.AdminTokenEnv)
 		}
 		req.Header.Set("Authorization", "Bearer "+string(tok))
 	}

@@ -67,7 +67,8 @@ Run beside each instance of a service:
             /metrics, /healthz, /readyz and the admin API
   lock      run one command while holding an election: baton lock NAME -- CMD ARGS...
 
-Talk to a running node (--node URL, default $BATON_NODE or ` + defaultNode + `):
+Talk to a running node (--node URL, default $BATON_NODE, else node.http of the
+config file (--config, $BATON_CONFIG or ./baton.yaml), else ` + defaultNode + `):
   status     who leads, this node's role, its jobs and instances
   history    the recent runs of each job
   pause      pause a job across the cluster: baton pause JOB [--note TEXT]
@@ -81,7 +82,8 @@ Talk to a running node (--node URL, default $BATON_NODE or ` + defaultNode + `):
   help       this text
 
 "baton COMMAND -h" lists the flags of a command. The admin commands send the
-token of --admin-token-file, $BATON_ADMIN_TOKEN_FILE or $BATON_ADMIN_TOKEN.
+token of --admin-token-file, $BATON_ADMIN_TOKEN_FILE, $BATON_ADMIN_TOKEN, or the
+config file's node.admin_token_file.
 `
 
 // commands are the subcommands, for dispatch and for the test that checks
