@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 
 	"github.com/batonhq/baton/internal/jobsfile"
 )
@@ -98,6 +99,11 @@ func (n *Node) Reload() (ReloadSummary, error) {
 	n.mu.Unlock()
 	if f.Election != n.cfg.JobsFile.Election {
 		log.Warn("reload: the election section changed; it is read only at start (restart the node to apply it)", "file", f.Path)
+	}
+	if !slices.EqualFunc(f.Settings, n.cfg.JobsFile.Settings, func(a, b jobsfile.Setting) bool {
+		return a.Section == b.Section && a.Key == b.Key && a.Value == b.Value
+	}) {
+		log.Warn("reload: the backend or node settings (or election.name) changed; they are read only at start (restart the node to apply them)", "file", f.Path)
 	}
 	log.Info("jobs reloaded", "file", f.Path, "jobs", len(f.Jobs), "added", sum.Added, "removed", sum.Removed,
 		"changed", sum.Changed, "unchanged", len(sum.Unchanged), "jobs_hash", sum.JobsHash, "leading", sum.Token != 0, "token", sum.Token)

@@ -185,6 +185,19 @@ func TestServer_Reload(t *testing.T) {
 		}
 		return false
 	})
+
+	// Settings are read only at start: a change is applied to the jobs and
+	// warned about.
+	if strings.Contains(fn.logs.String(), "settings (or election.name) changed") {
+		t.Errorf("a warning about settings that did not change:\n%s", fn.logs.String())
+	}
+	fn.write(t, "backend:\n  endpoints: http://10.0.0.1:2379\n"+reloadJobsV2)
+	if code, body := post(t, fn.srv.URL+"/reload", "Bearer tok"); code != http.StatusOK {
+		t.Fatalf("POST /reload with a backend section: %d %s", code, body)
+	}
+	if logs := fn.logs.String(); !strings.Contains(logs, "level=WARN msg=\"reload: the backend or node settings (or election.name) changed") {
+		t.Errorf("no warning that the backend section is read only at start:\n%s", logs)
+	}
 }
 
 // TestNode_ReloadOnSignal: SIGHUP re-reads the jobs file.
