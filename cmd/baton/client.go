@@ -469,7 +469,7 @@ func runTrigger(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return nil
 	})
 	if err == nil && *wait && r.Result != ledger.ResultOK {
-		return &exitError{code: 1}
+		return &cli.ExitError{Code: 1}
 	}
 	return err
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/internal/cli"
 	"github.com/batonhq/baton/internal/execjob"
 	"github.com/batonhq/baton/node"
 )
@@ -123,11 +124,11 @@ func runLock(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case s := <-sigs:
 		stop(errors.New("interrupted"))
 		<-errc
-		return &exitError{code: 1, msg: fmt.Sprintf("baton lock %s: %v while waiting for the lock", name, s)}
+		return &cli.ExitError{Code: 1, Msg: fmt.Sprintf("baton lock %s: %v while waiting for the lock", name, s)}
 	case <-deadline:
 		stop(errors.New("timeout"))
 		<-errc
-		return &exitError{code: 1, msg: fmt.Sprintf("baton lock %s: not held within --timeout %v", name, *timeout)}
+		return &cli.ExitError{Code: 1, Msg: fmt.Sprintf("baton lock %s: not held within --timeout %v", name, *timeout)}
 	}
 	if err := <-errc; err != nil { // released by now
 		return fmt.Errorf("baton lock %s: %w", name, err)
@@ -139,7 +140,7 @@ func runLock(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	if status != 0 {
-		return &exitError{code: status}
+		return &cli.ExitError{Code: status}
 	}
 	return nil
 }

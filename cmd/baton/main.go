@@ -16,44 +16,13 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/batonhq/baton/internal/cli"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	var ex *exitError
-	switch {
-	case err == nil || errors.Is(err, flag.ErrHelp):
-		return
-	case errors.As(err, &ex):
-		if ex.msg != "" {
-			fmt.Fprintln(os.Stderr, ex.msg)
-		}
-		os.Exit(ex.code)
-	case errors.Is(err, cli.ErrExitNow):
-		os.Exit(2) // run has said why
-	}
-	fmt.Fprintln(os.Stderr, err)
-	os.Exit(1)
-}
-
-// exitError is an exit status to pass on: `baton lock` exits with its
-// command's status.
-type exitError struct {
-	code int
-	msg  string
-}
-
-func (e *exitError) Error() string { return fmt.Sprintf("exit status %d: %s", e.code, e.msg) }
+func main() { cli.Main(run) }
 
 // baton is the program's shared part: no built-in jobs, --config is
 // required.

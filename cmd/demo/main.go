@@ -13,29 +13,13 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/batonhq/baton/internal/cli"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	switch {
-	case err == nil || errors.Is(err, flag.ErrHelp):
-		return
-	case errors.Is(err, errExitNow):
-		os.Exit(2) // run has said why
-	}
-	fmt.Fprintln(os.Stderr, err)
-	os.Exit(1)
-}
+func main() { cli.Main(run) }
 
 const usage = `usage:
   demo cluster [--nodes 3] [--config FILE] [--http-base-port N] [--log-format text|json]

@@ -133,3 +133,36 @@ func OrExitNow(now context.Context, f func() error) error {
 		return context.Cause(now)
 	}
 }
+
+// ExitError is an exit status to pass on, with a message for stderr (if
+// not empty): `baton lock` exits with its command's status.
+type ExitError struct {
+	Code int
+	Msg  string
+}
+
+func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d: %s", e.Code, e.Msg) }
+
+// Main runs a command's run function under a context that SIGINT and
+// SIGTERM end, and exits: 0 on success or -h, 2 after a second signal
+// (run has said why), an ExitError's code, else 1 with the error on
+// stderr.
+func Main(run func(ctx context.Context, args []string, stdout, stderr io.Writer) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	var ex *ExitError
+	switch {
+	case err == nil || errors.Is(err, flag.ErrHelp):
+		os.Exit(0)
+	case errors.As(err, &ex):
+		if ex.Msg != "" {
+			fmt.Fprintln(os.Stderr, ex.Msg)
+		}
+		os.Exit(ex.Code)
+	case errors.Is(err, ErrExitNow):
+		os.Exit(2)
+	}
+	fmt.Fprintln(os.Stderr, err)
+	os.Exit(1)
+}
