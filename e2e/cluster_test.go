@@ -291,11 +291,22 @@ func (sc *scenario) startProc(s *slot) (*proc, error) {
 		return nil, err
 	}
 	defer f.Close()
-	args := append([]string{"node"}, sc.be.args(s.proxy.Addr())...)
-	args = append(args, "--election", "e2e", "--id", id, "--config", sc.jobsPath, "--http", "127.0.0.1:0",
-		"--log-format", "json", "--stop-on-stdin-eof")
-	args = append(args, sc.extraArgs...)
-	cmd := exec.Command(demoBin, args...)
+	var cmd *exec.Cmd
+	if sc.sidecar != nil {
+		cfg, err := sc.sidecarConfig(s)
+		if err != nil {
+			return nil, err
+		}
+		// Everything but the identity comes from the config file.
+		args := append([]string{"run", "--config", cfg, "--id", id, "--stop-on-stdin-eof"}, sc.extraArgs...)
+		cmd = exec.Command(batonBin, args...)
+	} else {
+		args := append([]string{"node"}, sc.be.args(s.proxy.Addr())...)
+		args = append(args, "--election", "e2e", "--id", id, "--config", sc.jobsPath, "--http", "127.0.0.1:0",
+			"--log-format", "json", "--stop-on-stdin-eof")
+		args = append(args, sc.extraArgs...)
+		cmd = exec.Command(demoBin, args...)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Dir = sc.dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -9,8 +9,9 @@ import (
 	"testing"
 )
 
-// demoBin is the `demo` binary built once for the whole test run.
-var demoBin string
+// demoBin and batonBin are the `demo` and `baton` binaries, built once
+// for the whole test run.
+var demoBin, batonBin string
 
 // enabled reports whether the fault suite runs in this test binary:
 // BATON_E2E=1, which `make test` and `make soak` set. Without it `go test
@@ -42,11 +43,14 @@ func TestMain(m *testing.M) {
 	if gobin == "" {
 		gobin = "go"
 	}
-	cmd := exec.Command(gobin, "build", "-o", demoBin, "github.com/batonhq/baton/cmd/demo")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: go build ./cmd/demo: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
+	batonBin = filepath.Join(dir, "baton")
+	for bin, pkg := range map[string]string{demoBin: "./cmd/demo", batonBin: "./cmd/baton"} {
+		cmd := exec.Command(gobin, "build", "-o", bin, "github.com/batonhq/baton/"+pkg[2:])
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: go build %s: %v\n%s", pkg, err, out)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

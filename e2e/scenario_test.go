@@ -63,6 +63,20 @@ func envProfile(t *testing.T) profile {
 	return profile{}
 }
 
+// envSeed is BATON_E2E_SEED, to replay the fault choices of an earlier
+// run, or a new seed.
+func envSeed(t *testing.T) uint64 {
+	s := os.Getenv("BATON_E2E_SEED")
+	if s == "" {
+		return uint64(time.Now().UnixNano())
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatalf("BATON_E2E_SEED %q: %v", s, err)
+	}
+	return v
+}
+
 // TestFaults runs the fault scenario on every backend named by
 // BATON_E2E_BACKENDS, in parallel, and checks each history.
 func TestFaults(t *testing.T) {
@@ -71,14 +85,7 @@ func TestFaults(t *testing.T) {
 		t.Skip("starts servers and node processes")
 	}
 	prof := envProfile(t)
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("BATON_E2E_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("BATON_E2E_SEED %q: %v", s, err)
-		}
-		seed = v
-	}
+	seed := envSeed(t)
 	def := "etcd,postgres,mysql,consul,redis"
 	if prof.name == "long" {
 		def = "etcd,postgres"
@@ -92,7 +99,7 @@ func TestFaults(t *testing.T) {
 			name = strings.TrimSpace(name)
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				s := runScenario(t, name, prof, seed)
+				s := runScenario(t, name, prof, seed, variant{})
 				mu.Lock()
 				summaries = append(summaries, s)
 				mu.Unlock()
@@ -117,6 +124,9 @@ type scenario struct {
 	started  time.Time
 	// extraArgs are added to every node's command line.
 	extraArgs []string
+	// sidecar, if set, makes every node a `baton run` sidecar beside an
+	// app of its own (sidecar_test.go).
+	sidecar *sidecar
 
 	mu       sync.Mutex
 	procs    []*proc
@@ -437,13 +447,30 @@ func (sc *scenario) waitNewLeader(old *proc) *proc {
 	return l
 }
 
+// variant changes what runScenario runs.
+type variant struct {
+	// label names the variant in the artifacts directory ("" for the
+	// fault suite itself).
+	label string
+	// plan, if set, is the short profile's faults, in this order.
+	plan []string
+	// sidecar runs `baton run` sidecars calling HTTP jobs of an app
+	// (sidecar_test.go) instead of `demo node` with shell jobs.
+	sidecar bool
+}
+
 // runScenario runs the whole scenario on backend name and returns its
 // summary.
-func runScenario(t *testing.T, name string, prof profile, seed uint64) string {
+func runScenario(t *testing.T, name string, prof profile, seed uint64, v variant) string {
 	h := fnv.New64a()
 	h.Write([]byte(name))
 	sc := &scenario{t: t, prof: prof, seed: seed, rng: rand.New(rand.NewPCG(seed, h.Sum64())), counts: map[string]int{}}
-	startCluster(t, name, sc, clusterOpts{jobs: func(be *backend, sc *scenario) string { return jobsFile(be, sc.runsPath) }})
+	jobs := func(be *backend, sc *scenario) string { return jobsFile(be, sc.runsPath) }
+	if v.sidecar {
+		sc.sidecar = &sidecar{}
+		jobs = func(*backend, *scenario) string { return "# each sidecar has its own config: baton-N.yaml\n" }
+	}
+	startCluster(t, name, sc, clusterOpts{label: v.label, jobs: jobs})
 	dir := sc.dir
 	// Ticks are judged from the moment both jobs have run once: a new
 	// leader catches up from a job's last claimed tick, and before the
@@ -456,7 +483,10 @@ func runScenario(t *testing.T, name string, prof profile, seed uint64) string {
 	// The faults: each type once in an order the seed picks (short), or
 	// types picked at random until the duration has passed (long).
 	var plan []string
-	if prof.name == "short" {
+	switch {
+	case prof.name == "short" && v.plan != nil:
+		plan = v.plan
+	case prof.name == "short":
 		plan = slices.Clone(faultKinds)
 		sc.rng.Shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
 	}
@@ -507,7 +537,11 @@ func runScenario(t *testing.T, name string, prof profile, seed uint64) string {
 	time.Sleep(3 * time.Second)
 	to := time.Now().Add(-1500 * time.Millisecond)
 	sc.stopAll()
-	return sc.check(from, to)
+	sum := sc.check(from, to)
+	if sc.sidecar != nil {
+		sum += sc.checkAttempts()
+	}
+	return sum
 }
 
 // stopAll stops every node gracefully, followers first, and kills what
