@@ -189,7 +189,13 @@ func (l *ManagedLease) run(ctx context.Context) {
 
 	deadline := time.NewTimer(time.Until(l.Deadline()))
 	defer deadline.Stop()
-	next := time.NewTimer(t.RenewInterval)
+	// Renewals are timed from the send time of the request that set the
+	// deadline, as the deadline is: one RenewInterval after it, or at once
+	// if its answer came later than that. Timing them from the answer
+	// instead let a slow answer (a partition that held the request, then
+	// healed) put the next renewal within milliseconds of the deadline,
+	// and the term ended for want of a renewal that was never late.
+	next := time.NewTimer(time.Until(l.cfg.Sent.Add(t.RenewInterval)))
 	defer next.Stop()
 	results := make(chan renewResult, 1)
 	inflight := false
@@ -251,7 +257,7 @@ func (l *ManagedLease) run(ctx context.Context) {
 				cur = d
 			}
 			deadline.Reset(time.Until(cur))
-			next.Reset(t.RenewInterval)
+			next.Reset(time.Until(r.sent.Add(t.RenewInterval))) // at once if that has passed
 			l.log.Debug("lease renewed", "deadline_in", time.Until(cur).Round(time.Millisecond).String())
 		}
 	}

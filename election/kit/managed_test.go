@@ -3,12 +3,15 @@ package kit_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/election/kit"
 )
 
 // The in-memory backend's leases are ManagedLeases.
@@ -45,5 +48,55 @@ func TestManagedLease_SelfFencesAtLocalDeadline(t *testing.T) {
 		c.Heal()
 		l.Release(context.Background())
 		lb.Release(context.Background())
+	})
+}
+
+// A renewal whose answer comes late (a partition held the request, then
+// healed) still extends the term from its send time; the next renewal is
+// due one RenewInterval after that send, so it goes out at once, not one
+// RenewInterval after the late answer, a few milliseconds before the
+// deadline. Renewals here take 100 ms, except the first, held 1.35 s.
+func TestManagedLease_RenewalAfterALateAnswerIsNotLate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timing := election.Timing{TTL: 3 * time.Second, RenewInterval: time.Second, SafetyMargin: 600 * time.Millisecond}
+		start := time.Now()
+		var mu sync.Mutex
+		var sent []time.Duration
+		l := kit.NewManagedLease(kit.ManagedLeaseConfig{
+			Timing: timing,
+			Sent:   start,
+			Renew: func(ctx context.Context) (time.Duration, error) {
+				mu.Lock()
+				sent = append(sent, time.Since(start))
+				d := 100 * time.Millisecond
+				if len(sent) == 1 {
+					d = 1350 * time.Millisecond
+				}
+				mu.Unlock()
+				select {
+				case <-time.After(d):
+					return 0, nil
+				case <-ctx.Done():
+					return 0, ctx.Err()
+				}
+			},
+			Release: func(context.Context) error { return nil },
+			Logger:  slog.New(slog.DiscardHandler),
+		})
+		defer l.Release(context.Background())
+		// The first renewal, sent at 1 s and answered at 2.35 s, sets the
+		// deadline to 1 + 3 - 0.6 = 3.4 s. The second must be answered
+		// before that.
+		time.Sleep(6 * time.Second)
+		mu.Lock()
+		defer mu.Unlock()
+		select {
+		case <-l.Done():
+			t.Fatalf("term ended at its deadline (%v); renewals sent at %v", l.Err(), sent)
+		default:
+		}
+		if len(sent) < 2 || sent[1] != 2350*time.Millisecond {
+			t.Errorf("renewals sent at %v, want the second at 2.35 s, as soon as the first was answered", sent)
+		}
 	})
 }
