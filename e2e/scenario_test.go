@@ -26,8 +26,8 @@ const (
 	fKillLeader     = "kill-leader"     // SIGKILL of the leader
 	fKillFollower   = "kill-follower"   // SIGKILL of a follower
 	fTermLeader     = "sigterm-leader"  // SIGTERM of the leader while a job runs
-	fStopLeader     = "sigstop-leader"  // SIGSTOP of the leader for 0.5-3 TTL, then SIGCONT
-	fPartition      = "partition"       // one node's proxy blackholed for 0.5-3 TTL
+	fStopLeader     = "sigstop-leader"  // SIGSTOP of the leader for 0.5-3 TTL (long: 0.5-2), then SIGCONT
+	fPartition      = "partition"       // one node's proxy blackholed for 0.5-3 TTL (long: 0.5-2)
 	fLatency        = "latency"         // delay on the leader's proxy
 	fReset          = "reset"           // connection resets
 	fBackendRestart = "backend-restart" // etcd/Consul restart; SQL: the nodes' connections killed
@@ -158,6 +158,17 @@ func (sc *scenario) problem(format string, args ...any) {
 func (sc *scenario) ttlTimes(lo, hi float64) time.Duration {
 	f := lo + sc.rng.Float64()*(hi-lo)
 	return time.Duration(f * float64(sc.be.ttl)).Round(time.Millisecond)
+}
+
+// cutLength is how long a SIGSTOP or a partition lasts: 0.5-3 TTL in
+// the short profile; 0.5-2 TTL in the long one, which is about the number
+// of faults (both sides of the TTL are still covered: a cut shorter than
+// the TTL keeps the term, a longer one ends it).
+func (sc *scenario) cutLength() time.Duration {
+	if sc.prof.name == "long" {
+		return sc.ttlTimes(0.5, 2)
+	}
+	return sc.ttlTimes(0.5, 3)
 }
 
 func (sc *scenario) pause(lo, hi time.Duration) {
@@ -357,7 +368,7 @@ func (sc *scenario) inject(kind string, l *proc) {
 		sc.waitNewLeader(l)
 		sc.restartSlot(l.slot)
 	case fStopLeader:
-		d := sc.ttlTimes(0.5, 3)
+		d := sc.cutLength()
 		l.mu.Lock()
 		l.frozen = true
 		l.mu.Unlock()
@@ -379,7 +390,7 @@ func (sc *scenario) inject(kind string, l *proc) {
 		if fs := followers(); len(fs) > 0 && sc.rng.IntN(3) == 0 {
 			p = fs[sc.rng.IntN(len(fs))]
 		}
-		d := sc.ttlTimes(0.5, 3)
+		d := sc.cutLength()
 		role := "follower"
 		if p == l {
 			role = "leader"
@@ -522,8 +533,9 @@ func runScenario(t *testing.T, name string, prof profile, seed uint64, v variant
 			sc.pause(500*time.Millisecond, 2*time.Second)
 		} else {
 			// The long profile is about the number of faults: each
-			// one still starts only once the cluster has settled.
-			sc.pause(250*time.Millisecond, time.Second)
+			// one still starts only once the cluster has settled
+			// (a leader has run a job since the last fault ended).
+			sc.pause(0, 250*time.Millisecond)
 		}
 		l, ok := sc.settle(time.Now())
 		if !ok {
