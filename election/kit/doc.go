@@ -2,10 +2,12 @@
 // built from, so that every backend applies the same lease rules.
 //
 // ManagedLease owns a lease's renew loop, its local safe deadline (last
-// renewal sent + TTL - SafetyMargin, on the monotonic clock), Done, Err,
-// Lose and Release; a backend supplies only the calls that talk to its
-// store (ManagedLeaseConfig: Renew, Watch, Release). A Watch that stopped
-// without learning anything returns ErrRetryWatch and is restarted.
+// successful renewal sent + TTL - SafetyMargin, on the monotonic clock;
+// the next renewal is due RenewInterval after that send, at once if its
+// answer came later), Done, Err, Lose and Release; a backend supplies
+// only the calls that talk to its store (ManagedLeaseConfig: Renew,
+// Watch, Release). A Watch that stopped without learning anything returns
+// ErrRetryWatch and is restarted.
 //
 // Why a package of its own: a person who embeds an Elector reads package
 // election and never needs these names, and a person who writes a backend
