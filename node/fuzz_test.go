@@ -71,7 +71,7 @@ func FuzzHTTP(f *testing.F) {
 		{1, "/jobs/j/pause", "by=al&note=n%20b", "Bearer tok"}, {1, "/jobs/j/resume", "run_missed=1", "Bearer tok"},
 		{1, "/jobs/j/run", "request_id=r-1", "Bearer tok"}, {1, "/jobs/j/run", "request_id=%00", "Bearer tok"},
 		{1, "/jobs/nope/pause", "", "Bearer tok"}, {1, "/jobs/j%2Fx/run", "", "Bearer tok"}, {0, "/runs/r-1", "", ""},
-		{0, "/runs/", "", ""},
+		{0, "/runs/", "", ""}, {0, "*", "", ""}, {5, "*", "", ""},
 	} {
 		f.Add(s.m, s.path, s.q, s.auth, []byte(`{"cooldown":"1h"}`))
 	}

@@ -47,7 +47,23 @@ func (s *server) routes() {
 	s.mux.HandleFunc("GET /runs/{id}", s.handleRun)
 }
 
-func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP serves the routes. The request target "*" (RFC 9110, 7.1) is
+// for OPTIONS only: net/http's server answers "OPTIONS *" itself, and
+// ServeMux answers any other method on it with an empty 400, so both are
+// answered here, where a handler reached directly (or through a proxy)
+// sees them too.
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.RequestURI == "*" {
+		if r.Method == http.MethodOptions {
+			w.Header().Set("Allow", "GET, HEAD, POST, OPTIONS")
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		http.Error(w, fmt.Sprintf("request target \"*\" is for OPTIONS only, not %q", r.Method), http.StatusBadRequest)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 // serve serves h on ln until stop is closed (then shuts down gracefully
 // within HTTPShutdownTimeout) or serving fails. It blocks.
