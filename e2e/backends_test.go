@@ -17,16 +17,19 @@ import (
 	"github.com/batonhq/baton/internal/testenv"
 )
 
-// backend is one backend under test: a server the test owns (or a table
-// and a user of its own on a shared database server), reached by every
-// node through its own proxy.
+// backend is one backend under test: a server or a cluster the test owns
+// (or a table and a user of its own on a shared database server), reached
+// by every node through proxies of its own.
 type backend struct {
 	name   string
-	target string // host:port the proxies forward to
-	nodes  int
-	ttl    time.Duration
-	poll   time.Duration // SQL followers' poll interval; zero elsewhere
-	grace  time.Duration // misfire grace of the jobs: covers a failover
+	target string // host:port the proxies forward to, unless targets is set
+	// targets, if set, are the servers node slot i talks to, one proxy
+	// each: every member of a cluster, or the slot's own client agent.
+	targets func(i int) []string
+	nodes   int
+	ttl     time.Duration
+	poll    time.Duration // SQL followers' poll interval; zero elsewhere
+	grace   time.Duration // misfire grace of the jobs: covers a failover
 	// crashBound is the documented crash failover bound (DESIGN rule 7),
 	// reported next to the measured maximum.
 	crashBound time.Duration
@@ -34,19 +37,40 @@ type backend struct {
 	// includes reconnectAllowance where a follower's client may still be
 	// reconnecting after a backend restart.
 	handoverBound time.Duration
-	// args are the backend flags of `demo node` for a node whose proxy
-	// listens on addr.
-	args func(addr string) []string
+	// args are the backend flags of `demo node` for a node whose proxies
+	// listen on addrs (in the order of its targets).
+	args func(addrs []string) []string
 	// restart is the backend-restart fault; restartKind says what it does.
 	restart     func(ctx context.Context) error
 	restartKind string
-	close       func()
+	// faults are the backend's own faults (a clustered backend's), in
+	// the scenario beside the common ones.
+	faults []backendFault
+	close  func()
+}
+
+// backendFault is a fault of the backend's servers. run injects it,
+// noting it (sc.note with kind) at the moment it takes effect, and returns
+// once it has ended (healed, restarted).
+type backendFault struct {
+	kind string
+	run  func(ctx context.Context, sc *scenario, kind string) error
+}
+
+// targetsOf returns the servers slot i's proxies forward to.
+func (be *backend) targetsOf(i int) []string {
+	if be.targets != nil {
+		return be.targets(i)
+	}
+	return []string{be.target}
 }
 
 func newBackend(ctx context.Context, name, dir string) (*backend, error) {
 	switch name {
 	case "etcd":
 		return newEtcd(dir)
+	case "etcd-cluster":
+		return newEtcdCluster(dir)
 	case "postgres":
 		return newSQL(ctx, testdb.Postgres)
 	case "mysql", "mariadb":
@@ -56,7 +80,7 @@ func newBackend(ctx context.Context, name, dir string) (*backend, error) {
 	case "redis":
 		return newRedis(dir)
 	}
-	return nil, fmt.Errorf("unknown backend %q (want etcd, postgres, mysql, consul, redis)", name)
+	return nil, fmt.Errorf("unknown backend %q (want etcd, etcd-cluster, postgres, mysql, consul, redis)", name)
 }
 
 func newEtcd(dir string) (*backend, error) {
@@ -68,8 +92,8 @@ func newEtcd(dir string) (*backend, error) {
 	return &backend{
 		name: "etcd", target: srv.Addr(), nodes: 4, ttl: ttl, grace: 30 * time.Second,
 		crashBound: ttl + time.Second, handoverBound: time.Second + reconnectAllowance,
-		args: func(addr string) []string {
-			return []string{"--backend", "etcd", "--endpoints", "http://" + addr}
+		args: func(addrs []string) []string {
+			return []string{"--backend", "etcd", "--endpoints", "http://" + addrs[0]}
 		},
 		restart:     func(context.Context) error { return srv.Restart() },
 		restartKind: "embedded etcd member stopped and started on the same data dir",
@@ -123,9 +147,9 @@ func postgresNodes(be *backend, srv *testdb.Server, table, app string) error {
 	if err != nil {
 		return err
 	}
-	be.args = func(addr string) []string {
+	be.args = func(addrs []string) []string {
 		v := *u
-		v.Host = addr
+		v.Host = addrs[0]
 		q := v.Query()
 		q.Set("application_name", app)
 		v.RawQuery = q.Encode()
@@ -153,9 +177,9 @@ func mysqlNodes(ctx context.Context, be *backend, srv *testdb.Server, table, use
 			return nil, fmt.Errorf("mysql: %s: %w", q, err)
 		}
 	}
-	be.args = func(addr string) []string {
+	be.args = func(addrs []string) []string {
 		c := mysql.NewConfig()
-		c.User, c.Net, c.Addr, c.DBName, c.ParseTime = user, "tcp", addr, srv.DBName, true
+		c.User, c.Net, c.Addr, c.DBName, c.ParseTime = user, "tcp", addrs[0], srv.DBName, true
 		return []string{"--backend", "mysql", "--dsn", c.FormatDSN(), "--table", table}
 	}
 	be.restart = func(ctx context.Context) error {
@@ -204,8 +228,8 @@ func newConsul(ctx context.Context, dir string) (*backend, error) {
 		// lock-delay: the TTL (the default), so that a deregistered node's
 		// session cannot free it while its leader still leads.
 		crashBound: 2*ttl + ttl, handoverBound: 2 * time.Second,
-		args: func(addr string) []string {
-			return []string{"--backend", "consul", "--consul-addr", addr}
+		args: func(addrs []string) []string {
+			return []string{"--backend", "consul", "--consul-addr", addrs[0]}
 		},
 		restart:     srv.Restart,
 		restartKind: "Consul server agent (non-dev, data dir kept) stopped with SIGTERM and started again",
@@ -230,8 +254,8 @@ func newRedis(dir string) (*backend, error) {
 	return &backend{
 		name: "redis", target: srv.Addr(), nodes: 4, ttl: ttl, grace: 30 * time.Second,
 		crashBound: ttl + time.Second, handoverBound: time.Second + reconnectAllowance,
-		args: func(addr string) []string {
-			return []string{"--backend", "redis", "--redis-addr", addr}
+		args: func(addrs []string) []string {
+			return []string{"--backend", "redis", "--redis-addr", addrs[0]}
 		},
 		restart:     func(context.Context) error { return srv.Restart() },
 		restartKind: "redis-server (append-only file, fsync always) stopped with SIGTERM and started on the same port and data dir",

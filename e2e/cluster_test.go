@@ -91,14 +91,53 @@ func (t *tailer) lines() [][]byte {
 	return out
 }
 
-// slot is one place in the cluster: a proxy to the backend and the node
-// process currently using it (a restarted node is a new process with a
-// new identity on the same slot).
+// slot is one place in the cluster: its proxies to the backend (one per
+// server the node talks to: one, or one per member of a clustered
+// backend) and the node process currently using them (a restarted node is
+// a new process with a new identity on the same slot).
 type slot struct {
-	i     int
-	proxy *faultproxy.Proxy
-	gen   int
-	proc  *proc
+	i       int
+	proxies []*faultproxy.Proxy
+	gen     int
+	proc    *proc
+}
+
+// addrs are the addresses of the slot's proxies, in the order of the
+// backend's targets.
+func (s *slot) addrs() []string {
+	out := make([]string, len(s.proxies))
+	for i, p := range s.proxies {
+		out[i] = p.Addr()
+	}
+	return out
+}
+
+// blackhole cuts the slot's node off from every server of the backend;
+// heal ends it.
+func (s *slot) blackhole() {
+	for _, p := range s.proxies {
+		p.Blackhole()
+	}
+}
+
+func (s *slot) heal() {
+	for _, p := range s.proxies {
+		p.Heal()
+	}
+}
+
+// setDelay delays every chunk each way on each of the slot's proxies.
+func (s *slot) setDelay(d time.Duration) {
+	for _, p := range s.proxies {
+		p.SetDelay(d)
+	}
+}
+
+// reset resets the connections of every proxy of the slot.
+func (s *slot) reset() {
+	for _, p := range s.proxies {
+		p.Reset()
+	}
 }
 
 // proc is one `demo node` process.
@@ -301,7 +340,7 @@ func (sc *scenario) startProc(s *slot) (*proc, error) {
 		args := append([]string{"run", "--config", cfg, "--id", id, "--stop-on-stdin-eof"}, sc.extraArgs...)
 		cmd = exec.Command(batonBin, args...)
 	} else {
-		args := append([]string{"node"}, sc.be.args(s.proxy.Addr())...)
+		args := append([]string{"node"}, sc.be.args(s.addrs())...)
 		args = append(args, "--election", "e2e", "--id", id, "--config", sc.jobsPath, "--http", "127.0.0.1:0",
 			"--log-format", "json", "--stop-on-stdin-eof")
 		args = append(args, sc.extraArgs...)

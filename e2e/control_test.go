@@ -305,7 +305,7 @@ func runControl(t *testing.T, name string) {
 		return false
 	})
 	cut := time.Now()
-	l.slot.proxy.Blackhole()
+	l.slot.blackhole()
 	sc.note(fPartition, l.id, "backend cut off while stubborn retries")
 	var lost time.Time
 	if !waitFor(3*be.crashBound+10*time.Second, func() bool {
@@ -322,7 +322,7 @@ func runControl(t *testing.T, name string) {
 	if end, ok := jobEventAt(l, "run ended", "stubborn", cut); ok && (!stopped || end.Before(retryStop)) {
 		retryStop, stopped = end, true
 	}
-	l.slot.proxy.Heal()
+	l.slot.heal()
 	sc.note("partition-end", l.id, "healed")
 	if _, ok := sc.settle(time.Now()); !ok {
 		t.Fatalf("no leader after the cut; logs in %s", dir)

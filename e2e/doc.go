@@ -1,11 +1,15 @@
 // Package e2e is baton's end-to-end fault-injection suite. Its tests start
 // real servers (embedded etcd, a Consul server agent, the local PostgreSQL
-// and MariaDB) and several real `demo node` processes per backend, each
-// talking to its backend through its own faultproxy.Proxy, then inject
-// faults chosen at random from a printed seed: SIGKILL of the leader or a
-// follower, SIGTERM of the leader mid-job, SIGSTOP/SIGCONT of the leader,
-// a partition of one node, added latency, connection resets, a backend
-// restart, and restarts of the killed nodes.
+// and MariaDB, redis-server) and clustered ones (etcd-cluster: three etcd
+// member processes), and several real `demo node` processes per backend,
+// each talking to its backend through proxies of its own
+// (faultproxy.Proxy, one per server it reaches), then inject faults chosen
+// at random from a printed seed: SIGKILL of the leader or a follower,
+// SIGTERM of the leader mid-job, SIGSTOP/SIGCONT of the leader, a
+// partition of one node, added latency, connection resets, a backend
+// restart, restarts of the killed nodes, and a clustered backend's own
+// faults (etcd: SIGKILL or SIGSTOP of the leading member, one member cut
+// off from its peers, MoveLeader).
 //
 // The oracle is independent of baton's ledger: the jobs append a line at
 // the start and at the end of every run to a file opened with O_APPEND,
@@ -27,8 +31,11 @@
 //	BATON_E2E_PROFILE   short (default; every fault type once per backend)
 //	                    or long (random faults until BATON_E2E_DURATION)
 //	BATON_E2E_DURATION  long profile's length (default 30m)
-//	BATON_E2E_BACKENDS  comma-separated: etcd, postgres, mysql, consul, redis
-//	                    (default: all for short, etcd,postgres for long)
+//	BATON_E2E_BACKENDS  comma-separated: etcd, etcd-cluster, postgres,
+//	                    mysql, consul, redis (TestFaults' default for short:
+//	                    etcd-cluster,postgres,mysql,consul,redis; for
+//	                    long: etcd,postgres; the other tests: the single
+//	                    servers)
 //	BATON_E2E_SEED      replays the fault choices of an earlier run
 //	BATON_E2E_KEEP=1    keeps the artifacts directory of a passing run
 package e2e

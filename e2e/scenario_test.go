@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/e2e/history"
-	"github.com/batonhq/baton/internal/faultproxy"
 	"github.com/batonhq/baton/internal/testenv"
 )
 
@@ -86,7 +85,9 @@ func TestFaults(t *testing.T) {
 	}
 	prof := envProfile(t)
 	seed := envSeed(t)
-	def := "etcd,postgres,mysql,consul,redis"
+	// The short profile runs etcd clustered, as production does; the
+	// other tests of the suite cover the single embedded server.
+	def := "etcd-cluster,postgres,mysql,consul,redis"
 	if prof.name == "long" {
 		def = "etcd,postgres"
 	}
@@ -395,38 +396,35 @@ func (sc *scenario) inject(kind string, l *proc) {
 		if p == l {
 			role = "leader"
 		}
-		p.slot.proxy.Blackhole()
+		p.slot.blackhole()
 		sc.note(kind, p.id, "%s cut off from the backend for %v", role, d)
 		time.Sleep(d)
-		p.slot.proxy.Heal()
+		p.slot.heal()
 		sc.note(kind+"-end", p.id, "healed")
 	case fLatency:
 		delay := time.Duration(50+sc.rng.IntN(250)) * time.Millisecond
 		d := sc.ttlTimes(1, 2)
-		px := []*faultproxy.Proxy{l.slot.proxy}
-		what := "leader's proxy"
+		slots := []*slot{l.slot}
+		what := "leader's proxies"
 		if sc.rng.IntN(2) == 0 {
-			px, what = nil, "every proxy"
-			for _, s := range sc.slots {
-				px = append(px, s.proxy)
-			}
+			slots, what = sc.slots, "every proxy"
 		}
-		for _, x := range px {
-			x.SetDelay(delay)
+		for _, s := range slots {
+			s.setDelay(delay)
 		}
 		sc.note(kind, l.id, "%v per chunk each way on the %s for %v", delay, what, d)
 		time.Sleep(d)
-		for _, x := range px {
-			x.SetDelay(0)
+		for _, s := range slots {
+			s.setDelay(0)
 		}
 		sc.note(kind+"-end", l.id, "no delay")
 	case fReset:
 		n := 2 + sc.rng.IntN(3)
 		for i := range n {
-			l.slot.proxy.Reset()
+			l.slot.reset()
 			if i == n-1 {
 				for _, s := range sc.slots {
-					s.proxy.Reset()
+					s.reset()
 				}
 			}
 			time.Sleep(time.Duration(100+sc.rng.IntN(400)) * time.Millisecond)
@@ -441,7 +439,31 @@ func (sc *scenario) inject(kind string, l *proc) {
 			sc.problem("backend restart: %v", err)
 		}
 		sc.note(kind+"-end", be.name, "back")
+	default:
+		for _, f := range be.faults {
+			if f.kind != kind {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			err := f.run(ctx, sc, kind)
+			cancel()
+			if err != nil {
+				sc.problem("%s: %v", kind, err)
+			}
+			return
+		}
+		sc.problem("unknown fault kind %q", kind)
 	}
+}
+
+// kinds are the fault kinds of the scenario: the common ones, then the
+// backend's own.
+func (sc *scenario) kinds() []string {
+	out := slices.Clone(faultKinds)
+	for _, f := range sc.be.faults {
+		out = append(out, f.kind)
+	}
+	return out
 }
 
 // waitNewLeader waits for a node other than old to lead.
@@ -498,7 +520,7 @@ func runScenario(t *testing.T, name string, prof profile, seed uint64, v variant
 	case prof.name == "short" && v.plan != nil:
 		plan = v.plan
 	case prof.name == "short":
-		plan = slices.Clone(faultKinds)
+		plan = sc.kinds()
 		sc.rng.Shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
 	}
 	end := sc.started.Add(prof.duration)
@@ -527,7 +549,8 @@ func runScenario(t *testing.T, name string, prof profile, seed uint64, v variant
 					time.Since(sc.started).Round(time.Second), prof.duration, n, len(sc.procs))
 				sc.mu.Unlock()
 			}
-			kind = faultKinds[sc.rng.IntN(len(faultKinds))]
+			kinds := sc.kinds()
+			kind = kinds[sc.rng.IntN(len(kinds))]
 		}
 		if prof.name == "short" {
 			sc.pause(500*time.Millisecond, 2*time.Second)

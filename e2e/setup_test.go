@@ -74,12 +74,16 @@ func startCluster(t *testing.T, name string, sc *scenario, o clusterOpts) *proc 
 		nodes = be.nodes
 	}
 	for i := range nodes {
-		px, err := faultproxy.New(be.target)
-		if err != nil {
-			t.Fatal(err)
+		s := &slot{i: i}
+		for _, target := range be.targetsOf(i) {
+			px, err := faultproxy.New(target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { px.Close() })
+			s.proxies = append(s.proxies, px)
 		}
-		t.Cleanup(func() { px.Close() })
-		sc.slots = append(sc.slots, &slot{i: i, proxy: px})
+		sc.slots = append(sc.slots, s)
 	}
 	t.Cleanup(sc.cleanup)
 	sc.started = time.Now()

@@ -88,7 +88,7 @@ func (sc *scenario) sidecarConfig(s *slot) (string, error) {
 	}
 	// The backend flags of the fault suite, as the config's backend section.
 	b.WriteString("backend:\n")
-	args := be.args(s.proxy.Addr())
+	args := be.args(s.addrs())
 	for i := 0; i+1 < len(args); i += 2 {
 		key := strings.ReplaceAll(strings.TrimPrefix(args[i], "--"), "-", "_")
 		if key == "backend" {

@@ -1,13 +1,15 @@
 #!/bin/sh
-# Builds the etcdctl pinned in tools/etcd/go.mod into <repo>/.bin/etcdctl.
-# Idempotent: skips the build when .bin/etcdctl was built from the same
-# go.mod/go.sum (stamp file .bin/etcdctl.stamp). Usage: tools/etcd/build.sh [-f]
+# Builds the etcdctl and the etcd server pinned in tools/etcd/go.mod into
+# <repo>/.bin/etcdctl and <repo>/.bin/etcd: the etcdctl tests run the
+# first, the e2e suite's clustered etcd runs three members of the second
+# as separate processes. Idempotent: skips the build when both were built
+# from the same go.mod/go.sum (stamp file .bin/etcd.stamp).
+# Usage: tools/etcd/build.sh [-f]
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-bin="$root/.bin/etcdctl"
-stamp="$root/.bin/etcdctl.stamp"
+stamp="$root/.bin/etcd.stamp"
 
 version=$(sed -n 's/^[[:space:]]*go.etcd.io\/etcd\/etcdctl\/v3 \(v[^ ]*\).*/\1/p' "$here/go.mod" | head -n 1)
 if [ -z "$version" ]; then
@@ -16,15 +18,18 @@ if [ -z "$version" ]; then
 fi
 want="$version $(cat "$here/go.mod" "$here/go.sum" | cksum | cut -d' ' -f1) $(go env GOVERSION)"
 
-if [ "${1:-}" != "-f" ] && [ -x "$bin" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
-	echo "build.sh: $bin is up to date (etcdctl $version)"
+if [ "${1:-}" != "-f" ] && [ -x "$root/.bin/etcdctl" ] && [ -x "$root/.bin/etcd" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+	echo "build.sh: $root/.bin/etcdctl and etcd are up to date ($version)"
 	exit 0
 fi
 
 mkdir -p "$root/.bin"
-echo "build.sh: building etcdctl $version into $bin"
 start=$(date +%s)
-(cd "$here" && go build -mod=readonly -o "$bin.tmp" go.etcd.io/etcd/etcdctl/v3)
-mv "$bin.tmp" "$bin"
+for pkg in etcdctl/v3:etcdctl server/v3:etcd; do
+	bin="$root/.bin/${pkg#*:}"
+	echo "build.sh: building go.etcd.io/etcd/${pkg%:*} $version into $bin"
+	(cd "$here" && go build -mod=readonly -o "$bin.tmp" "go.etcd.io/etcd/${pkg%:*}")
+	mv "$bin.tmp" "$bin"
+done
 echo "$want" > "$stamp"
-echo "build.sh: built etcdctl $version in $(( $(date +%s) - start ))s"
+echo "build.sh: built etcdctl and etcd $version in $(( $(date +%s) - start ))s"
