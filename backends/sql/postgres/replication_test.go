@@ -4,16 +4,8 @@ import (
 	"context"
 	dbsql "database/sql"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"sort"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -21,114 +13,15 @@ import (
 
 	"github.com/batonhq/baton/backends/sql/postgres"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/pgha"
 	"github.com/batonhq/baton/ledger"
 )
 
-// pgBin is the directory of the newest installed PostgreSQL's programs
-// (initdb, pg_ctl, pg_basebackup).
-func pgBin(t *testing.T) string {
+// openDB opens a pool on the pair's database on s. connect_timeout makes
+// a dead server fail statements instead of hanging them.
+func openDB(t *testing.T, s *pgha.Server) *dbsql.DB {
 	t.Helper()
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	sort.Slice(dirs, func(i, j int) bool {
-		vi, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[i])))
-		vj, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[j])))
-		return vi < vj
-	})
-	for i := len(dirs) - 1; i >= 0; i-- {
-		if _, err := os.Stat(filepath.Join(dirs[i], "pg_basebackup")); err == nil {
-			return dirs[i]
-		}
-	}
-	testenv.Unavailable(t, "PostgreSQL server programs (initdb, pg_ctl, pg_basebackup) not found under /usr/lib/postgresql")
-	return ""
-}
-
-// pgCluster is one PostgreSQL server of the test's own: a data directory
-// and a port, run as the postgres user.
-type pgCluster struct {
-	bin, dir string
-	port     int
-}
-
-// asPostgres runs a PostgreSQL program as the postgres user (the server
-// refuses to run as root).
-func asPostgres(t *testing.T, name string, args ...string) error {
-	t.Helper()
-	var cmd *exec.Cmd
-	if os.Geteuid() == 0 {
-		cmd = exec.Command("runuser", append([]string{"-u", "postgres", "--", name}, args...)...)
-	} else {
-		cmd = exec.Command(name, args...)
-	}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, out)
-	}
-	return nil
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// pgDir makes a directory the postgres user owns.
-func pgDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "baton-pg-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if os.Geteuid() == 0 {
-		if out, err := exec.Command("chown", "postgres:postgres", dir).CombinedOutput(); err != nil {
-			testenv.Unavailable(t, "chown to the postgres user: %v %s", err, out)
-		}
-	}
-	return dir
-}
-
-func (c *pgCluster) conf(t *testing.T, lines ...string) {
-	t.Helper()
-	f, err := os.OpenFile(filepath.Join(c.dir, "postgresql.auto.conf"), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, l := range lines {
-		fmt.Fprintln(f, l)
-	}
-}
-
-func (c *pgCluster) start(t *testing.T) {
-	t.Helper()
-	if err := asPostgres(t, filepath.Join(c.bin, "pg_ctl"), "-D", c.dir, "-l", filepath.Join(c.dir, "server.log"), "-w", "-t", "60", "start"); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// stop stops the server: "immediate" is a crash (no shutdown checkpoint,
-// nothing more sent to a standby), "fast" a clean stop.
-func (c *pgCluster) stop(t *testing.T, mode string) {
-	t.Helper()
-	if err := asPostgres(t, filepath.Join(c.bin, "pg_ctl"), "-D", c.dir, "-m", mode, "-w", "stop"); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (c *pgCluster) dsn() string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable&connect_timeout=5", c.port)
-}
-
-func (c *pgCluster) db(t *testing.T) *dbsql.DB {
-	t.Helper()
-	db, err := dbsql.Open("pgx", c.dsn())
+	db, err := dbsql.Open("pgx", s.DSN(pgha.DefaultDatabase)+"&connect_timeout=5")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,66 +29,10 @@ func (c *pgCluster) db(t *testing.T) *dbsql.DB {
 	return db
 }
 
-// startPair starts a primary and a streaming standby made with
-// pg_basebackup, on ports and data directories of their own. With sync,
-// the primary waits for the standby to apply each commit
-// (synchronous_standby_names = '*', synchronous_commit = remote_apply),
-// the setting the README documents.
-func startPair(t *testing.T, sync bool) (primary, standby *pgCluster) {
+// must fails t on a pgha error.
+func must(t *testing.T, err error) {
 	t.Helper()
-	bin := pgBin(t)
-	primary = &pgCluster{bin: bin, dir: pgDir(t), port: freePort(t)}
-	if err := asPostgres(t, filepath.Join(bin, "initdb"), "-D", primary.dir, "-U", "postgres", "-A", "trust", "--no-sync"); err != nil {
-		t.Fatal(err)
-	}
-	primary.conf(t, fmt.Sprintf("port = %d", primary.port), "listen_addresses = '127.0.0.1'",
-		fmt.Sprintf("unix_socket_directories = '%s'", primary.dir), "wal_level = replica", "max_wal_senders = 4", "fsync = off")
-	if sync {
-		primary.conf(t, "synchronous_standby_names = '*'", "synchronous_commit = remote_apply")
-	}
-	primary.start(t)
-	t.Cleanup(func() { _ = asPostgres(t, filepath.Join(bin, "pg_ctl"), "-D", primary.dir, "-m", "immediate", "stop") })
-
-	standby = &pgCluster{bin: bin, dir: filepath.Join(pgDir(t), "data"), port: freePort(t)}
-	if err := asPostgres(t, filepath.Join(bin, "pg_basebackup"), "-h", "127.0.0.1", "-p", strconv.Itoa(primary.port), "-U", "postgres",
-		"-D", standby.dir, "-R", "-X", "stream", "--no-sync"); err != nil {
-		t.Fatal(err)
-	}
-	standby.conf(t, fmt.Sprintf("port = %d", standby.port), fmt.Sprintf("unix_socket_directories = '%s'", standby.dir))
-	standby.start(t)
-	t.Cleanup(func() { _ = asPostgres(t, filepath.Join(bin, "pg_ctl"), "-D", standby.dir, "-m", "immediate", "stop") })
-
-	want := "async"
-	if sync {
-		want = "sync"
-	}
-	db := primary.db(t)
-	testenv.WaitFor(t, 30*time.Second, "the standby to stream", func() bool {
-		var state string
-		err := db.QueryRow(`SELECT sync_state FROM pg_stat_replication WHERE state = 'streaming'`).Scan(&state)
-		return err == nil && state == want
-	})
-	return primary, standby
-}
-
-// caughtUp waits until standby has replayed everything primary wrote.
-func caughtUp(t *testing.T, primary, standby *dbsql.DB) {
-	t.Helper()
-	var lsn string
-	if err := primary.QueryRow(`SELECT pg_current_wal_lsn()::text`).Scan(&lsn); err != nil {
-		t.Fatal(err)
-	}
-	testenv.WaitFor(t, 30*time.Second, "the standby to replay "+lsn, func() bool {
-		var ok bool
-		err := standby.QueryRow(`SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn`, lsn).Scan(&ok)
-		return err == nil && ok
-	})
-}
-
-// promote makes the standby the primary, as a failover does.
-func (c *pgCluster) promote(t *testing.T) {
-	t.Helper()
-	if err := asPostgres(t, filepath.Join(c.bin, "pg_ctl"), "-D", c.dir, "-w", "promote"); err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
 }
@@ -208,11 +45,11 @@ var (
 	tick3 = tick2.Add(5 * time.Minute)
 )
 
-// leader opens a backend on c, creates the schema if needed and takes the
+// leader opens a backend on s, creates the schema if needed and takes the
 // lease.
-func leader(t *testing.T, c *pgCluster, id string) (*ledgerLease, error) {
+func leader(t *testing.T, s *pgha.Server, id string) (*ledgerLease, error) {
 	t.Helper()
-	be, err := postgres.New(postgres.Config{DB: c.db(t), Table: "baton_lease", Election: "billing",
+	be, err := postgres.New(postgres.Config{DB: openDB(t, s), Table: "baton_lease", Election: "billing",
 		Timing: election.Timing{TTL: 10 * time.Second}, QueryTimeout: 3 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}) // renewals fail while a server is away, by design
 	if err != nil {
@@ -272,7 +109,10 @@ func TestReplication_AsyncFailoverLosesClaims(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two PostgreSQL servers")
 	}
-	primary, standby := startPair(t, false)
+	pair := pgha.StartT(t, pgha.Options{})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	primary, standby := pair.Primary(), pair.Standby()
 	old, err := leader(t, primary, "node-a")
 	if err != nil {
 		t.Fatal(err)
@@ -280,18 +120,18 @@ func TestReplication_AsyncFailoverLosesClaims(t *testing.T) {
 	if err := old.claim(tick1, 10*time.Second); err != nil {
 		t.Fatalf("claim of tick 1: %v", err)
 	}
-	caughtUp(t, primary.db(t), standby.db(t))
+	must(t, pair.CaughtUp(ctx))
 
 	// Replication stalls (here: the standby is stopped; a lagging network
 	// does the same), the leader claims the next tick, and the primary
 	// crashes before the standby has it.
-	standby.stop(t, "fast")
+	must(t, standby.Stop(ctx, pgha.Fast))
 	if err := old.claim(tick2, 10*time.Second); err != nil {
 		t.Fatalf("claim of tick 2 with the standby away: %v (asynchronous commits do not wait)", err)
 	}
-	primary.stop(t, "immediate")
-	standby.start(t)
-	standby.promote(t)
+	must(t, pair.KillPrimary(ctx))
+	must(t, standby.Start(ctx))
+	must(t, pair.Promote(ctx))
 
 	next, err := leader(t, standby, "node-b")
 	if err != nil {
@@ -326,7 +166,10 @@ func TestReplication_SyncFailoverKeepsClaims(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two PostgreSQL servers")
 	}
-	primary, standby := startPair(t, true)
+	pair := pgha.StartT(t, pgha.Options{Sync: true})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	primary, standby := pair.Primary(), pair.Standby()
 	old, err := leader(t, primary, "node-a")
 	if err != nil {
 		t.Fatal(err)
@@ -335,7 +178,7 @@ func TestReplication_SyncFailoverKeepsClaims(t *testing.T) {
 		t.Fatalf("claim of tick 1: %v", err)
 	}
 
-	standby.stop(t, "fast")
+	must(t, standby.Stop(ctx, pgha.Fast))
 	start := time.Now()
 	err = old.claim(tick2, 3*time.Second)
 	if err == nil {
@@ -346,25 +189,22 @@ func TestReplication_SyncFailoverKeepsClaims(t *testing.T) {
 	}
 	t.Logf("sync: with the standby away, the claim of tick 2 failed after %v: %v (the Host does not start the run)", time.Since(start).Round(time.Millisecond), err)
 
-	standby.start(t)
-	testenv.WaitFor(t, 30*time.Second, "the standby to stream again", func() bool {
-		var n int
-		err := primary.db(t).QueryRow(`SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'`).Scan(&n)
-		return err == nil && n == 1
-	})
+	must(t, standby.Start(ctx))
+	must(t, pair.WaitStreaming(ctx)) // as the synchronous standby again
 	if err := old.claim(tick3, 10*time.Second); err != nil {
 		t.Fatalf("claim of tick 3 with the standby back: %v", err)
 	}
-	primary.stop(t, "immediate")
-	standby.promote(t)
-	// The promoted server inherited synchronous_standby_names from the
-	// base backup, and has no standby of its own yet: its commits would
+	must(t, pair.KillPrimary(ctx))
+	must(t, pair.Promote(ctx))
+	// The promoted server has synchronous_standby_names = '*' too (as a
+	// base backup of the primary would), and no standby of its own yet: its commits would
 	// wait for one forever (fail closed). Running without one until a new
 	// standby joins is the operator's call (or the failover manager's).
-	if _, err := standby.db(t).Exec(`ALTER SYSTEM SET synchronous_standby_names = ''`); err != nil {
+	promoted := openDB(t, standby)
+	if _, err := promoted.Exec(`ALTER SYSTEM SET synchronous_standby_names = ''`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := standby.db(t).Exec(`SELECT pg_reload_conf()`); err != nil {
+	if _, err := promoted.Exec(`SELECT pg_reload_conf()`); err != nil {
 		t.Fatal(err)
 	}
 
