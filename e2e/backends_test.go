@@ -21,8 +21,9 @@ import (
 // (or a table and a user of its own on a shared database server), reached
 // by every node through proxies of its own.
 type backend struct {
-	name   string
-	target string // host:port the proxies forward to, unless targets is set
+	name     string
+	topology string // what runs, for the report
+	target   string // host:port the proxies forward to, unless targets is set
 	// targets, if set, are the servers node slot i talks to, one proxy
 	// each: every member of a cluster, or the slot's own client agent.
 	targets func(i int) []string
@@ -90,7 +91,7 @@ func newEtcd(dir string) (*backend, error) {
 	}
 	ttl := 3 * time.Second
 	return &backend{
-		name: "etcd", target: srv.Addr(), nodes: 4, ttl: ttl, grace: 30 * time.Second,
+		name: "etcd", topology: "one embedded etcd member (in the test process)", target: srv.Addr(), nodes: 4, ttl: ttl, grace: 30 * time.Second,
 		crashBound: ttl + time.Second, handoverBound: time.Second + reconnectAllowance,
 		args: func(addrs []string) []string {
 			return []string{"--backend", "etcd", "--endpoints", "http://" + addrs[0]}
@@ -114,7 +115,7 @@ func newSQL(ctx context.Context, d testdb.Dialect) (*backend, error) {
 	table := name // and the application name or user
 	ttl, poll := 3*time.Second, 250*time.Millisecond
 	be := &backend{
-		name: string(d), target: srv.Addr, nodes: 4, ttl: ttl, poll: poll,
+		name: string(d), topology: "the machine's " + string(d) + " server, a table and a connection name of the run's own", target: srv.Addr, nodes: 4, ttl: ttl, poll: poll,
 		grace: 30 * time.Second, crashBound: ttl + poll, handoverBound: time.Second + poll + reconnectAllowance,
 	}
 	var dropUser func(context.Context)
@@ -223,7 +224,7 @@ func newConsul(ctx context.Context, dir string) (*backend, error) {
 	}
 	ttl := 10 * time.Second
 	return &backend{
-		name: "consul", target: srv.HTTPAddr, nodes: 3, ttl: ttl, grace: 60 * time.Second,
+		name: "consul", topology: "one Consul server agent (its raft data on disk), the nodes talking to it directly", target: srv.HTTPAddr, nodes: 3, ttl: ttl, grace: 60 * time.Second,
 		// Consul reaps a session at 2*TTL, then keeps the key for the
 		// lock-delay: the TTL (the default), so that a deregistered node's
 		// session cannot free it while its leader still leads.
@@ -252,7 +253,7 @@ func newRedis(dir string) (*backend, error) {
 	}
 	ttl := 3 * time.Second
 	return &backend{
-		name: "redis", target: srv.Addr(), nodes: 4, ttl: ttl, grace: 30 * time.Second,
+		name: "redis", topology: "one redis-server (append-only file, fsync always)", target: srv.Addr(), nodes: 4, ttl: ttl, grace: 30 * time.Second,
 		crashBound: ttl + time.Second, handoverBound: time.Second + reconnectAllowance,
 		args: func(addrs []string) []string {
 			return []string{"--backend", "redis", "--redis-addr", addrs[0]}

@@ -101,6 +101,9 @@ func (sc *scenario) check(from, to time.Time) string {
 		r.MaxCrashFailover.Round(time.Millisecond), be.crashBound, r.MaxHandover.Round(time.Millisecond), be.handoverBound,
 		maxLat.Round(time.Millisecond), slack)
 	t.Logf("summary:\n%s", sum)
+	sc.outcome = &outcome{Backend: be.name, Topology: be.topology, Profile: sc.prof.name, Seed: sc.seed, Started: sc.started,
+		Runtime: runtime, Nodes: be.nodes, TTL: be.ttl, Faults: maps.Clone(sc.counts), Report: r, Problems: slices.Clone(sc.problems),
+		MaxStartLatency: maxLat, CrashBound: be.crashBound, HandoverBound: be.handoverBound}
 
 	if sc.counts[fKillLeader] > 0 && r.MaxCrashFailover == 0 {
 		sc.problem("a leader was killed but no crash failover was measured")

@@ -38,4 +38,6 @@
 //	                    servers)
 //	BATON_E2E_SEED      replays the fault choices of an earlier run
 //	BATON_E2E_KEEP=1    keeps the artifacts directory of a passing run
+//	BATON_E2E_REPORT    a markdown file (make soak: docs/reliability.md)
+//	                    where TestFaults writes each backend's section
 package e2e

@@ -342,7 +342,7 @@ func newEtcdCluster(dir string) (*backend, error) {
 	}
 	ttl := 3 * time.Second
 	be := &backend{
-		name: "etcd-cluster", nodes: 4, ttl: ttl, grace: 30 * time.Second,
+		name: "etcd-cluster", topology: "3 etcd member processes (.bin/etcd), each node reaching all three through a proxy each", nodes: 4, ttl: ttl, grace: 30 * time.Second,
 		targets: func(int) []string { return c.clientAddrs() },
 		// A crash failover takes the TTL and a second on etcd; a node
 		// cut off from one member moves to another within its dial

@@ -95,20 +95,31 @@ func TestFaults(t *testing.T) {
 	fmt.Printf("e2e: profile %s, seed %d (replay: BATON_E2E_SEED=%d), backends %s\n", prof.name, seed, seed, strings.Join(names, ","))
 	var mu sync.Mutex
 	var summaries []string
+	var outcomes []*outcome
 	t.Run("backends", func(t *testing.T) {
 		for _, name := range names {
 			name = strings.TrimSpace(name)
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				s := runScenario(t, name, prof, seed, variant{})
+				s, o := runScenario(t, name, prof, seed, variant{})
 				mu.Lock()
 				summaries = append(summaries, s)
+				if o != nil {
+					outcomes = append(outcomes, o)
+				}
 				mu.Unlock()
 			})
 		}
 	})
 	sort.Strings(summaries)
 	fmt.Printf("e2e summary (profile %s, seed %d):\n%s", prof.name, seed, strings.Join(summaries, ""))
+	if path := os.Getenv("BATON_E2E_REPORT"); path != "" && len(outcomes) > 0 {
+		if err := writeReport(path, outcomes); err != nil {
+			t.Errorf("BATON_E2E_REPORT: %v", err)
+		} else {
+			fmt.Printf("e2e: report of %d backend(s) written to %s\n", len(outcomes), path)
+		}
+	}
 }
 
 // scenario is one backend's run.
@@ -135,6 +146,7 @@ type scenario struct {
 	frozen   []history.Interval
 	counts   map[string]int
 	problems []string // liveness failures, reported with the violations
+	outcome  *outcome // set by check
 }
 
 func (sc *scenario) note(kind, target, format string, args ...any) {
@@ -493,8 +505,8 @@ type variant struct {
 }
 
 // runScenario runs the whole scenario on backend name and returns its
-// summary.
-func runScenario(t *testing.T, name string, prof profile, seed uint64, v variant) string {
+// summary and its outcome (nil if the scenario stopped before its check).
+func runScenario(t *testing.T, name string, prof profile, seed uint64, v variant) (string, *outcome) {
 	h := fnv.New64a()
 	h.Write([]byte(name))
 	sc := &scenario{t: t, prof: prof, seed: seed, rng: rand.New(rand.NewPCG(seed, h.Sum64())), counts: map[string]int{}}
@@ -576,7 +588,7 @@ func runScenario(t *testing.T, name string, prof profile, seed uint64, v variant
 	if sc.sidecar != nil {
 		sum += sc.checkAttempts()
 	}
-	return sum
+	return sum, sc.outcome
 }
 
 // stopAll stops every node gracefully, followers first, and kills what

@@ -47,7 +47,7 @@ func TestSidecar(t *testing.T) {
 			name = strings.TrimSpace(name)
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				s := runScenario(t, name, profile{name: "short"}, seed, variant{label: "sidecar", sidecar: true,
+				s, _ := runScenario(t, name, profile{name: "short"}, seed, variant{label: "sidecar", sidecar: true,
 					plan: []string{fTermLeader, fKillLeader}})
 				mu.Lock()
 				summaries = append(summaries, s)
