@@ -74,6 +74,8 @@ func newBackend(ctx context.Context, name, dir string) (*backend, error) {
 		return newEtcdCluster(dir)
 	case "postgres":
 		return newSQL(ctx, testdb.Postgres)
+	case "postgres-ha":
+		return newPostgresHA(ctx, dir)
 	case "mysql", "mariadb":
 		return newSQL(ctx, testdb.MySQL)
 	case "consul":
@@ -81,7 +83,7 @@ func newBackend(ctx context.Context, name, dir string) (*backend, error) {
 	case "redis":
 		return newRedis(dir)
 	}
-	return nil, fmt.Errorf("unknown backend %q (want etcd, etcd-cluster, postgres, mysql, consul, redis)", name)
+	return nil, fmt.Errorf("unknown backend %q (want etcd, etcd-cluster, postgres, postgres-ha, mysql, consul, redis)", name)
 }
 
 func newEtcd(dir string) (*backend, error) {

@@ -1,7 +1,8 @@
 // Package e2e is baton's end-to-end fault-injection suite. Its tests start
 // real servers (embedded etcd, a Consul server agent, the local PostgreSQL
 // and MariaDB, redis-server) and clustered ones (etcd-cluster: three etcd
-// member processes), and several real `demo node` processes per backend,
+// member processes; postgres-ha: a primary and a synchronous streaming
+// standby of the run's own), and several real `demo node` processes per backend,
 // each talking to its backend through proxies of its own
 // (faultproxy.Proxy, one per server it reaches), then inject faults chosen
 // at random from a printed seed: SIGKILL of the leader or a follower,
@@ -9,7 +10,8 @@
 // partition of one node, added latency, connection resets, a backend
 // restart, restarts of the killed nodes, and a clustered backend's own
 // faults (etcd: SIGKILL or SIGSTOP of the leading member, one member cut
-// off from its peers, MoveLeader).
+// off from its peers, MoveLeader; PostgreSQL: the primary killed, the
+// standby promoted, the old primary rebuilt as the new standby).
 //
 // The oracle is independent of baton's ledger: the jobs append a line at
 // the start and at the end of every run to a file opened with O_APPEND,
@@ -32,8 +34,9 @@
 //	                    or long (random faults until BATON_E2E_DURATION)
 //	BATON_E2E_DURATION  long profile's length (default 30m)
 //	BATON_E2E_BACKENDS  comma-separated: etcd, etcd-cluster, postgres,
-//	                    mysql, consul, redis (TestFaults' default for short:
-//	                    etcd-cluster,postgres,mysql,consul,redis; for
+//	                    postgres-ha, mysql, consul, redis (TestFaults'
+//	                    default for short: etcd-cluster,postgres-ha,
+//	                    mysql,consul,redis; for
 //	                    long: etcd,postgres; the other tests: the single
 //	                    servers)
 //	BATON_E2E_SEED      replays the fault choices of an earlier run

@@ -85,9 +85,10 @@ func TestFaults(t *testing.T) {
 	}
 	prof := envProfile(t)
 	seed := envSeed(t)
-	// The short profile runs etcd clustered, as production does; the
-	// other tests of the suite cover the single embedded server.
-	def := "etcd-cluster,postgres,mysql,consul,redis"
+	// The short profile runs etcd clustered and PostgreSQL with a
+	// standby, as production does; the other tests of the suite cover
+	// the single servers.
+	def := "etcd-cluster,postgres-ha,mysql,consul,redis"
 	if prof.name == "long" {
 		def = "etcd,postgres"
 	}
