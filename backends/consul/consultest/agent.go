@@ -9,10 +9,15 @@
 //   - with Options.DataDir a single server (-server -bootstrap-expect=1)
 //     keeping its raft state in that directory, so that Restart stops and
 //     starts it without losing keys, sessions or indexes;
-//   - with Options.Join a client agent joined to such a server, as
-//     production hosts run one: its own node, data directory and ports, so
-//     that it can be killed and its node failed, force-left or
-//     deregistered while the server keeps running.
+//   - with Options.Join a client agent joined to such a server (or to
+//     several), as production hosts run one: its own node, data directory
+//     and ports, so that it can be killed and its node failed, force-left
+//     or deregistered while the server keeps running.
+//
+// StartServers runs the production layout's servers instead: n servers
+// with data directories, joined to each other, for client agents to join
+// (Options.Join, JoinAddrs). Kill, Restart, Leader, ForceLeave and
+// WaitMemberStatus then inject and observe operator faults.
 //
 // The binary is found in this order: $CONSUL_BIN, <repo>/.bin/consul
 // (built by tools/consul/build.sh), consul on $PATH.
@@ -20,10 +25,12 @@ package consultest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -55,6 +62,10 @@ type Agent struct {
 	// SerfLANAddr is the agent's gossip (serf LAN) address (host:port):
 	// what a client agent joins (Options.Join).
 	SerfLANAddr string
+	// ServerAddr is the agent's server RPC address (host:port), the form
+	// /v1/status/leader and /v1/status/peers name servers in; empty for a
+	// client agent, which has no server port.
+	ServerAddr string
 	// NodeName is the agent's node name: the node its sessions belong to.
 	NodeName string
 	// Dir is the agent's directory: Options.DataDir, or a temporary
@@ -74,8 +85,8 @@ type Agent struct {
 
 	args    []string      // after the binary; the same at every start
 	timeout time.Duration // readiness bound of every start
-	keepDir bool          // Options.DataDir: Close keeps Dir, Restart is allowed
-	health  bool          // ready when the node's serfHealth passes, not just registered
+	keepDir bool          // Options.DataDir: Close keeps Dir
+	dev     bool          // a dev agent: state in memory, no Restart; ready once its node is registered
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd     // the current process
@@ -100,7 +111,7 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 	}
 	var lastErr error
 	for range 3 { // a free port can be taken between probe and use
-		a, err := newAgent(bin, opts)
+		a, err := newAgent(bin, opts, 1)
 		if err != nil {
 			return nil, err
 		}
@@ -114,6 +125,11 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 	}
 	return nil, lastErr
 }
+
+// errExited marks a start that failed because the process exited before
+// it was ready (a port taken since it was picked, most often): trying
+// again on other ports may help.
+var errExited = errors.New("agent exited")
 
 // start runs the agent's process and waits until it is ready. On error
 // the process is stopped.
@@ -147,32 +163,15 @@ func (a *Agent) start(ctx context.Context) error {
 	if err := a.waitReady(wctx, exited); err != nil {
 		log := a.LogTail(4096)
 		a.stop()
-		return fmt.Errorf("consultest: agent on %s not ready: %w\n%s", a.HTTPAddr, err, log)
+		return fmt.Errorf("consultest: agent %s on %s not ready: %w\n%s", a.NodeName, a.HTTPAddr, err, log)
 	}
 	return nil
 }
 
+// waitReady polls the agent until it knows a raft leader and the catalog
+// holds its node: with a passing serfHealth check, unless it is a dev
+// agent.
 func (a *Agent) waitReady(ctx context.Context, exited <-chan struct{}) error {
-	hc := &http.Client{Timeout: 2 * time.Second}
-	get := func(path string) (string, error) {
-		req, err := http.NewRequestWithContext(ctx, "GET", "http://"+a.HTTPAddr+path, nil)
-		if err != nil {
-			return "", err
-		}
-		if a.ManagementToken != "" {
-			req.Header.Set("X-Consul-Token", a.ManagementToken)
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return "", err
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 {
-			return "", fmt.Errorf("%s: %s", path, resp.Status)
-		}
-		return strings.TrimSpace(string(b)), err
-	}
 	var last error
 	for {
 		select {
@@ -180,55 +179,130 @@ func (a *Agent) waitReady(ctx context.Context, exited <-chan struct{}) error {
 			a.mu.Lock()
 			err := a.err
 			a.mu.Unlock()
-			return fmt.Errorf("agent exited: %v", err)
+			return fmt.Errorf("%w: %v", errExited, err)
 		case <-ctx.Done():
 			return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
 		case <-time.After(50 * time.Millisecond):
 		}
-		leader, err := get("/v1/status/leader")
-		if err != nil || leader == `""` || leader == "" {
-			last = fmt.Errorf("no raft leader yet (%v)", err)
-			continue
-		}
-		if a.health {
-			node, err := get("/v1/health/node/" + a.NodeName)
-			if err != nil || !strings.Contains(node, `"serfHealth"`) || !strings.Contains(node, `"passing"`) {
-				last = fmt.Errorf("node not registered and healthy yet (%v)", err)
-				continue
-			}
+		if last = a.ready(ctx); last == nil {
 			return nil
 		}
-		node, err := get("/v1/catalog/node/" + a.NodeName)
-		if err != nil || node == "null" || !strings.Contains(node, `"Node"`) {
-			last = fmt.Errorf("node not registered yet (%v)", err)
-			continue
-		}
-		return nil
 	}
 }
 
-// Restart stops an agent started with Options.DataDir (SIGTERM, then
-// SIGKILL after 10 s) and starts it again on the same ports and data
-// directory, then waits until it is ready, as Start does. Keys, sessions
-// and indexes survive; Consul resets session TTL timers when its leader is
-// elected. Other agents keep their state in memory or in a temporary
-// directory, and Restart refuses them.
+// ready reports why the agent is not ready yet, or nil.
+func (a *Agent) ready(ctx context.Context) error {
+	var leader string
+	if err := a.getJSON(ctx, "/v1/status/leader", &leader); err != nil || leader == "" {
+		return fmt.Errorf("no raft leader yet (%v)", err)
+	}
+	if a.dev {
+		var node *struct{ Node *struct{ Node string } }
+		if err := a.getJSON(ctx, "/v1/catalog/node/"+url.PathEscape(a.NodeName), &node); err != nil || node == nil || node.Node == nil {
+			return fmt.Errorf("node not registered yet (%v)", err)
+		}
+		return nil
+	}
+	// After a Kill and Restart the catalog still holds the node, with a
+	// critical serfHealth check until the leader sees the new process.
+	var checks []struct{ CheckID, Status string }
+	if err := a.getJSON(ctx, "/v1/health/node/"+url.PathEscape(a.NodeName), &checks); err != nil {
+		return fmt.Errorf("node health: %v", err)
+	}
+	for _, c := range checks {
+		if c.CheckID == "serfHealth" {
+			if c.Status != "passing" {
+				return fmt.Errorf("node's serfHealth check is %s", c.Status)
+			}
+			return nil
+		}
+	}
+	return errors.New("node not registered yet")
+}
+
+// do sends an HTTP request to the agent's API, with its management token
+// if it has one, and returns the body of a 200 answer.
+func (a *Agent) do(ctx context.Context, method, path string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+a.HTTPAddr+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	if a.ManagementToken != "" {
+		req.Header.Set("X-Consul-Token", a.ManagementToken)
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(b)))
+	}
+	return b, nil
+}
+
+// httpClient keeps no idle connections: agents are restarted on the same
+// ports.
+var httpClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
+// getJSON decodes the answer to GET path into v.
+func (a *Agent) getJSON(ctx context.Context, path string, v any) error {
+	b, err := a.do(ctx, "GET", path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// Restart stops the agent (SIGTERM, then SIGKILL after 10 s; nothing if
+// it was killed or has exited) and starts it again on the same ports,
+// node name and data directory, then waits until it is ready, as Start
+// does. It works for a server with Options.DataDir (alone or one of
+// StartServers: keys, sessions and indexes survive; Consul resets session
+// TTL timers when its leader is elected) and for a client agent
+// (Options.Join), which joins its servers again. A dev agent keeps its
+// state in memory, and Restart refuses it.
+//
+// A client agent leaves the cluster on SIGTERM: its servers deregister
+// its node, which deletes the node's sessions, and register it again when
+// it is back. A killed one only comes back alive, sessions intact, unless
+// its node was force-left or deregistered in between.
 func (a *Agent) Restart(ctx context.Context) error {
-	if !a.keepDir {
-		return errors.New("consultest: Restart needs an agent started with Options.DataDir")
+	if a.dev {
+		return errors.New("consultest: Restart needs an agent started with Options.DataDir or Options.Join (a dev agent keeps its state in memory)")
 	}
 	a.stop()
 	var err error
 	for range 20 { // the old listeners may take a moment to be released
-		if err = a.start(ctx); err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			break
+		if err = a.start(ctx); err == nil || !errors.Is(err, errExited) || ctx.Err() != nil {
+			return err
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
 	return err
+}
+
+// running reports whether the agent's process has been started and has
+// not exited.
+func (a *Agent) running() bool {
+	a.mu.Lock()
+	exited := a.exited
+	a.mu.Unlock()
+	if exited == nil {
+		return false
+	}
+	select {
+	case <-exited:
+		return false
+	default:
+		return true
+	}
 }
 
 // stop sends SIGTERM to the current process, then SIGKILL after

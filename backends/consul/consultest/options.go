@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -30,9 +31,13 @@ type Options struct {
 	TLS *TLS
 	// Join, when not empty, starts a client agent instead of a dev server:
 	// server = false, its own data directory (under Agent.Dir), joined to
-	// the server whose serf LAN address (Agent.SerfLANAddr) Join is. Start
-	// returns once the server has registered the client's node. Not with
-	// ACLManagementToken, TLS or DataDir.
+	// the servers whose serf LAN addresses (Agent.SerfLANAddr) Join lists,
+	// separated by commas (JoinAddrs builds the list for a set of
+	// servers). Each address is a -retry-join, retried every second until
+	// one answers; once joined, the agent learns every server by gossip and
+	// keeps working while some of them are down. Start returns once the
+	// servers have registered the client's node with a passing serfHealth
+	// check. Not with ACLManagementToken, TLS or DataDir.
 	Join string
 	// DataDir, when not empty, starts a single server that keeps its state
 	// on disk instead of a dev agent: `-server -bootstrap-expect=1` with
@@ -41,12 +46,14 @@ type Options struct {
 	// stops and starts it on the same ports and data. A dev agent keeps its
 	// state in memory and would start its indexes again from scratch, so a
 	// lock's ModifyIndex (a fencing token) would not rise across a restart.
-	// Start returns once the node's serfHealth check passes.
+	// Start returns once the node's serfHealth check passes. StartServers
+	// keeps server i in DataDir/server-i instead.
 	DataDir string
 	// NodeName is the agent's node name. Empty means the package's
 	// NodeName for a dev agent or a server, and "baton-client-" plus the
-	// agent's HTTP port for a client agent. Node names must be unique in a
-	// cluster.
+	// agent's HTTP port for a client agent; for StartServers, the prefix
+	// of the servers' names ("baton-server" when empty). Node names must be
+	// unique in a cluster.
 	NodeName string
 }
 
@@ -64,8 +71,9 @@ type TLS struct {
 }
 
 // newAgent picks the ports, makes the directory and builds the command
-// line of an agent; start runs it.
-func newAgent(bin string, opts Options) (*Agent, error) {
+// line of an agent; start runs it. expect is the -bootstrap-expect of a
+// server with a data directory (1 for Start, n for StartServers).
+func newAgent(bin string, opts Options, expect int) (*Agent, error) {
 	ports, err := freePorts(5)
 	if err != nil {
 		return nil, err
@@ -95,11 +103,17 @@ func newAgent(bin string, opts Options) (*Agent, error) {
 	switch {
 	case opts.Join != "":
 		// A client agent: persistent state in its own directory, joined
-		// to the server (retrying until the server answers).
-		args = []string{"agent", "-data-dir=" + filepath.Join(dir, "data"), "-retry-join=" + opts.Join}
+		// to the servers (retrying every second, not every 30 s, until
+		// one answers).
+		args = []string{"agent", "-data-dir=" + filepath.Join(dir, "data"), "-retry-interval=1s"}
+		for _, addr := range strings.Split(opts.Join, ",") {
+			if addr = strings.TrimSpace(addr); addr != "" {
+				args = append(args, "-retry-join="+addr)
+			}
+		}
 	case keep:
-		args = []string{"agent", "-server", "-bootstrap-expect=1", "-data-dir=" + filepath.Join(dir, "data"),
-			"-advertise=127.0.0.1", "-hcl=performance { raft_multiplier = 1 }"}
+		args = []string{"agent", "-server", "-bootstrap-expect=" + strconv.Itoa(expect), "-data-dir=" + filepath.Join(dir, "data"),
+			"-advertise=127.0.0.1", "-retry-interval=1s", "-hcl=performance { raft_multiplier = 1 }"}
 	default:
 		args = []string{"agent", "-dev"}
 	}
@@ -133,8 +147,13 @@ func newAgent(bin string, opts Options) (*Agent, error) {
 	if timeout == 0 {
 		timeout = 60 * time.Second
 	}
+	serverAddr := ""
+	if opts.Join == "" {
+		serverAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(server))
+	}
 	return &Agent{
 		HTTPAddr:        net.JoinHostPort("127.0.0.1", strconv.Itoa(http)),
+		ServerAddr:      serverAddr,
 		SerfLANAddr:     net.JoinHostPort("127.0.0.1", strconv.Itoa(serfLAN)),
 		NodeName:        node,
 		Dir:             dir,
@@ -146,6 +165,6 @@ func newAgent(bin string, opts Options) (*Agent, error) {
 		args:    args,
 		timeout: timeout,
 		keepDir: keep,
-		health:  keep,
+		dev:     !keep && opts.Join == "",
 	}, nil
 }
