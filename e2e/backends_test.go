@@ -80,10 +80,12 @@ func newBackend(ctx context.Context, name, dir string) (*backend, error) {
 		return newSQL(ctx, testdb.MySQL)
 	case "consul":
 		return newConsul(ctx, dir)
+	case "consul-cluster":
+		return newConsulCluster(ctx, dir)
 	case "redis":
 		return newRedis(dir)
 	}
-	return nil, fmt.Errorf("unknown backend %q (want etcd, etcd-cluster, postgres, postgres-ha, mysql, consul, redis)", name)
+	return nil, fmt.Errorf("unknown backend %q (want etcd, etcd-cluster, postgres, postgres-ha, mysql, consul, consul-cluster, redis)", name)
 }
 
 func newEtcd(dir string) (*backend, error) {

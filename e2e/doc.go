@@ -2,7 +2,8 @@
 // real servers (embedded etcd, a Consul server agent, the local PostgreSQL
 // and MariaDB, redis-server) and clustered ones (etcd-cluster: three etcd
 // member processes; postgres-ha: a primary and a synchronous streaming
-// standby of the run's own), and several real `demo node` processes per backend,
+// standby of the run's own; consul-cluster: three Consul servers and a
+// client agent per node), and several real `demo node` processes per backend,
 // each talking to its backend through proxies of its own
 // (faultproxy.Proxy, one per server it reaches), then inject faults chosen
 // at random from a printed seed: SIGKILL of the leader or a follower,
@@ -11,7 +12,9 @@
 // restart, restarts of the killed nodes, and a clustered backend's own
 // faults (etcd: SIGKILL or SIGSTOP of the leading member, one member cut
 // off from its peers, MoveLeader; PostgreSQL: the primary killed, the
-// standby promoted, the old primary rebuilt as the new standby).
+// standby promoted, the old primary rebuilt as the new standby; Consul:
+// SIGKILL of the raft leader, a graceful restart of a node's client
+// agent, and a client agent killed, seen failed and force-left).
 //
 // The oracle is independent of baton's ledger: the jobs append a line at
 // the start and at the end of every run to a file opened with O_APPEND,
@@ -34,9 +37,9 @@
 //	                    or long (random faults until BATON_E2E_DURATION)
 //	BATON_E2E_DURATION  long profile's length (default 30m)
 //	BATON_E2E_BACKENDS  comma-separated: etcd, etcd-cluster, postgres,
-//	                    postgres-ha, mysql, consul, redis (TestFaults'
-//	                    default for short: etcd-cluster,postgres-ha,
-//	                    mysql,consul,redis; for
+//	                    postgres-ha, mysql, consul, consul-cluster, redis
+//	                    (TestFaults' default for short: etcd-cluster,
+//	                    postgres-ha,mysql,consul-cluster,redis; for
 //	                    long: etcd,postgres; the other tests: the single
 //	                    servers)
 //	BATON_E2E_SEED      replays the fault choices of an earlier run

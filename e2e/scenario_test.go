@@ -85,10 +85,10 @@ func TestFaults(t *testing.T) {
 	}
 	prof := envProfile(t)
 	seed := envSeed(t)
-	// The short profile runs etcd clustered and PostgreSQL with a
-	// standby, as production does; the other tests of the suite cover
-	// the single servers.
-	def := "etcd-cluster,postgres-ha,mysql,consul,redis"
+	// The short profile runs etcd and Consul clustered and PostgreSQL
+	// with a standby, as production does; the other tests of the suite
+	// cover the single servers.
+	def := "etcd-cluster,postgres-ha,mysql,consul-cluster,redis"
 	if prof.name == "long" {
 		def = "etcd,postgres"
 	}
