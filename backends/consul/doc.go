@@ -13,7 +13,8 @@
 // once and it locks the key within milliseconds. After a crash Consul
 // reaps the holder's session 2*TTL after the last renewal it received and
 // then refuses the key for the lock-delay, so a follower leads within
-// 2*TTL + LockDelay: 30 s at the defaults.
+// 2*TTL + LockDelay of that last renewal (30 s at the defaults), plus the
+// moment it takes to see the key free and lock it.
 //
 // The leader renews its session every RenewInterval (Session().Renew),
 // watches the key with blocking queries, and ends its term on its own at
