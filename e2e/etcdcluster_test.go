@@ -67,15 +67,6 @@ type etcdCluster struct {
 	members []*etcdMember
 }
 
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
 // startEtcdCluster starts n members under dir and returns once each
 // answers and they have a leader.
 func startEtcdCluster(dir string, n int) (*etcdCluster, error) {
@@ -86,14 +77,12 @@ func startEtcdCluster(dir string, n int) (*etcdCluster, error) {
 	c := &etcdCluster{bin: bin}
 	var initial []string
 	for i := range n {
-		cport, err := freePort()
+		ports, err := testenv.FreePorts(2)
 		if err != nil {
+			c.close()
 			return nil, err
 		}
-		pport, err := freePort()
-		if err != nil {
-			return nil, err
-		}
+		cport, pport := ports[0], ports[1]
 		px, err := faultproxy.New(net.JoinHostPort("127.0.0.1", strconv.Itoa(pport)))
 		if err != nil {
 			c.close()

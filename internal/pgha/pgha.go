@@ -264,9 +264,9 @@ func Start(ctx context.Context, dir string, opts Options) (_ *Pair, err error) {
 			return nil, err
 		}
 	}
-	ports, err := freePorts(2)
+	ports, err := testenv.FreePorts(2)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("pgha: %w", err)
 	}
 	for i := range p.servers {
 		name := "pg" + strconv.Itoa(i)
@@ -587,9 +587,9 @@ func (p *Pair) startFresh(ctx context.Context, s, upstream *Server) error {
 		if attempt == 3 || !strings.Contains(tail, "could not bind") && !strings.Contains(tail, "already in use") {
 			return err
 		}
-		ports, perr := freePorts(1)
+		ports, perr := testenv.FreePorts(1)
 		if perr != nil {
-			return perr
+			return fmt.Errorf("pgha: %w", perr)
 		}
 		s.Port = ports[0]
 	}
@@ -805,21 +805,6 @@ func searchable(dir string) error {
 			return nil
 		}
 	}
-}
-
-// freePorts returns n distinct loopback ports that were free a moment
-// ago.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("pgha: %w", err)
-		}
-		defer ln.Close()
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // logTail returns the last lines of the log written after offset from,

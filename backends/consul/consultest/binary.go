@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,25 +59,4 @@ func repoRoot() string {
 		}
 	}
 	return ""
-}
-
-// freePorts returns n loopback ports that were free a moment ago. Another
-// process can take one before the agent binds it; Start retries then.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/batonhq/baton/internal/testenv"
 )
 
 // Options tune Start. The zero value is fine.
@@ -74,7 +76,7 @@ type TLS struct {
 // line of an agent; start runs it. expect is the -bootstrap-expect of a
 // server with a data directory (1 for Start, n for StartServers).
 func newAgent(bin string, opts Options, expect int) (*Agent, error) {
-	ports, err := freePorts(5)
+	ports, err := testenv.FreePorts(5)
 	if err != nil {
 		return nil, err
 	}
