@@ -136,16 +136,33 @@ func Check(in Input) Report {
 	}
 
 	// 5. Handover and failover times.
+	excused := func(from, to time.Time) bool {
+		for _, w := range in.Excused {
+			if !from.After(w.To) && !to.Before(w.From) {
+				return true
+			}
+		}
+		return false
+	}
 	for i := 1; i < len(terms); i++ {
 		prev, next := terms[i-1], terms[i]
-		if prev.Graceful && !prev.End.IsZero() {
+		graceful := prev.Graceful && !prev.End.IsZero()
+		from := prev.Stop
+		if graceful {
+			from = prev.End
+		}
+		switch {
+		case from.IsZero():
+		case excused(from, next.Start):
+			r.Excused++
+		case graceful:
 			d := next.Start.Sub(prev.End)
 			r.MaxHandover = max(r.MaxHandover, d)
 			if in.HandoverBound > 0 && d > in.HandoverBound {
 				r.add("slow-handover", "%s released term %d at %s; %s led only %v later (bound %v)",
 					prev.Instance, prev.Token, prev.End.Format(time.RFC3339Nano), next.Instance, d, in.HandoverBound)
 			}
-		} else if !prev.Stop.IsZero() {
+		default:
 			r.MaxFailover = max(r.MaxFailover, next.Start.Sub(prev.Stop))
 			if prev.Killed {
 				r.MaxCrashFailover = max(r.MaxCrashFailover, next.Start.Sub(prev.Stop))

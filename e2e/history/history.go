@@ -62,10 +62,12 @@ type End struct {
 type Misfire struct {
 	Instance string
 	Token    uint64 // the term's token, if known
-	Job      string
-	Tick     time.Time
-	At       time.Time
-	Reason   string
+	// Job is the job whose tick was not started. Empty with a zero Tick:
+	// the term had no catch-up for any job.
+	Job    string
+	Tick   time.Time // zero: the term's catch-up was skipped
+	At     time.Time
+	Reason string
 }
 
 // Interval is a span of time in which an instance was frozen (SIGSTOP).
@@ -99,6 +101,12 @@ type Input struct {
 	// live term whose instance was frozen at a tick may miss it silently;
 	// the next term's catch-up must then account for it.
 	Frozen []Interval
+	// Excused are spans of faults from outside this history: in the soak,
+	// the backend faults another group of nodes on the same backend
+	// injected. A handover or failover that overlaps one is still judged
+	// for safety, but not held to the handover bound, and its time is not
+	// in the maxima (Report.Excused counts them). Instance is unused.
+	Excused []Interval
 	// HandoverBound is the longest allowed time from a graceful release to
 	// the next term's start.
 	HandoverBound time.Duration

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -254,6 +255,16 @@ func TestCheck_LoggedMisfiresAccountForTicks(t *testing.T) {
 	if r := Check(in); !r.OK() {
 		t.Errorf("logged catch-up failure: %v", r.Violations)
 	}
+	// The same for every job at once (a page of jobs, no job named).
+	in.Misfires[0].Job = ""
+	if r := Check(in); !r.OK() {
+		t.Errorf("logged catch-up failure of every job: %v", r.Violations)
+	}
+	// Another job's failure does not count.
+	in.Misfires[0].Job = "other"
+	if r := Check(in); r.LostTicks == 0 {
+		t.Errorf("another job's catch-up failure accounted for j's ticks")
+	}
 }
 
 func TestCheck_StartBeforeNextTermAfterOwnLossLog(t *testing.T) {
@@ -334,6 +345,50 @@ func TestCheck_LiveTermsOwnCatchUp(t *testing.T) {
 			in.Starts[i].At = at(12.3)
 		}
 	}
+	if r := Check(in); !r.OK() || r.Accounted["catch-up"] != 1 {
+		t.Errorf("violations %v, accounted %v; want tick 11 accounted for by b's catch-up", r.Violations, r.Accounted)
+	}
+}
+
+func TestCheck_ExcusedTransitions(t *testing.T) {
+	// A slow handover is a violation, unless it overlaps a fault from
+	// outside the history (another group's backend fault), which takes
+	// it out of the bound and the maxima.
+	in := clean()
+	in.Terms[0] = Term{Instance: "a", Token: 10, Start: at(0.5), Stop: at(10.2), End: at(10.4), Graceful: true}
+	in.Terms[1].Start = at(12.9)
+	in.HandoverBound = 2 * time.Second
+	if r := Check(in); r.SlowHandovers != 1 || r.Excused != 0 {
+		t.Errorf("slow handover: slow %d, excused %d; want 1, 0", r.SlowHandovers, r.Excused)
+	}
+	in.Excused = []Interval{{From: at(3), To: at(11)}}
+	r := Check(in)
+	if r.SlowHandovers != 0 || r.Excused != 1 || r.MaxHandover != 0 {
+		t.Errorf("slow handover during an excused span: slow %d, excused %d, max %v; want 0, 1, 0", r.SlowHandovers, r.Excused, r.MaxHandover)
+	}
+	in.Excused = []Interval{{From: at(13), To: at(20)}} // after the next term began
+	if r := Check(in); r.SlowHandovers != 1 || r.Excused != 0 {
+		t.Errorf("excused span after the handover: slow %d, excused %d; want 1, 0", r.SlowHandovers, r.Excused)
+	}
+	// Safety is judged regardless: a duplicate inside an excused span is
+	// still one.
+	in.Excused = []Interval{{From: at(0), To: at(30)}}
+	in.Starts = append(in.Starts, in.Starts[0])
+	if r := Check(in); r.Duplicates != 1 {
+		t.Errorf("duplicate in an excused span: %d, want 1", r.Duplicates)
+	}
+}
+
+func TestCheck_TermKilledJustBeforeATick(t *testing.T) {
+	// c led from 10.95 s and was killed at 10.999 s, before tick 11 came:
+	// it ran its own catch-up (tick 10 is a's) and nothing else. Tick 11
+	// falls to b, whose catch-up (tick 12) covers it, though c's term
+	// began within the slack before the tick.
+	in := clean()
+	in.Terms[0].Stop = at(10.05)
+	in.Terms = append(in.Terms, Term{Instance: "c", Token: 15, Start: at(10.95), Stop: at(10.999), Killed: true})
+	in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Tick.Equal(at(10)) })
+	in.Starts = append(in.Starts, Start{Job: "j", Tick: at(10), Token: 15, Instance: "c", At: at(10.96), CatchUp: true, Line: 99})
 	if r := Check(in); !r.OK() || r.Accounted["catch-up"] != 1 {
 		t.Errorf("violations %v, accounted %v; want tick 11 accounted for by b's catch-up", r.Violations, r.Accounted)
 	}

@@ -29,6 +29,9 @@ type Report struct {
 	// MaxCrashFailover is the longest time from the kill of a leader to the
 	// next term's start.
 	MaxCrashFailover time.Duration
+	// Excused counts the handovers and failovers not timed because they
+	// overlapped one of Input.Excused.
+	Excused int
 	// Accounted counts the ticks not run that the policies account for,
 	// by reason: "logged: <the node's message>", "catch-up" (a later tick
 	// of the next term's catch-up run stands for it, run-once), "beyond

@@ -28,7 +28,7 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 	logged := map[int64][]Misfire{}
 	var catchUpFailed []Misfire // zero Tick: the term's catch-up was skipped
 	for _, m := range in.Misfires {
-		if m.Job != job {
+		if m.Job != job && (m.Job != "" || !m.Tick.IsZero()) {
 			continue
 		}
 		if m.Tick.IsZero() {
@@ -69,10 +69,12 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 		r.Accounted[reason]++
 	}
 	// byNext reports whether the first term starting after t accounts for
-	// t, and how; "" if it does not (or there is no such term: ok false).
+	// t, and how; "" if it does not (or there is no such term: next nil).
 	byNext := func(t time.Time) (how string, next *Term) {
-		for i := range terms {
-			if terms[i].Start.After(t.Add(-in.Slack)) {
+		for i, tm := range terms {
+			// A term that began within the slack before t but stopped
+			// before t (killed at once) is not the one after t.
+			if tm.Start.After(t.Add(-in.Slack)) && (tm.Stop.IsZero() || !tm.Stop.Before(t)) {
 				next = &terms[i]
 				break
 			}
