@@ -25,18 +25,23 @@ fuzz:
 
 # The e2e fault suite's long profile: random faults until DURATION has
 # passed, on each of BATON_E2E_BACKENDS at once (etcd, etcd-cluster,
-# postgres, mysql, consul, redis), then the same checks and summary as the
-# short profile, and each backend's section of docs/reliability.md
-# rewritten (SOAK_REPORT; empty: none). Two cores carry one or two
-# backends at a time: soak the others in turns. BATON_E2E_SEED replays the
-# fault choices of an earlier run. Raise SOAK_TIMEOUT for long runs.
+# postgres, postgres-ha, mysql, consul, consul-cluster, redis), then the
+# same checks and summary as the short profile, and each backend's section
+# of docs/reliability.md rewritten (SOAK_REPORT; empty: none). Each
+# backend carries SOAK_LANES groups of nodes, each with an election of its
+# own, faulted at the same time (e2e/doc.go: BATON_E2E_LANES). Two cores
+# carry two or three backends at a time: soak the others in turns.
+# BATON_E2E_SEED replays the fault choices of an earlier run. Raise
+# SOAK_TIMEOUT for long runs.
 DURATION ?= 30m
 BATON_E2E_BACKENDS ?= etcd,postgres
+SOAK_LANES ?= 3
 SOAK_TIMEOUT ?= 3h
 SOAK_REPORT ?= $(CURDIR)/docs/reliability.md
 soak: tools
 	cd e2e && BATON_E2E=1 BATON_E2E_PROFILE=long BATON_E2E_DURATION=$(DURATION) BATON_E2E_BACKENDS=$(BATON_E2E_BACKENDS) \
-		BATON_E2E_REPORT=$(SOAK_REPORT) $(GO) test -race -count=1 -timeout $(SOAK_TIMEOUT) -run 'TestFaults$$'
+		BATON_E2E_LANES=$(SOAK_LANES) BATON_E2E_REPORT=$(SOAK_REPORT) \
+		$(GO) test -race -count=1 -parallel 8 -timeout $(SOAK_TIMEOUT) -run 'TestFaults$$'
 
 vet:
 	$(GO) vet ./...

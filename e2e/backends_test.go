@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -13,6 +14,7 @@ import (
 	"github.com/batonhq/baton/backends/consul/consultest"
 	"github.com/batonhq/baton/backends/etcd/etcdtest"
 	"github.com/batonhq/baton/backends/redis/redistest"
+	"github.com/batonhq/baton/e2e/history"
 	"github.com/batonhq/baton/internal/testdb"
 	"github.com/batonhq/baton/internal/testenv"
 )
@@ -48,6 +50,43 @@ type backend struct {
 	// the scenario beside the common ones.
 	faults []backendFault
 	close  func()
+
+	// mu guards windows: the spans of the backend faults injected so far
+	// (To zero while one lasts), from which the lanes that did not
+	// inject them are excused (history.Input.Excused).
+	mu      sync.Mutex
+	windows []history.Interval
+}
+
+// window records the start of a backend fault; the func it returns
+// records its end.
+func (be *backend) window() func() {
+	be.mu.Lock()
+	i := len(be.windows)
+	be.windows = append(be.windows, history.Interval{Instance: be.name, From: time.Now()})
+	be.mu.Unlock()
+	return func() {
+		be.mu.Lock()
+		be.windows[i].To = time.Now()
+		be.mu.Unlock()
+	}
+}
+
+// excused returns the backend faults' spans, each lengthened by after
+// (the clients' reconnection and the leases that expire in the wake of
+// the fault); one still going lasts until now.
+func (be *backend) excused(after time.Duration) []history.Interval {
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	out := make([]history.Interval, len(be.windows))
+	for i, w := range be.windows {
+		if w.To.IsZero() {
+			w.To = time.Now()
+		}
+		w.To = w.To.Add(after)
+		out[i] = w
+	}
+	return out
 }
 
 // backendFault is a fault of the backend's servers. run injects it,
@@ -232,7 +271,7 @@ func newConsul(ctx context.Context, dir string) (*backend, error) {
 		// Consul reaps a session at 2*TTL, then keeps the key for the
 		// lock-delay: the TTL (the default), so that a deregistered node's
 		// session cannot free it while its leader still leads.
-		crashBound: 2*ttl + ttl, handoverBound: 2 * time.Second,
+		crashBound: 2*ttl + ttl + consulReaction, handoverBound: 2 * time.Second,
 		args: func(addrs []string) []string {
 			return []string{"--backend", "consul", "--consul-addr", addrs[0]}
 		},
@@ -275,3 +314,11 @@ func newRedis(dir string) (*backend, error) {
 // Elector's RetryPeriod; a cold CI run saw 1.38 s on etcd there against
 // the 1 s bound. The bound stays far below a crash failover.
 const reconnectAllowance = time.Second
+
+// consulReaction is what a Consul crash failover may take beyond
+// 2*TTL + LockDelay when measured from the kill: that bound counts from the
+// dead leader's last renewal, and a kill just after one leaves the whole
+// of it, plus the moment a follower takes to see the key free, wait out the
+// lock-delay from then and lock (README, guarantee 7). Soaks measured up
+// to 29.99 s from the kill against the 30 s.
+const consulReaction = time.Second

@@ -36,6 +36,13 @@
 //	BATON_E2E_PROFILE   short (default; every fault type once per backend)
 //	                    or long (random faults until BATON_E2E_DURATION)
 //	BATON_E2E_DURATION  long profile's length (default 30m)
+//	BATON_E2E_LANES     long profile: groups of nodes per backend (default
+//	                    3; "4" for every backend, or "consul-cluster=4"
+//	                    for one), each with an election of its own on the one
+//	                    backend, faulting its own nodes at the same time
+//	                    as the others; lane 1 alone injects the backend's
+//	                    faults, and the other lanes' handovers and
+//	                    failovers that overlap one are not timed
 //	BATON_E2E_BACKENDS  comma-separated: etcd, etcd-cluster, postgres,
 //	                    postgres-ha, mysql, consul, consul-cluster, redis
 //	                    (TestFaults' default for short: etcd-cluster,

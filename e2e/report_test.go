@@ -28,6 +28,52 @@ type outcome struct {
 	Problems                   []string
 	MaxStartLatency            time.Duration
 	CrashBound, HandoverBound  time.Duration
+	// Lanes is the number of groups of Nodes nodes that shared the
+	// backend, each with an election of its own (long profile).
+	Lanes int
+}
+
+// mergeLanes merges the outcomes of the lanes of one backend: counts
+// add up, maxima are the largest, violations and problems say their lane.
+func mergeLanes(lanes []*outcome) *outcome {
+	m := *lanes[0]
+	m.Faults = map[string]int{}
+	m.Problems = nil
+	m.Lanes = len(lanes)
+	r := history.Report{Accounted: map[string]int{}}
+	for i, o := range lanes {
+		for k, n := range o.Faults {
+			m.Faults[k] += n
+		}
+		for _, p := range o.Problems {
+			m.Problems = append(m.Problems, fmt.Sprintf("lane %d: %s", i+1, p))
+		}
+		m.Runtime = max(m.Runtime, o.Runtime)
+		m.MaxStartLatency = max(m.MaxStartLatency, o.MaxStartLatency)
+		l := o.Report
+		r.Runs += l.Runs
+		r.Terms += l.Terms
+		r.Duplicates += l.Duplicates
+		r.Overlaps += l.Overlaps
+		r.OutsideTerm += l.OutsideTerm
+		r.TokenOrder += l.TokenOrder
+		r.LostTicks += l.LostTicks
+		r.SlowHandovers += l.SlowHandovers
+		r.Drains += l.Drains
+		r.Excused += l.Excused
+		r.MaxHandover = max(r.MaxHandover, l.MaxHandover)
+		r.MaxFailover = max(r.MaxFailover, l.MaxFailover)
+		r.MaxCrashFailover = max(r.MaxCrashFailover, l.MaxCrashFailover)
+		for k, n := range l.Accounted {
+			r.Accounted[k] += n
+		}
+		for _, v := range l.Violations {
+			v.Detail = fmt.Sprintf("lane %d: %s", i+1, v.Detail)
+			r.Violations = append(r.Violations, v)
+		}
+	}
+	m.Report = r
+	return &m
 }
 
 // reportHeader opens the generated reliability report.
@@ -154,10 +200,19 @@ func (o *outcome) markdown(mach string) string {
 	fmt.Fprintf(&b, "<!-- backend: %s -->\n## %s\n", o.Backend, o.Backend)
 	fmt.Fprintf(&b, "<!-- row: | %s | %s, %v | %d | %d | %d | %d | %v (%v) | -->\n", o.Backend, o.Started.UTC().Format("2006-01-02 15:04 UTC"),
 		o.Runtime, total, r.Runs, len(r.Violations), len(o.Problems), r.MaxCrashFailover.Round(time.Millisecond), o.CrashBound)
-	fmt.Fprintf(&b, "\n- Ran %s for %v (profile %s), seed %d: replay with `make soak BATON_E2E_BACKENDS=%s DURATION=%v BATON_E2E_SEED=%d`.\n",
-		o.Started.UTC().Format("2006-01-02 15:04 UTC"), o.Runtime, o.Profile, o.Seed, o.Backend, o.Runtime.Round(time.Minute), o.Seed)
+	lanes := ""
+	if o.Lanes > 1 {
+		lanes = fmt.Sprintf(" SOAK_LANES=%d", o.Lanes)
+	}
+	fmt.Fprintf(&b, "\n- Ran %s for %v (profile %s), seed %d: replay with `make soak BATON_E2E_BACKENDS=%s DURATION=%v%s BATON_E2E_SEED=%d`.\n",
+		o.Started.UTC().Format("2006-01-02 15:04 UTC"), o.Runtime, o.Profile, o.Seed, o.Backend, o.Runtime.Round(time.Minute), lanes, o.Seed)
 	fmt.Fprintf(&b, "- Machine: %s.\n", mach)
-	fmt.Fprintf(&b, "- Topology: %s; %d baton nodes (`demo node`), TTL %v.\n", o.Topology, o.Nodes, o.TTL)
+	if o.Lanes > 1 {
+		fmt.Fprintf(&b, "- Topology: %s; %d lanes of %d baton nodes (`demo node`), TTL %v. Each lane is a group of nodes with an election of its own on the one backend, its faults injected one after another into its own nodes, at the same time as the other lanes'. Lane 1 also injects the backend's faults, which every lane lives through; the other lanes' handovers and failovers that overlap one are judged for safety but not timed against the bounds (%d of them).\n",
+			o.Topology, o.Lanes, o.Nodes, o.TTL, r.Excused)
+	} else {
+		fmt.Fprintf(&b, "- Topology: %s; %d baton nodes (`demo node`), TTL %v.\n", o.Topology, o.Nodes, o.TTL)
+	}
 	fmt.Fprintf(&b, "- %d faults injected (and %d restarts of killed or stopped nodes); %d runs in %d terms.\n\n", total, o.Faults[fRestart], r.Runs, r.Terms)
 	b.WriteString("| fault | count |\n|---|---:|\n")
 	for _, k := range slices.Sorted(maps.Keys(o.Faults)) {
@@ -240,5 +295,37 @@ func TestWriteReport_ReplacesOnlyItsBackends(t *testing.T) {
 	}
 	if strings.Contains(s, "| 10 |") {
 		t.Errorf("redis's first section was kept:\n%s", s)
+	}
+}
+
+func TestMergeLanes(t *testing.T) {
+	lane := func(kills, runs int, crash time.Duration, excused int, dup bool) *outcome {
+		o := &outcome{Backend: "mysql", Profile: "long", Runtime: time.Duration(runs) * time.Second, Nodes: 4, Lanes: 1,
+			Faults: map[string]int{fKillLeader: kills, fRestart: kills},
+			Report: history.Report{Runs: runs, Terms: kills + 1, MaxCrashFailover: crash, Excused: excused,
+				Accounted: map[string]int{"catch-up": kills}}}
+		if dup {
+			o.Report.Duplicates = 1
+			o.Report.Violations = []history.Violation{{Kind: "duplicate", Detail: "tick twice"}}
+			o.Problems = []string{"no leader"}
+		}
+		return o
+	}
+	m := mergeLanes([]*outcome{lane(3, 100, 2*time.Second, 0, false), lane(5, 90, 3*time.Second, 4, true)})
+	r := m.Report
+	if m.Lanes != 2 || m.Faults[fKillLeader] != 8 || m.Faults[fRestart] != 8 || r.Runs != 190 || r.Terms != 10 ||
+		r.Excused != 4 || r.Accounted["catch-up"] != 8 || r.MaxCrashFailover != 3*time.Second || m.Runtime != 100*time.Second {
+		t.Errorf("merged: lanes %d faults %v runs %d terms %d excused %d accounted %v crash %v runtime %v",
+			m.Lanes, m.Faults, r.Runs, r.Terms, r.Excused, r.Accounted, r.MaxCrashFailover, m.Runtime)
+	}
+	if r.Duplicates != 1 || len(r.Violations) != 1 || r.Violations[0].Detail != "lane 2: tick twice" ||
+		len(m.Problems) != 1 || m.Problems[0] != "lane 2: no leader" {
+		t.Errorf("merged violations %v, problems %v", r.Violations, m.Problems)
+	}
+	s := m.markdown("test machine")
+	for _, want := range []string{"2 lanes of 4 baton nodes", "SOAK_LANES=2", "| 8 | 190 | 1 | 1 | 3s"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("section lacks %q:\n%s", want, s)
+		}
 	}
 }

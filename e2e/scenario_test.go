@@ -44,18 +44,51 @@ const slack = 200 * time.Millisecond
 type profile struct {
 	name     string
 	duration time.Duration // long: inject faults until it has passed
+	// lanes is the number of groups of nodes per backend (long profile;
+	// 1 otherwise). Each group has an election of its own on the shared
+	// backend and injects faults into its own nodes at the same time as
+	// the others; only the first injects the backend's faults.
+	lanes int
+	// laneOf, if set, overrides lanes for the backends it names.
+	laneOf map[string]int
+}
+
+// lanesOf returns the number of lanes of backend name.
+func (p profile) lanesOf(name string) int {
+	if n, ok := p.laneOf[name]; ok {
+		return n
+	}
+	return max(p.lanes, 1)
 }
 
 func envProfile(t *testing.T) profile {
 	switch p := testenv.Getenv("BATON_E2E_PROFILE", "short"); p {
 	case "short":
-		return profile{name: "short"}
+		return profile{name: "short", lanes: 1}
 	case "long":
 		d, err := time.ParseDuration(testenv.Getenv("BATON_E2E_DURATION", "30m"))
 		if err != nil || d <= 0 {
 			t.Fatalf("BATON_E2E_DURATION: want a positive duration such as 30m: %v", err)
 		}
-		return profile{name: "long", duration: d}
+		p := profile{name: "long", duration: d, lanes: 3, laneOf: map[string]int{}}
+		// BATON_E2E_LANES: a number for every backend, or
+		// name=number items (the others keep 3), comma-separated.
+		for _, item := range strings.Split(testenv.Getenv("BATON_E2E_LANES", "3"), ",") {
+			name, num, named := strings.Cut(strings.TrimSpace(item), "=")
+			if !named {
+				num = name
+			}
+			n, err := strconv.Atoi(num)
+			if err != nil || n < 1 || n > 8 {
+				t.Fatalf("BATON_E2E_LANES %q: %q: want a number of node groups from 1 to 8, or backend=number", os.Getenv("BATON_E2E_LANES"), item)
+			}
+			if named {
+				p.laneOf[name] = n
+			} else {
+				p.lanes = n
+			}
+		}
+		return p
 	default:
 		t.Fatalf("BATON_E2E_PROFILE %q: want short or long", p)
 	}
@@ -102,7 +135,7 @@ func TestFaults(t *testing.T) {
 			name = strings.TrimSpace(name)
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				s, o := runScenario(t, name, prof, seed, variant{})
+				s, o := runBackend(t, name, prof, seed)
 				mu.Lock()
 				summaries = append(summaries, s)
 				if o != nil {
@@ -125,16 +158,21 @@ func TestFaults(t *testing.T) {
 
 // scenario is one backend's run.
 type scenario struct {
-	t        *testing.T
-	be       *backend
-	prof     profile
-	seed     uint64
-	rng      *rand.Rand
-	dir      string
-	jobsPath string
-	runsPath string
-	slots    []*slot
-	started  time.Time
+	t    *testing.T
+	be   *backend
+	prof profile
+	seed uint64
+	rng  *rand.Rand
+	// lane is the scenario's group of nodes on a backend shared by
+	// lanes groups (0 of 1 but in the long profile); election is the
+	// election name its nodes use.
+	lane, lanes int
+	election    string
+	dir         string
+	jobsPath    string
+	runsPath    string
+	slots       []*slot
+	started     time.Time
 	// extraArgs are added to every node's command line.
 	extraArgs []string
 	// sidecar, if set, makes every node a `baton run` sidecar beside an
@@ -159,6 +197,14 @@ func (sc *scenario) note(kind, target, format string, args ...any) {
 	}
 	sc.mu.Unlock()
 	sc.t.Logf("%s %s: %-16s %-10s %s", sc.be.name, f.At.Format("15:04:05.000"), kind, target, f.Detail)
+}
+
+// label names the scenario's backend, and its lane if there are several.
+func (sc *scenario) label() string {
+	if sc.lanes > 1 {
+		return fmt.Sprintf("%s lane %d", sc.be.name, sc.lane+1)
+	}
+	return sc.be.name
 }
 
 func (sc *scenario) problem(format string, args ...any) {
@@ -444,6 +490,7 @@ func (sc *scenario) inject(kind string, l *proc) {
 		}
 		sc.note(kind, l.id, "leader's connections reset %d times, then every node's", n)
 	case fBackendRestart:
+		defer be.window()()
 		sc.note(kind, be.name, "%s", be.restartKind)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		err := be.restart(ctx)
@@ -458,7 +505,9 @@ func (sc *scenario) inject(kind string, l *proc) {
 				continue
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			end := be.window()
 			err := f.run(ctx, sc, kind)
+			end()
 			cancel()
 			if err != nil {
 				sc.problem("%s: %v", kind, err)
@@ -473,6 +522,10 @@ func (sc *scenario) inject(kind string, l *proc) {
 // backend's own.
 func (sc *scenario) kinds() []string {
 	out := slices.Clone(faultKinds)
+	if sc.lane > 0 {
+		// The backend is the first lane's to fault.
+		return slices.DeleteFunc(out, func(k string) bool { return k == fBackendRestart })
+	}
 	for _, f := range sc.be.faults {
 		out = append(out, f.kind)
 	}
@@ -503,6 +556,51 @@ type variant struct {
 	// sidecar runs `baton run` sidecars calling HTTP jobs of an app
 	// (sidecar_test.go) instead of `demo node` with shell jobs.
 	sidecar bool
+	// be, if set, is a backend shared with other lanes; lane and lanes
+	// say which group of nodes this scenario is.
+	be          *backend
+	lane, lanes int
+}
+
+// runBackend runs the fault scenario on backend name: one group of nodes,
+// or in the long profile prof.lanes groups at once on one backend, each
+// with an election of its own, whose outcomes it merges.
+func runBackend(t *testing.T, name string, prof profile, seed uint64) (string, *outcome) {
+	lanes := prof.lanesOf(name)
+	if lanes <= 1 {
+		return runScenario(t, name, prof, seed, variant{})
+	}
+	dir, err := os.MkdirTemp("", "baton-e2e-"+name+"-backend-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() || os.Getenv("BATON_E2E_KEEP") == "1" {
+			fmt.Printf("e2e %s: backend's data kept in %s\n", name, dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	be := startBackend(t, name, dir)
+	sums := make([]string, lanes)
+	outs := make([]*outcome, lanes)
+	var wg sync.WaitGroup
+	for i := range lanes {
+		// Not t.Parallel: the lanes must all run at once, whatever
+		// the -parallel limit.
+		wg.Go(func() {
+			t.Run(fmt.Sprintf("lane%d", i+1), func(t *testing.T) {
+				sums[i], outs[i] = runScenario(t, name, prof, seed, variant{be: be, lane: i, lanes: lanes})
+			})
+		})
+	}
+	wg.Wait()
+	for _, o := range outs {
+		if o == nil {
+			return strings.Join(sums, ""), nil
+		}
+	}
+	return strings.Join(sums, ""), mergeLanes(outs)
 }
 
 // runScenario runs the whole scenario on backend name and returns its
@@ -510,13 +608,21 @@ type variant struct {
 func runScenario(t *testing.T, name string, prof profile, seed uint64, v variant) (string, *outcome) {
 	h := fnv.New64a()
 	h.Write([]byte(name))
-	sc := &scenario{t: t, prof: prof, seed: seed, rng: rand.New(rand.NewPCG(seed, h.Sum64())), counts: map[string]int{}}
+	sc := &scenario{t: t, prof: prof, seed: seed, rng: rand.New(rand.NewPCG(seed, h.Sum64()+uint64(v.lane))), counts: map[string]int{},
+		lane: v.lane, lanes: max(v.lanes, 1), election: "e2e"}
+	if sc.lanes > 1 {
+		sc.election = fmt.Sprintf("e2e-%d", v.lane+1)
+	}
 	jobs := func(be *backend, sc *scenario) string { return jobsFile(be, sc.runsPath) }
 	if v.sidecar {
 		sc.sidecar = &sidecar{}
 		jobs = func(*backend, *scenario) string { return "# each sidecar has its own config: baton-N.yaml\n" }
 	}
-	startCluster(t, name, sc, clusterOpts{label: v.label, jobs: jobs})
+	label := v.label
+	if sc.lanes > 1 {
+		label = fmt.Sprintf("lane%d", v.lane+1)
+	}
+	startCluster(t, name, sc, clusterOpts{label: label, jobs: jobs, be: v.be})
 	dir := sc.dir
 	// Ticks are judged from the moment both jobs have run once: a new
 	// leader catches up from a job's last claimed tick, and before the
@@ -538,6 +644,7 @@ func runScenario(t *testing.T, name string, prof profile, seed uint64, v variant
 	}
 	end := sc.started.Add(prof.duration)
 	lastProgress := time.Now()
+	var settled *proc // the leader the last settle found
 	for i := 0; ; i++ {
 		var kind string
 		if prof.name == "short" {
@@ -558,27 +665,31 @@ func runScenario(t *testing.T, name string, prof profile, seed uint64, v variant
 						n += c
 					}
 				}
-				fmt.Printf("e2e %s: %v of %v, %d faults injected, %d node processes so far\n", name,
+				fmt.Printf("e2e %s: %v of %v, %d faults injected, %d node processes so far\n", sc.label(),
 					time.Since(sc.started).Round(time.Second), prof.duration, n, len(sc.procs))
 				sc.mu.Unlock()
 			}
 			kinds := sc.kinds()
 			kind = kinds[sc.rng.IntN(len(kinds))]
 		}
-		if prof.name == "short" {
-			sc.pause(500*time.Millisecond, 2*time.Second)
+		var l *proc
+		if prof.name == "short" || settled == nil {
+			if prof.name == "short" {
+				sc.pause(500*time.Millisecond, 2*time.Second)
+			}
+			var ok bool
+			if l, ok = sc.settle(time.Now()); !ok {
+				break
+			}
 		} else {
-			// The long profile is about the number of faults: each
-			// one still starts only once the cluster has settled
-			// (a leader has run a job since the last fault ended).
-			sc.pause(0, 250*time.Millisecond)
-		}
-		l, ok := sc.settle(time.Now())
-		if !ok {
-			break
+			// The long profile is about the number of faults: the
+			// next one starts on the leader that the last settle
+			// found running a job after the last fault ended.
+			l = settled
 		}
 		sc.inject(kind, l)
-		if _, ok := sc.settle(time.Now()); !ok {
+		var ok bool
+		if settled, ok = sc.settle(time.Now()); !ok {
 			break
 		}
 	}

@@ -21,6 +21,9 @@ type clusterOpts struct {
 	token string
 	// jobs returns the jobs file's content, once sc.runsPath is set.
 	jobs func(be *backend, sc *scenario) string
+	// be, if set, is a backend already running (shared by lanes), which
+	// the caller stops.
+	be *backend
 }
 
 // startCluster sets sc up on the backend name and starts its nodes: an
@@ -46,15 +49,14 @@ func startCluster(t *testing.T, name string, sc *scenario, o clusterOpts) *proc 
 		}
 		os.RemoveAll(dir)
 	})
-	be, err := newBackend(context.Background(), name, dir)
-	if errors.Is(err, testenv.ErrUnavailable) {
-		testenv.Unavailable(t, "%v", err)
+	be := o.be
+	if be == nil {
+		be = startBackend(t, name, dir)
 	}
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	t.Cleanup(be.close)
 	sc.t, sc.be, sc.dir = t, be, dir
+	if sc.election == "" {
+		sc.election = "e2e"
+	}
 	if sc.counts == nil {
 		sc.counts = map[string]int{}
 	}
@@ -92,10 +94,25 @@ func startCluster(t *testing.T, name string, sc *scenario, o clusterOpts) *proc 
 			t.Fatal(err)
 		}
 	}
-	sc.note("info-start", name, "%d nodes, TTL %v, artifacts %s", nodes, be.ttl, dir)
+	sc.note("info-start", name, "%d nodes, TTL %v, election %s, artifacts %s", nodes, be.ttl, sc.election, dir)
 	l, ok := sc.settle(sc.started)
 	if !ok {
 		t.Fatalf("%s: no leader ran a job within the start-up bound; logs in %s", name, dir)
 	}
 	return l
+}
+
+// startBackend starts the backend name, its data in dir, and stops it when
+// t ends.
+func startBackend(t *testing.T, name, dir string) *backend {
+	t.Helper()
+	be, err := newBackend(context.Background(), name, dir)
+	if errors.Is(err, testenv.ErrUnavailable) {
+		testenv.Unavailable(t, "%v", err)
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	t.Cleanup(be.close)
+	return be
 }
