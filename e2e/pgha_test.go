@@ -39,7 +39,7 @@ func newPostgresHA(ctx context.Context, dir string) (*backend, error) {
 		name: "postgres-ha", topology: "PostgreSQL primary and pg_basebackup streaming standby (synchronous, remote_apply); each node lists both through a proxy each, target_session_attrs=read-write",
 		targets: func(int) []string { return []string{srv[0].Addr(), srv[1].Addr()} },
 		nodes:   4, ttl: ttl, poll: poll, grace: 30 * time.Second,
-		crashBound: ttl + poll, handoverBound: time.Second + poll + reconnectAllowance,
+		crashBound: ttl + poll + sqlReaction, handoverBound: time.Second + poll + reconnectAllowance,
 		args: func(addrs []string) []string {
 			u := url.URL{Scheme: "postgres", User: url.User("postgres"), Host: strings.Join(addrs, ","), Path: "/" + pgha.DefaultDatabase}
 			q := url.Values{}
