@@ -60,6 +60,7 @@ func (sc *scenario) check(from, to time.Time) string {
 		in.Terms = append(in.Terms, p.terms()...)
 		p.mu.Lock()
 		in.Misfires = append(in.Misfires, p.misfires...)
+		in.LastClaims = append(in.LastClaims, p.lastClaims...)
 		for k, v := range p.runLogged {
 			logged[k] = v
 			// The Host claimed the tick and started the run, and the

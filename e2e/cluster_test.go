@@ -25,16 +25,25 @@ type event struct {
 	Err   string          `json:"err"`
 	HTTP  string          `json:"http"`
 	Took  json.RawMessage `json:"took"` // a duration in ns, or absent
+	Last  time.Time       `json:"last_claimed"`
 }
+
+// missedMsg is how a new leader's catch-up says which ticks of a job it
+// found missed, after the last claimed tick it read.
+const missedMsg = "missed ticks while nobody led"
 
 // misfireMsgs are the messages with which a node says it did not start a
 // tick (with job and tick), and why.
 var misfireMsgs = map[string]bool{
-	"tick skipped: previous run still going": true,
-	"tick skipped: queue full":               true,
-	"run not started: claim failed":          true,
-	"claim refused: term is stale; stopping": true,
-	"run not started: term over":             true,
+	"tick skipped: previous run still going":                 true,
+	"tick skipped: queue full":                               true,
+	"run not started: claim failed":                          true,
+	"claim refused: term is stale; stopping":                 true,
+	"run not started: term over":                             true,
+	"run not started: pause state unknown":                   true,
+	"run not started: tick already claimed":                  true,
+	"tick skipped: job paused":                               true,
+	"run not started: term stopping during its jitter delay": true,
 }
 
 // catchUpFailed is how a new leader says that it could not read the last
@@ -157,6 +166,7 @@ type proc struct {
 	tail       tailer
 	events     []event // interesting ones, in order
 	misfires   []history.Misfire
+	lastClaims []history.LastClaim
 	lastRun    time.Time // last "run started"
 	lastRunTok uint64
 	runLogged  map[runKey]time.Time // "run started" records
@@ -204,6 +214,8 @@ func (p *proc) poll() {
 				tok = cur
 			}
 			p.misfires = append(p.misfires, history.Misfire{Instance: p.id, Token: tok, Job: ev.Job, Tick: ev.Tick, At: ev.Time, Reason: ev.Msg})
+		case ev.Msg == missedMsg && ev.Job != "" && !ev.Last.IsZero():
+			p.lastClaims = append(p.lastClaims, history.LastClaim{Instance: p.id, Token: ev.Token, Job: ev.Job, Tick: ev.Last})
 		case ev.Msg == catchUpFailed:
 			// A page of jobs has no catch-up this term; the suite's
 			// jobs all fit one page, so it is every job's (Job "").

@@ -70,6 +70,17 @@ type Misfire struct {
 	Reason string
 }
 
+// LastClaim is what a new leader's catch-up read as a job's last claimed
+// tick, from its "missed ticks while nobody led" line. A term logs one
+// only for a job with ticks missed: none means that the last claim it
+// read was at or after the job's last tick before the term began.
+type LastClaim struct {
+	Instance string
+	Token    uint64
+	Job      string
+	Tick     time.Time
+}
+
 // Interval is a span of time in which an instance was frozen (SIGSTOP).
 type Interval struct {
 	Instance string
@@ -97,6 +108,9 @@ type Input struct {
 	Ends []End
 	// Misfires are ticks the instances logged as not started, and why.
 	Misfires []Misfire
+	// LastClaims are the new leaders' readings of their jobs' last
+	// claimed ticks (see LastClaim).
+	LastClaims []LastClaim
 	// Frozen are the spans in which an instance was stopped (SIGSTOP): a
 	// live term whose instance was frozen at a tick may miss it silently;
 	// the next term's catch-up must then account for it.

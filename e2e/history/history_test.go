@@ -393,3 +393,73 @@ func TestCheck_TermKilledJustBeforeATick(t *testing.T) {
 		t.Errorf("violations %v, accounted %v; want tick 11 accounted for by b's catch-up", r.Violations, r.Accounted)
 	}
 }
+
+func TestCheck_TermFrozenJustAfterItBegan(t *testing.T) {
+	// c led from 10.95 s, ran its own catch-up (tick 10 is a's) and was
+	// stopped (SIGSTOP) at 10.99 s, before tick 11 came; its lease lapsed
+	// and b led at 12.5 s, whose catch-up (tick 12) covers tick 11. c's
+	// term began within the slack before the tick, so it may have been
+	// live at it: frozen, then b's catch-up accounts for it.
+	in := clean()
+	in.Terms[0].Stop = at(10.05)
+	in.Terms = append(in.Terms, Term{Instance: "c", Token: 15, Start: at(10.95), Stop: at(14), End: at(14.01)})
+	slices.SortFunc(in.Terms, func(x, y Term) int { return x.Start.Compare(y.Start) })
+	in.Frozen = []Interval{{Instance: "c", From: at(10.99), To: at(14)}}
+	in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Tick.Equal(at(10)) })
+	in.Starts = append(in.Starts, Start{Job: "j", Tick: at(10), Token: 15, Instance: "c", At: at(10.96), CatchUp: true, Line: 99})
+	r := Check(in)
+	if !r.OK() || r.Accounted["frozen, then catch-up"] != 1 {
+		t.Errorf("violations %v, accounted %v; want tick 11 accounted for as frozen, then b's catch-up", r.Violations, r.Accounted)
+	}
+
+	// Not frozen, c's term ran neither tick 11 nor a catch-up standing
+	// for it: lost.
+	in.Frozen = nil
+	if r := Check(in); r.LostTicks != 1 {
+		t.Errorf("c unfrozen: lost %d, want 1: %v", r.LostTicks, r.Violations)
+	}
+}
+
+func TestCheck_ClaimedByATermKilledAtTheTick(t *testing.T) {
+	// a claims tick 10 and is killed at 10.05 s, before the run starts:
+	// the claim stands (at most once). b leads at 10.9 s and finds no tick
+	// missed (it logs no last claim), so tick 10 is accounted for.
+	killed := func() Input {
+		in := clean()
+		in.Terms[0].Stop = at(10.05)
+		in.Terms[1].Start = at(10.9)
+		in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Tick.Equal(at(10)) || s.CatchUp })
+		in.Starts = append(in.Starts, Start{Job: "j", Tick: at(11), Token: 20, Instance: "b", At: at(11.001), Line: 98},
+			Start{Job: "j", Tick: at(12), Token: 20, Instance: "b", At: at(12.001), Line: 99})
+		return in
+	}
+	r := Check(killed())
+	if !r.OK() || r.Accounted["claimed by a term killed at the tick"] != 1 {
+		t.Errorf("violations %v, accounted %v; want tick 10 claimed by a's killed term", r.Violations, r.Accounted)
+	}
+
+	// b read tick 9 as the last claim, so tick 10 was not claimed, and b's
+	// catch-up should have run it.
+	in := killed()
+	in.LastClaims = []LastClaim{{Instance: "b", Token: 20, Job: "j", Tick: at(9)}}
+	if r := Check(in); r.LostTicks != 1 {
+		t.Errorf("b read last claim 9: lost %d, want 1: %v", r.LostTicks, r.Violations)
+	}
+	// b read tick 10: accounted for.
+	in.LastClaims[0].Tick = at(10)
+	if r := Check(in); !r.OK() {
+		t.Errorf("b read last claim 10: %v", r.Violations)
+	}
+	// a was not killed: it lost its term and should have logged why.
+	in = killed()
+	in.Terms[0].Killed = false
+	if r := Check(in); r.LostTicks != 1 {
+		t.Errorf("a not killed: lost %d, want 1: %v", r.LostTicks, r.Violations)
+	}
+	// a was killed well after the tick: it was live at it and silent.
+	in = killed()
+	in.Terms[0].Stop = at(10.5)
+	if r := Check(in); r.LostTicks != 1 {
+		t.Errorf("a killed at 10.5 s: lost %d, want 1: %v", r.LostTicks, r.Violations)
+	}
+}

@@ -2,6 +2,7 @@ package history
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -11,12 +12,16 @@ import (
 //     live) logged why it did not start it (Input.Misfires);
 //   - the live term's own catch-up ran a tick at or after it (the tick
 //     came between the term's start and its schedule loop's);
-//   - a term was live at the tick, its instance was frozen then, and the
-//     next term accounts for it as below;
+//   - a term was live at the tick (or began within the slack before it),
+//     its instance was frozen then, and the next term accounts for it as
+//     below;
 //   - no term was live: the next term started beyond the grace, or the
 //     policy is skip, or its catch-up ran a tick at or after this one
 //     (run-once; run-all needs this very tick), or it logged that its
-//     catch-up failed, or that a catch-up tick's claim failed.
+//     catch-up failed, or that a catch-up tick's claim failed, or the term
+//     before was killed within the slack around the tick (its claim may
+//     have landed and the run not started: at most once) and the next
+//     term's catch-up read a last claim at or after the tick.
 //
 // A live, unfrozen term that neither ran a tick nor logged why is a lost
 // tick, whatever later terms did.
@@ -68,35 +73,24 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 		}
 		r.Accounted[reason]++
 	}
-	// byNext reports whether the first term starting after t accounts for
-	// t, and how; "" if it does not (or there is no such term: next nil).
-	byNext := func(t time.Time) (how string, next *Term) {
-		for i, tm := range terms {
-			// A term that began within the slack before t but stopped
-			// before t (killed at once) is not the one after t.
-			if tm.Start.After(t.Add(-in.Slack)) && (tm.Stop.IsZero() || !tm.Stop.Before(t)) {
-				next = &terms[i]
-				break
-			}
-		}
-		if next == nil {
-			return "", nil
-		}
+	// accountsFor reports whether term next, the first to start after t,
+	// accounts for t, and how; "" if it does not.
+	accountsFor := func(next *Term, t time.Time) string {
 		late := next.Start.Sub(t)
 		switch {
 		case p.Misfire == "skip":
-			return "skip policy", next
+			return "skip policy"
 		case late > p.Grace-in.Slack:
-			return "beyond grace", next
+			return "beyond grace"
 		}
 		for _, c := range catchUps {
 			if c.Token == next.Token && !c.Tick.Before(t) && (p.Misfire != "run-all" || c.Tick.Equal(t)) {
-				return "catch-up", next
+				return "catch-up"
 			}
 		}
 		for _, m := range catchUpFailed {
 			if m.Token == next.Token && m.Instance == next.Instance {
-				return "logged: " + m.Reason, next
+				return "logged: " + m.Reason
 			}
 		}
 		for _, m := range in.Misfires {
@@ -104,8 +98,61 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 			if m.Job == job && m.Instance == next.Instance && !m.Tick.IsZero() && !m.Tick.Before(t) &&
 				!m.Tick.After(next.Start.Add(in.Slack)) && (p.Misfire != "run-all" || m.Tick.Equal(t)) &&
 				!m.At.Before(next.Start.Add(-in.Slack)) {
-				return "logged: " + m.Reason + " (catch-up)", next
+				return "logged: " + m.Reason + " (catch-up)"
 			}
+		}
+		return ""
+	}
+	// claimedByKilled reports whether the term before t was killed within
+	// the slack around t and next read the job's last claim at or after t
+	// (or found none of its ticks missed): the killed term claimed t and
+	// died before the run started.
+	claimedByKilled := func(next *Term, t time.Time) bool {
+		var prev *Term
+		for i, tm := range terms {
+			if tm.Token != next.Token && !tm.Start.After(t) && (prev == nil || tm.Start.After(prev.Start)) {
+				prev = &terms[i]
+			}
+		}
+		if prev == nil || !prev.Killed || prev.Stop.Before(t.Add(-in.Slack)) || prev.Stop.After(t.Add(in.Slack)) {
+			return false
+		}
+		for _, c := range in.LastClaims {
+			if c.Token == next.Token && c.Instance == next.Instance && c.Job == job && c.Tick.Before(t) {
+				return false
+			}
+		}
+		return true
+	}
+	// byNext reports whether the first term starting after t accounts for
+	// t, and how; "" if it does not (or there is no such term: next nil).
+	// A term that began within the slack before t may have been live at
+	// t: if it does not account for t and its instance was frozen at t,
+	// the term after it does ("frozen, then ...").
+	byNext := func(t time.Time) (how string, next *Term) {
+		prefix := ""
+		for i, tm := range terms {
+			// A term that began within the slack before t but stopped
+			// before t (killed at once) is not the one after t.
+			if !tm.Start.After(t.Add(-in.Slack)) || (!tm.Stop.IsZero() && tm.Stop.Before(t)) {
+				continue
+			}
+			if next == nil {
+				next = &terms[i]
+			}
+			if how := accountsFor(&terms[i], t); how != "" {
+				return prefix + how, next
+			}
+			if prefix == "" && claimedByKilled(&terms[i], t) {
+				return "claimed by a term killed at the tick", next
+			}
+			if !tm.Start.Before(t) || !frozen(tm.Instance, t) {
+				return "", next
+			}
+			prefix = "frozen, then "
+		}
+		if prefix != "" {
+			return "", nil // frozen in the last term, nobody after it
 		}
 		return "", next
 	}
@@ -161,7 +208,7 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 			// The window ended with nobody leading after t.
 			account("no later term")
 		case how != "":
-			if live != nil {
+			if live != nil && !strings.HasPrefix(how, "frozen, then ") {
 				how = "frozen, then " + how
 			}
 			account(how)
