@@ -368,13 +368,60 @@ func (sc *scenario) kill(p *proc, kind string) {
 	}
 }
 
+// restartSlot starts a new node on the slot. A node exits at start-up
+// when it cannot reach its backend (its check names the endpoint); in the
+// soak another lane may be faulting the shared backend then. Like a
+// supervisor (systemd's Restart=on-failure), restartSlot starts the slot
+// again a second later, until a node starts or the settle bound passes.
+// A failed start outside every backend fault's span (lengthened by the
+// crash bound) is a problem: nothing should have kept the node from its
+// backend then.
 func (sc *scenario) restartSlot(s *slot) {
-	p, err := sc.startProc(s)
-	if err != nil {
-		sc.problem("restart slot %d: %v", s.i+1, err)
-		return
+	deadline := time.Now().Add(3*sc.be.crashBound + 30*time.Second)
+	for {
+		p, err := sc.startProc(s)
+		if err != nil {
+			sc.problem("restart slot %d: %v", s.i+1, err)
+			return
+		}
+		sc.note(fRestart, p.id, "pid %d on slot %d (new identity)", p.pid(), s.i+1)
+		waitFor(time.Until(deadline), func() bool {
+			p.poll()
+			return p.started() || !p.alive()
+		})
+		if p.alive() || p.started() {
+			return // started, or still starting: settle waits for it
+		}
+		at := time.Now()
+		p.mu.Lock()
+		exitErr := p.exitErr
+		p.mu.Unlock()
+		sc.note("info-start-failed", p.id, "exited before it started (%v): %s", exitErr, lastLine(p.logPath))
+		inFault := false
+		for _, w := range sc.be.excused(sc.be.crashBound) {
+			if !at.Before(w.From) && !at.After(w.To) {
+				inFault = true
+			}
+		}
+		if !inFault {
+			sc.problem("%s exited before it started, outside any backend fault: %v", p.id, exitErr)
+		}
+		if time.Now().After(deadline) {
+			sc.problem("slot %d: no node started within %v", s.i+1, 3*sc.be.crashBound+30*time.Second)
+			return
+		}
+		time.Sleep(time.Second)
 	}
-	sc.note(fRestart, p.id, "pid %d on slot %d (new identity)", p.pid(), s.i+1)
+}
+
+// lastLine returns the last line of the file at path, for a note.
+func lastLine(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return lines[len(lines)-1]
 }
 
 // inject runs one fault to its end (healed, continued, restarted).
