@@ -61,6 +61,7 @@ func (sc *scenario) check(from, to time.Time) string {
 		p.mu.Lock()
 		in.Misfires = append(in.Misfires, p.misfires...)
 		in.LastClaims = append(in.LastClaims, p.lastClaims...)
+		in.Asked = append(in.Asked, p.asked...)
 		for k, v := range p.runLogged {
 			logged[k] = v
 			// The Host claimed the tick and started the run, and the

@@ -28,6 +28,10 @@ type event struct {
 	Last  time.Time       `json:"last_claimed"`
 }
 
+// askedMsg is how a leader says that it asks again for a tick's claim
+// whose answer was lost.
+const askedMsg = "claim failed, asking again"
+
 // missedMsg is how a new leader's catch-up says which ticks of a job it
 // found missed, after the last claimed tick it read.
 const missedMsg = "missed ticks while nobody led"
@@ -167,6 +171,7 @@ type proc struct {
 	events     []event // interesting ones, in order
 	misfires   []history.Misfire
 	lastClaims []history.LastClaim
+	asked      []history.Misfire
 	lastRun    time.Time // last "run started"
 	lastRunTok uint64
 	runLogged  map[runKey]time.Time // "run started" records
@@ -214,6 +219,8 @@ func (p *proc) poll() {
 				tok = cur
 			}
 			p.misfires = append(p.misfires, history.Misfire{Instance: p.id, Token: tok, Job: ev.Job, Tick: ev.Tick, At: ev.Time, Reason: ev.Msg})
+		case ev.Msg == askedMsg && ev.Job != "" && !ev.Tick.IsZero():
+			p.asked = append(p.asked, history.Misfire{Instance: p.id, Token: ev.Token, Job: ev.Job, Tick: ev.Tick, At: ev.Time})
 		case ev.Msg == missedMsg && ev.Job != "" && !ev.Last.IsZero():
 			p.lastClaims = append(p.lastClaims, history.LastClaim{Instance: p.id, Token: ev.Token, Job: ev.Job, Tick: ev.Last})
 		case ev.Msg == catchUpFailed:

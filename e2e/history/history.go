@@ -70,6 +70,10 @@ type Misfire struct {
 	Reason string
 }
 
+// StillGoing is the reason with which an instance skips a tick because
+// the job's previous run is still going (or its claim still in flight).
+const StillGoing = "tick skipped: previous run still going"
+
 // LastClaim is what a new leader's catch-up read as a job's last claimed
 // tick, from its "missed ticks while nobody led" line. A term logs one
 // only for a job with ticks missed: none means that the last claim it
@@ -111,6 +115,9 @@ type Input struct {
 	// LastClaims are the new leaders' readings of their jobs' last
 	// claimed ticks (see LastClaim).
 	LastClaims []LastClaim
+	// Asked are the claims an instance asked again because the answer to
+	// the first was lost (Reason unused): one may have landed.
+	Asked []Misfire
 	// Frozen are the spans in which an instance was stopped (SIGSTOP): a
 	// live term whose instance was frozen at a tick may miss it silently;
 	// the next term's catch-up must then account for it.

@@ -463,3 +463,161 @@ func TestCheck_ClaimedByATermKilledAtTheTick(t *testing.T) {
 		t.Errorf("a killed at 10.5 s: lost %d, want 1: %v", r.LostTicks, r.Violations)
 	}
 }
+
+func TestCheck_TermOverBeforeItsLoop(t *testing.T) {
+	// c led from 10.5 s; its catch-up claim (tick 10) hung and failed when
+	// the term ended at 12.3 s, so its schedule loop never began: ticks 11
+	// and 12 fell to b, whose catch-up (tick 13) covers them.
+	in := clean()
+	in.Terms[0].Stop = at(10.2)
+	in.Terms = append(in.Terms, Term{Instance: "c", Token: 15, Start: at(10.5), Stop: at(12.3), End: at(12.31)})
+	in.Terms[1].Start = at(13.5)
+	slices.SortFunc(in.Terms, func(x, y Term) int { return x.Start.Compare(y.Start) })
+	in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Tick.Compare(at(11)) >= 0 && s.Tick.Compare(at(13)) <= 0 })
+	in.Starts = append(in.Starts, Start{Job: "j", Tick: at(13), Token: 20, Instance: "b", At: at(13.51), CatchUp: true, Line: 99})
+	r := Check(in)
+	if !r.OK() || r.Accounted["term over before its schedule loop began, then catch-up"] != 2 {
+		t.Errorf("violations %v, accounted %v; want ticks 11 and 12 accounted for by b's catch-up", r.Violations, r.Accounted)
+	}
+	// Had c's loop decided a tick, ticks 11 and 12 would be c's to run.
+	in.Misfires = []Misfire{{Instance: "c", Token: 15, Job: "j", Tick: at(11), At: at(11.01), Reason: "tick skipped: previous run still going"}}
+	if r := Check(in); r.LostTicks != 1 {
+		t.Errorf("c's loop ran: lost %d, want 1 (tick 12): %v", r.LostTicks, r.Violations)
+	}
+}
+
+func TestCheck_KilledWhileAskingAClaimAgain(t *testing.T) {
+	// a's claim of tick 10 lost its answer; a asked again and was killed
+	// at 10.9 s. b led from 10.95 s and found no tick missed: the claim
+	// landed and nobody runs tick 10 (at most once).
+	in := clean()
+	in.Terms[0].Stop = at(10.9)
+	in.Terms[1].Start = at(10.95)
+	in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Tick.Equal(at(10)) || s.CatchUp })
+	in.Starts = append(in.Starts, Start{Job: "j", Tick: at(11), Token: 20, Instance: "b", At: at(11.001), Line: 98},
+		Start{Job: "j", Tick: at(12), Token: 20, Instance: "b", At: at(12.001), Line: 99})
+	in.Asked = []Misfire{{Instance: "a", Token: 10, Job: "j", Tick: at(10), At: at(10.5)}}
+	r := Check(in)
+	if !r.OK() || r.Accounted["claim in flight when its instance was killed (the claim landed)"] != 1 {
+		t.Errorf("violations %v, accounted %v; want tick 10 accounted for", r.Violations, r.Accounted)
+	}
+	// b read tick 9: the claim did not land, and b ran no catch-up: lost.
+	in.LastClaims = []LastClaim{{Instance: "b", Token: 20, Job: "j", Tick: at(9)}}
+	if r := Check(in); r.LostTicks != 1 {
+		t.Errorf("b read 9, no catch-up: lost %d, want 1: %v", r.LostTicks, r.Violations)
+	}
+	// With b's catch-up standing for tick 10 (run-once: tick 11, b
+	// started just after it), it is accounted for.
+	caught := slices.Clone(in.Starts)
+	for i := range caught {
+		if caught[i].Instance == "b" && caught[i].Tick.Equal(at(11)) {
+			caught[i].CatchUp = true
+		}
+	}
+	saved := in.Starts
+	in.Starts = caught
+	in.Terms[1].Start = at(11.05)
+	if r := Check(in); !r.OK() || r.Accounted["claim in flight when its instance was killed, then catch-up"] != 1 {
+		t.Errorf("b read 9, caught up: violations %v, accounted %v", r.Violations, r.Accounted)
+	}
+	in.Starts, in.Terms[1].Start, in.LastClaims = saved, at(10.95), nil
+	// Not killed: a should have logged the claim's outcome.
+	in.Terms[0].Killed = false
+	if r := Check(in); r.LostTicks != 1 {
+		t.Errorf("a not killed: lost %d, want 1: %v", r.LostTicks, r.Violations)
+	}
+}
+
+func TestCheck_TermKilledJustAfterATick(t *testing.T) {
+	// c led from 10.95 s (its catch-up ran tick 10) and was killed at
+	// 11.03 s, its claim of tick 11 landed and its run not started. b led
+	// at 11.5 s and found no tick missed: at most once.
+	in := clean()
+	in.Terms[0].Stop = at(10.05)
+	in.Terms[1].Start = at(11.5)
+	in.Terms = append(in.Terms, Term{Instance: "c", Token: 15, Start: at(10.95), Stop: at(11.03), Killed: true})
+	slices.SortFunc(in.Terms, func(x, y Term) int { return x.Start.Compare(y.Start) })
+	in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Tick.Equal(at(10)) || s.CatchUp })
+	in.Starts = append(in.Starts, Start{Job: "j", Tick: at(10), Token: 15, Instance: "c", At: at(10.96), CatchUp: true, Line: 98},
+		Start{Job: "j", Tick: at(12), Token: 20, Instance: "b", At: at(12.001), Line: 99})
+	r := Check(in)
+	if !r.OK() || r.Accounted["claimed by a term killed at the tick"] != 1 {
+		t.Errorf("violations %v, accounted %v; want tick 11 claimed by c's killed term", r.Violations, r.Accounted)
+	}
+	// b read tick 10 as the last claim: tick 11 was not claimed, and b
+	// ran no catch-up for it: lost.
+	in.LastClaims = []LastClaim{{Instance: "b", Token: 20, Job: "j", Tick: at(10)}}
+	if r := Check(in); r.LostTicks != 1 {
+		t.Errorf("b read 10: lost %d, want 1: %v", r.LostTicks, r.Violations)
+	}
+}
+
+func TestCheck_KilledWithAClaimInFlight(t *testing.T) {
+	// a admitted tick 10, whose claim hung (a backend election); it
+	// skipped ticks 11 and 12 while it was in flight and was killed at
+	// 12.3 s. b led at 12.5 s and read tick 10 as the last claim.
+	in := clean()
+	in.Terms[0].Stop = at(12.3)
+	in.Terms[1].Start = at(12.5)
+	in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Tick.Compare(at(10)) >= 0 && s.Tick.Compare(at(12)) <= 0 })
+	in.Starts = append(in.Starts, Start{Job: "j", Tick: at(12), Token: 20, Instance: "b", At: at(12.51), CatchUp: true, Line: 99})
+	in.Misfires = []Misfire{
+		{Instance: "a", Token: 10, Job: "j", Tick: at(11), At: at(11.001), Reason: StillGoing},
+		{Instance: "a", Token: 10, Job: "j", Tick: at(12), At: at(12.001), Reason: StillGoing},
+	}
+	in.LastClaims = []LastClaim{{Instance: "b", Token: 20, Job: "j", Tick: at(10)}}
+	r := Check(in)
+	if !r.OK() {
+		t.Errorf("violations %v, accounted %v", r.Violations, r.Accounted)
+	}
+	// Not killed: a should have logged the claim's outcome.
+	in.Terms[0].Killed = false
+	if r := Check(in); r.LostTicks != 1 {
+		t.Errorf("a not killed: lost %d, want 1: %v", r.LostTicks, r.Violations)
+	}
+	// Killed, but a started a run of tick 11 after tick 10: tick 10 was
+	// not in flight, a dropped it.
+	in.Terms[0].Killed = true
+	in.Misfires = in.Misfires[1:]
+	in.Starts = append(in.Starts, Start{Job: "j", Tick: at(11), Token: 10, Instance: "a", At: at(11.001), Line: 98})
+	if r := Check(in); r.LostTicks != 1 {
+		t.Errorf("a ran tick 11: lost %d, want 1: %v", r.LostTicks, r.Violations)
+	}
+}
+
+func TestCheck_TermOverAsItBegan(t *testing.T) {
+	// c's lease lapsed as it began (12.2 s to 12.201 s; it decided no
+	// tick): tick 11 (and 12) fall to b, whose catch-up covers them.
+	in := clean()
+	in.Terms = append(in.Terms, Term{Instance: "c", Token: 15, Start: at(12.2), Stop: at(12.201), End: at(12.21)})
+	slices.SortFunc(in.Terms, func(x, y Term) int { return x.Start.Compare(y.Start) })
+	if r := Check(in); !r.OK() || r.Accounted["catch-up"] != 1 {
+		t.Errorf("violations %v, accounted %v; want tick 11 accounted for by b's catch-up", r.Violations, r.Accounted)
+	}
+	// Had c decided a tick (of another job), tick 11 would have been its
+	// catch-up's.
+	in.Misfires = []Misfire{{Instance: "c", Token: 15, Job: "k", Tick: at(12), At: at(12.2005), Reason: "run not started: term over"}}
+	if r := Check(in); r.LostTicks != 1 {
+		t.Errorf("c active: lost %d, want 1: %v", r.LostTicks, r.Violations)
+	}
+}
+
+func TestCheck_TermKilledInItsCatchUp(t *testing.T) {
+	// c led at 12.3 s and its catch-up claimed tick 12 (standing for 11
+	// and 12), but c was killed at 12.31 s before the run started. b led
+	// at 12.5 s and read tick 12 as the last claim.
+	in := clean()
+	in.Terms = append(in.Terms, Term{Instance: "c", Token: 15, Start: at(12.3), Stop: at(12.31), Killed: true})
+	slices.SortFunc(in.Terms, func(x, y Term) int { return x.Start.Compare(y.Start) })
+	in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.CatchUp })
+	in.Misfires = []Misfire{{Instance: "c", Token: 15, Job: "k", Tick: at(12), At: at(12.305), Reason: "run not started: claim failed"}}
+	in.LastClaims = []LastClaim{{Instance: "b", Token: 20, Job: "j", Tick: at(12)}}
+	if r := Check(in); !r.OK() || r.Accounted["claimed by a term killed at the tick"] != 2 {
+		t.Errorf("violations %v, accounted %v; want ticks 11 and 12 claimed by c", r.Violations, r.Accounted)
+	}
+	// b read tick 10: c claimed nothing, and b ran no catch-up: lost.
+	in.LastClaims[0].Tick = at(10)
+	if r := Check(in); r.LostTicks != 2 {
+		t.Errorf("b read 10: lost %d, want 2: %v", r.LostTicks, r.Violations)
+	}
+}

@@ -24,7 +24,12 @@ import (
 //     term's catch-up read a last claim at or after the tick.
 //
 // A live, unfrozen term that neither ran a tick nor logged why is a lost
-// tick, whatever later terms did.
+// tick, whatever later terms did, but for two cases, in which the next
+// term must account for it as above: the term ended before its schedule
+// loop began (its catch-up claims still pending: it decided no tick after
+// its start), or its instance was killed with the tick's claim in flight
+// (which may have landed: then the next term read a last claim at or
+// after the tick).
 func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first map[tickID]Start) {
 	ran := func(t time.Time) bool {
 		_, ok := first[tickID{job, t.UnixNano()}]
@@ -124,13 +129,83 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 		}
 		return true
 	}
+	// active reports whether tm decided any tick of any job, its catch-up
+	// included.
+	active := func(tm *Term) bool {
+		for _, s := range in.Starts {
+			if s.Token == tm.Token && s.Instance == tm.Instance {
+				return true
+			}
+		}
+		for _, m := range in.Misfires {
+			if m.Token == tm.Token && m.Instance == tm.Instance {
+				return true
+			}
+		}
+		return false
+	}
+	// loopRan reports whether tm's schedule loop decided any tick: a start
+	// that is not a catch-up, or a tick after the term's start logged as
+	// not started.
+	loopRan := func(tm *Term) bool {
+		for _, s := range in.Starts {
+			if s.Token == tm.Token && s.Instance == tm.Instance && !s.CatchUp {
+				return true
+			}
+		}
+		for _, m := range in.Misfires {
+			if m.Token == tm.Token && m.Instance == tm.Instance && m.Tick.After(tm.Start) {
+				return true
+			}
+		}
+		return false
+	}
+	// inFlight reports whether tm had t's claim in flight: it asked for
+	// it again, or it skipped a later tick of the job because a run was
+	// still going and started none since t (t was admitted and its run
+	// had not started).
+	inFlight := func(tm *Term, t time.Time) bool {
+		for _, a := range in.Asked {
+			if a.Instance == tm.Instance && a.Token == tm.Token && a.Job == job && a.Tick.Equal(t) {
+				return true
+			}
+		}
+		for _, m := range in.Misfires {
+			if m.Instance != tm.Instance || m.Token != tm.Token || m.Job != job || !m.Tick.After(t) || m.Reason != StillGoing {
+				continue
+			}
+			started := false
+			for _, s := range in.Starts {
+				if s.Token == tm.Token && s.Job == job && s.Tick.After(t) && s.Tick.Before(m.Tick) {
+					started = true
+				}
+			}
+			if !started {
+				return true
+			}
+		}
+		return false
+	}
+	// readClaimed reports whether next read the job's last claim at or
+	// after t, or found none of its ticks missed.
+	readClaimed := func(next *Term, t time.Time) bool {
+		for _, c := range in.LastClaims {
+			if c.Token == next.Token && c.Instance == next.Instance && c.Job == job && c.Tick.Before(t) {
+				return false
+			}
+		}
+		return true
+	}
 	// byNext reports whether the first term starting after t accounts for
 	// t, and how; "" if it does not (or there is no such term: next nil).
 	// A term that began within the slack before t may have been live at
-	// t: if it does not account for t and its instance was frozen at t,
-	// the term after it does ("frozen, then ...").
+	// t: if it does not account for t and its instance was frozen at t
+	// ("frozen, then ...") or killed within the slack after t, the term
+	// after it does; so does the term after one that ended before it
+	// decided any tick, or was killed in its catch-up.
 	byNext := func(t time.Time) (how string, next *Term) {
 		prefix := ""
+		killedInCatchUp := false
 		for i, tm := range terms {
 			// A term that began within the slack before t but stopped
 			// before t (killed at once) is not the one after t.
@@ -143,18 +218,31 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 			if how := accountsFor(&terms[i], t); how != "" {
 				return prefix + how, next
 			}
-			if prefix == "" && claimedByKilled(&terms[i], t) {
-				return "claimed by a term killed at the tick", next
+			if claimedByKilled(&terms[i], t) || (killedInCatchUp && readClaimed(&terms[i], t)) {
+				return prefix + "claimed by a term killed at the tick", next
 			}
-			if !tm.Start.Before(t) || !frozen(tm.Instance, t) {
+			switch {
+			case tm.Killed && !loopRan(&terms[i]):
+				// Killed in its catch-up, whose claim of t may have
+				// landed before the run started: the term after it
+				// accounts for t, or read a last claim at or after t.
+				killedInCatchUp = true
+			case !tm.Stop.IsZero() && !active(&terms[i]):
+				// It ended before it decided any tick (its lease lapsed
+				// as it began): the term after it accounts for t.
+			case !tm.Start.Before(t):
+				return "", next
+			case frozen(tm.Instance, t):
+				prefix = "frozen, then "
+			case tm.Killed && !tm.Stop.After(t.Add(in.Slack)):
+				// Killed within the slack after t: it may have claimed t
+				// and died before the run started; the term after it
+				// accounts for t (claimedByKilled looks at this one).
+			default:
 				return "", next
 			}
-			prefix = "frozen, then "
 		}
-		if prefix != "" {
-			return "", nil // frozen in the last term, nobody after it
-		}
-		return "", next
+		return "", nil // every term after t was skipped: nobody after it
 	}
 	from := in.From.Truncate(p.Every).Add(p.Every)
 	for t := from; !t.After(in.To); t = t.Add(p.Every) {
@@ -202,6 +290,26 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 		how, next := byNext(t)
 		switch {
 		case live != nil && !frozen(live.Instance, t):
+			excuse := ""
+			switch {
+			case live.Killed && inFlight(live, t):
+				excuse = "claim in flight when its instance was killed"
+			case !live.Stop.IsZero() && !loopRan(live):
+				excuse = "term over before its schedule loop began"
+			}
+			if excuse != "" {
+				switch {
+				case next == nil:
+					account(excuse + ", no later term")
+					continue
+				case how != "":
+					account(excuse + ", then " + how)
+					continue
+				case live.Killed && readClaimed(next, t):
+					account(excuse + " (the claim landed)")
+					continue
+				}
+			}
 			r.add("lost-tick", "job %s tick %s: term %d (%s) was live and neither ran it nor logged why",
 				job, t.Format(time.RFC3339Nano), live.Token, live.Instance)
 		case next == nil:
