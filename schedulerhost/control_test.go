@@ -313,6 +313,8 @@ type countingStore struct {
 	fail  atomicBool
 	// onList, if set, is called once, at the first read of the pauses.
 	onList func()
+	// onRunList, likewise, at the next read of the run-now requests.
+	onRunList func()
 }
 
 type atomicBool struct {
@@ -326,9 +328,12 @@ func (b *atomicBool) Load() bool   { b.mu.Lock(); defer b.mu.Unlock(); return b.
 func (s *countingStore) List(ctx context.Context, prefix string) ([]control.Entry, error) {
 	s.mu.Lock()
 	var hook func()
-	if prefix == "pause/" {
+	switch prefix {
+	case "pause/":
 		s.lists++
 		hook, s.onList = s.onList, nil
+	case "run/":
+		hook, s.onRunList = s.onRunList, nil
 	}
 	s.mu.Unlock()
 	if hook != nil {
@@ -372,6 +377,62 @@ func TestControl_TermEndsDuringThePauseRead(t *testing.T) {
 		hist, _ := m.Ledger().History(t.Context(), "p", 10)
 		if len(hist) == 0 || hist[0].Result != ledger.ResultCancelled || !strings.Contains(hist[0].Error, "not started: term ended") {
 			t.Errorf("history %+v, want the claimed tick recorded as not started", hist)
+		}
+	})
+}
+
+// drainObserver records when each drain finished.
+type drainObserver struct {
+	retryObserver
+	mu      sync.Mutex
+	drained []time.Time
+}
+
+func (o *drainObserver) Drained(time.Duration, int) {
+	o.mu.Lock()
+	o.drained = append(o.drained, time.Now())
+	o.mu.Unlock()
+}
+
+// TestControl_TermEndNotHeldByTheRunNowPoll: a read of the run-now
+// requests that outlasts the term, in a store client that does not give
+// up on a cancelled context (go-redis waits for its read timeout), must
+// not hold up the end of the term. The drain, which logs the loss and
+// cancels the runs, comes as soon as the loop stops; Lead still waits for
+// the poll before it returns. A soak found a Redis leader whose loss was
+// logged 3 s late: the ticks between looked neither run nor skipped.
+func TestControl_TermEndNotHeldByTheRunNowPoll(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemory()
+		var rs ctlRuns
+		ctl := &countingStore{Store: m.Control()}
+		obs := &drainObserver{}
+		n := startNode(t, m, "a", schedulerhost.Config{Control: ctl, Observer: obs, Jobs: []schedulerhost.Job{rs.job("p")}})
+		time.Sleep(1500 * time.Millisecond)
+		var cut, returned time.Time
+		ctl.mu.Lock()
+		ctl.onRunList = func() {
+			cut = time.Now()
+			n.backend.Cut()
+			time.Sleep(20 * time.Second) // the store answers nothing
+			returned = time.Now()
+		}
+		ctl.mu.Unlock()
+		time.Sleep(25 * time.Second)
+		n.backend.Heal()
+		n.stop(t)
+		obs.mu.Lock()
+		defer obs.mu.Unlock()
+		if cut.IsZero() || returned.IsZero() {
+			t.Fatal("the run-now requests were not read")
+		}
+		if len(obs.drained) == 0 {
+			t.Fatal("no drain")
+		}
+		// The lease's local deadline comes within its TTL (5 s) of the cut.
+		if d := obs.drained[0]; !d.Before(returned) || d.Sub(cut) > 5*time.Second {
+			t.Errorf("drained %v after the cut, the poll returned %v after it: the drain waited for the poll",
+				obs.drained[0].Sub(cut), returned.Sub(cut))
 		}
 	})
 }

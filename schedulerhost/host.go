@@ -191,8 +191,15 @@ func (h *Host) Lead(ctx context.Context, term election.Term) error {
 		}()
 	}
 	t.loop(loopCtx, sc)
+	// The drain comes at once: it marks the term stopping, so the poll
+	// starts no run now from then on (startManual's begin), and the runs
+	// it started before are counted. The poll may still be waiting on the
+	// store, whose client need not give up when its context ends (go-redis
+	// waits for its read timeout): the end of the term is not held up by
+	// it, only Lead's return.
+	err := t.drain(context.Cause(loopCtx))
 	if polled != nil {
-		<-polled // no run now starts after this: the drain counts them all
+		<-polled
 	}
-	return t.drain(context.Cause(loopCtx))
+	return err
 }
