@@ -46,8 +46,11 @@ func (sc *scenario) check(from, to time.Time) string {
 		Frozen:        sc.frozen,
 		Faults:        sc.timeline,
 	}
-	if sc.lane > 0 {
+	switch {
+	case sc.lane > 0:
 		in.Excused = be.excused(be.crashBound)
+	case be.faultWake > 0:
+		in.Excused = be.excused(be.faultWake)
 	}
 	var maxLat time.Duration
 	logged := map[runKey]time.Time{}
@@ -106,11 +109,11 @@ func (sc *scenario) check(from, to time.Time) string {
 `, name, runtime, be.nodes, be.ttl, sc.seed, faults, r.Runs, r.Terms, r.Duplicates, r.Overlaps, r.LostTicks, r.OutsideTerm,
 		r.TokenOrder, r.Drains, r.SlowHandovers, accounted,
 		r.MaxCrashFailover.Round(time.Millisecond), be.crashBound, r.MaxHandover.Round(time.Millisecond), be.handoverBound,
-		maxLat.Round(time.Millisecond), slack, excusedNote(r.Excused))
+		maxLat.Round(time.Millisecond), slack, excusedNote(r.Excused, sc.lane, be.faultWake))
 	t.Logf("summary:\n%s", sum)
 	sc.outcome = &outcome{Backend: be.name, Topology: be.topology, Profile: sc.prof.name, Seed: sc.seed, Started: sc.started,
 		Runtime: runtime, Nodes: be.nodes, TTL: be.ttl, Faults: maps.Clone(sc.counts), Report: r, Problems: slices.Clone(sc.problems),
-		MaxStartLatency: maxLat, CrashBound: be.crashBound, HandoverBound: be.handoverBound, Lanes: 1}
+		MaxStartLatency: maxLat, CrashBound: be.crashBound, HandoverBound: be.handoverBound, FaultWake: be.faultWake, Lanes: 1}
 
 	if sc.counts[fKillLeader] > 0 && r.MaxCrashFailover == 0 && r.Excused == 0 {
 		sc.problem("a leader was killed but no crash failover was measured")
@@ -147,13 +150,18 @@ func (sc *scenario) check(from, to time.Time) string {
 	return sum
 }
 
-// excusedNote says how many handovers and failovers overlapped another
-// lane's backend fault, if any did.
-func excusedNote(n int) string {
+// excusedNote says how many handovers and failovers overlapped a backend
+// fault (another lane's, or on Consul lane 1's own, or its wake), if any
+// did.
+func excusedNote(n, lane int, wake time.Duration) string {
 	if n == 0 {
 		return ""
 	}
-	return fmt.Sprintf("\n    %d handovers and failovers overlapped a backend fault of another lane: judged for safety, not timed", n)
+	what := "a backend fault of another lane"
+	if lane == 0 {
+		what = fmt.Sprintf("a backend fault or the %v after it", wake)
+	}
+	return fmt.Sprintf("\n    %d handovers and failovers overlapped %s: judged for safety, not timed", n, what)
 }
 
 // joinCounts formats m as "key n" items in the order of the keys, joined

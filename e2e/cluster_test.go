@@ -368,6 +368,9 @@ func (sc *scenario) startProc(s *slot) (*proc, error) {
 		args := append([]string{"node"}, sc.be.args(s.addrs())...)
 		args = append(args, "--election", sc.election, "--id", id, "--config", sc.jobsPath, "--http", "127.0.0.1:0",
 			"--log-format", "json", "--stop-on-stdin-eof")
+		if lvl := os.Getenv("BATON_E2E_LOG_LEVEL"); lvl != "" {
+			args = append(args, "--log-level", lvl)
+		}
 		args = append(args, sc.extraArgs...)
 		cmd = exec.Command(demoBin, args...)
 	}

@@ -57,7 +57,7 @@ func newConsulCluster(ctx context.Context, dir string) (*backend, error) {
 		name: "consul-cluster", topology: "3 Consul server agents and a client agent per node slot (its node owns the node's sessions), the node talking to its own client agent through its proxy",
 		targets: func(i int) []string { return []string{clients[i].HTTPAddr} },
 		nodes:   nodes, ttl: ttl, grace: 60 * time.Second,
-		crashBound: 2*ttl + ttl + consulReaction, handoverBound: 2 * time.Second,
+		crashBound: 2*ttl + ttl + consulReaction, handoverBound: 2 * time.Second, faultWake: ttl + consulFaultWake,
 		args: func(addrs []string) []string {
 			return []string{"--backend", "consul", "--consul-addr", addrs[0]}
 		},

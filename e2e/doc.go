@@ -42,7 +42,9 @@
 //	                    backend, faulting its own nodes at the same time
 //	                    as the others; lane 1 alone injects the backend's
 //	                    faults, and the other lanes' handovers and
-//	                    failovers that overlap one are not timed
+//	                    failovers that overlap one are not timed (on
+//	                    Consul, nor lane 1's within the lock-delay plus
+//	                    2 s after one: consulFaultWake)
 //	BATON_E2E_BACKENDS  comma-separated: etcd, etcd-cluster, postgres,
 //	                    postgres-ha, mysql, consul, consul-cluster, redis
 //	                    (TestFaults' default for short: etcd-cluster,
@@ -51,6 +53,8 @@
 //	                    servers)
 //	BATON_E2E_SEED      replays the fault choices of an earlier run
 //	BATON_E2E_KEEP=1    keeps the artifacts directory of a passing run
+//	BATON_E2E_LOG_LEVEL the nodes' --log-level (debug shows, say, a
+//	                    Consul candidate's refusals during a lock-delay)
 //	BATON_E2E_REPORT    a markdown file (make soak: docs/reliability.md)
 //	                    where TestFaults writes each backend's section
 package e2e

@@ -49,11 +49,9 @@ func (b *Backend) Key() string { return b.cfg.Key }
 
 // Acquire implements election.Backend. It creates a session, waits with
 // blocking queries while another session holds the key, and locks the key
-// when it is free. If Consul refuses the key because the last holder's
-// session was invalidated less than its lock-delay ago, it waits until
-// LockDelay after it saw the key freed (re-trying at least every
-// RenewInterval/2, in case the last holder's lock-delay was shorter). It
-// returns an error wrapping ctx's error if ctx ends first (never a nil
+// when it is free. While Consul refuses the key for a lock-delay (the
+// last holder's session was invalidated, or a restarted server replayed
+// such an invalidation), it asks again every 500 ms. It returns an error wrapping ctx's error if ctx ends first (never a nil
 // Lease with a nil error); the session it created is destroyed then.
 // Other errors (ErrKeyConflict) are returned at once. Transient Consul
 // errors are logged and retried.
@@ -80,9 +78,10 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (_ election
 		return nil
 	}
 	var waitIndex uint64
-	// freeSince is when this candidate first saw the key unlocked since it
-	// last saw it locked: a lock-delay started no later than that.
-	var freeSince time.Time
+	// relock: the last lock attempt was refused during a lock-delay, so
+	// the key was free a moment ago; the next try locks at once, and a
+	// refusal says whether it still is.
+	relock := false
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("consul: acquire: %w", err)
@@ -94,28 +93,27 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (_ election
 			}
 			continue
 		}
-		pair, meta, err := b.get(ctx, waitIndex)
-		if err != nil {
-			waitIndex = 0
-			if err := pause("consul read lock key, retrying", err); err != nil {
-				return nil, err
+		if !relock {
+			pair, meta, err := b.get(ctx, waitIndex)
+			if err != nil {
+				waitIndex = 0
+				if err := pause("consul read lock key, retrying", err); err != nil {
+					return nil, err
+				}
+				continue
 			}
-			continue
+			if pair != nil && pair.Flags != api.LockFlagValue {
+				return nil, fmt.Errorf("consul: acquire %s: flags %#x, want %#x: %w", b.cfg.Key, pair.Flags, uint64(api.LockFlagValue), ErrKeyConflict)
+			}
+			if pair != nil && pair.Session != "" && pair.Session != s.id {
+				// Held by someone else: wait for a change.
+				waitIndex = nextIndex(waitIndex, meta.LastIndex)
+				retry.reset()
+				continue
+			}
+			waitIndex = 0
 		}
-		if pair != nil && pair.Flags != api.LockFlagValue {
-			return nil, fmt.Errorf("consul: acquire %s: flags %#x, want %#x: %w", b.cfg.Key, pair.Flags, uint64(api.LockFlagValue), ErrKeyConflict)
-		}
-		if pair != nil && pair.Session != "" && pair.Session != s.id {
-			// Held by someone else: wait for a change.
-			waitIndex = nextIndex(waitIndex, meta.LastIndex)
-			freeSince = time.Time{}
-			retry.reset()
-			continue
-		}
-		waitIndex = 0
-		if freeSince.IsZero() {
-			freeSince = time.Now()
-		}
+		relock = false
 		// The lease's first deadline counts from the session's last
 		// renewal: make it recent.
 		if err := b.keepSession(ctx, &s, id, b.cfg.Timing.RenewInterval/4); err != nil {
@@ -129,26 +127,35 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (_ election
 			return l, nil
 		}
 		if why == refusedLockDelay {
-			// The last holder's session was invalidated, not released,
-			// at most LockDelay (if it used ours) before freeSince.
-			if wait := time.Until(freeSince.Add(b.cfg.LockDelay)); wait > 0 {
-				b.log.Debug("consul lock refused during the last holder's lock-delay, waiting", "identity", id.ID, "wait", wait.Round(time.Millisecond).String())
-				if err := sleep(ctx, min(wait, b.cfg.Timing.RenewInterval/2)); err != nil {
-					return nil, fmt.Errorf("consul: acquire: %w", err)
-				}
-				retry.reset()
-				continue
+			// Consul refuses the key until the lock-delay of the last
+			// invalidation of a session holding it is over: LockDelay
+			// after it, if that session used ours. But a server that
+			// restarts re-applies, as it replays its raft log, the
+			// lock-delay of every invalidation in the log, from the time
+			// of the replay, even to a key released gracefully since (a
+			// soak saw graceful handovers wait up to 6 s after a rolling
+			// restart). Neither end is known here: ask again every
+			// lockDelayPoll, so as to lead within that of the delay's end.
+			b.log.Debug("consul lock refused during a lock-delay, asking again", "identity", id.ID, "in", lockDelayPoll.String())
+			if err := sleep(ctx, lockDelayPoll); err != nil {
+				return nil, fmt.Errorf("consul: acquire: %w", err)
 			}
-		} else {
-			// Another candidate won the race, or our session is gone.
-			s.check = true
+			retry.reset()
+			relock = true
+			continue
 		}
-		// Refused or failed: look again after a pause.
+		// Another candidate won the race, or our session is gone, or the
+		// outcome is unknown: look again after a pause.
+		s.check = true
 		if err := pause("consul lock, retrying", err); err != nil {
 			return nil, err
 		}
 	}
 }
+
+// lockDelayPoll is how often a candidate refused during a lock-delay
+// asks again.
+const lockDelayPoll = 500 * time.Millisecond
 
 // requestTimeout bounds one non-blocking request.
 func (b *Backend) requestTimeout() time.Duration {
