@@ -60,6 +60,14 @@ package consul
 // only, so a server cluster that restarts from a snapshot taken after the
 // invalidation forgets it.
 //
+// The other way round, a server that restarts re-applies, as it replays
+// its raft log, the lock-delay of every invalidation in the log, counted
+// from the replay, even to a key released gracefully since: once it leads,
+// it refuses the key for up to the lock-delay. Acquire asks again every
+// 500 ms while Consul refuses the key for a lock-delay, so a candidate
+// leads within that of the delay's end; a graceful handover within the
+// lock-delay after a server restart can take as long as the delay.
+//
 // # Fencing token
 //
 // The token of a term is the ModifyIndex of its lock operation. Consul's
