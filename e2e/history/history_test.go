@@ -456,11 +456,19 @@ func TestCheck_ClaimedByATermKilledAtTheTick(t *testing.T) {
 	if r := Check(in); r.LostTicks != 1 {
 		t.Errorf("a not killed: lost %d, want 1: %v", r.LostTicks, r.Violations)
 	}
-	// a was killed well after the tick: it was live at it and silent.
+	// a was killed well after the tick, but before the job's next one: its
+	// claim may have been on a slow link (a soak saw a kill 397 ms after a
+	// tick, with 270 ms of latency each way). b found no tick missed, so
+	// the claim landed: accounted for (TestCheck_KilledBeforeTheJobsNextTick).
 	in = killed()
 	in.Terms[0].Stop = at(10.5)
+	if r := Check(in); !r.OK() {
+		t.Errorf("a killed at 10.5 s, b found no tick missed: %v", r.Violations)
+	}
+	// Had b read tick 9 as the last claim, tick 10 would be lost.
+	in.LastClaims = []LastClaim{{Instance: "b", Token: 20, Job: "j", Tick: at(9)}}
 	if r := Check(in); r.LostTicks != 1 {
-		t.Errorf("a killed at 10.5 s: lost %d, want 1: %v", r.LostTicks, r.Violations)
+		t.Errorf("a killed at 10.5 s, b read last claim 9: lost %d, want 1: %v", r.LostTicks, r.Violations)
 	}
 }
 
@@ -619,5 +627,47 @@ func TestCheck_TermKilledInItsCatchUp(t *testing.T) {
 	in.LastClaims[0].Tick = at(10)
 	if r := Check(in); r.LostTicks != 2 {
 		t.Errorf("b read 10: lost %d, want 2: %v", r.LostTicks, r.Violations)
+	}
+}
+
+func TestCheck_KilledBeforeTheJobsNextTick(t *testing.T) {
+	// a admitted tick 10, whose claim took long (latency on its link: no
+	// retry, no later tick skipped), and was killed at 10.6 s, past the
+	// slack but before the job's next tick. b led at 12.5 s and read tick
+	// 10 as the last claim: the claim landed, the run never started.
+	in := clean()
+	in.Terms[0].Stop = at(10.6)
+	in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Tick.Equal(at(10)) })
+	in.LastClaims = []LastClaim{{Instance: "b", Token: 20, Job: "j", Tick: at(10)}}
+	if r := Check(in); !r.OK() {
+		t.Errorf("violations %v, accounted %v", r.Violations, r.Accounted)
+	}
+	// b read tick 9 as the last claim: tick 10's claim never landed, and
+	// b's catch-up (tick 12, run-once) covers it.
+	in.LastClaims = []LastClaim{{Instance: "b", Token: 20, Job: "j", Tick: at(9)}}
+	if r := Check(in); !r.OK() {
+		t.Errorf("claim not landed, caught up: violations %v", r.Violations)
+	}
+	// ... but without that catch-up, tick 10 is lost.
+	in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.CatchUp })
+	if r := Check(in); r.LostTicks == 0 {
+		t.Errorf("claim not landed, no catch-up: no lost tick, accounted %v", r.Accounted)
+	}
+	// Killed after the job's next tick (11), which it neither ran nor
+	// logged: tick 10 was not in flight at the kill, it was dropped.
+	in = clean()
+	in.Terms[0].Stop = at(11.4)
+	in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Tick.Equal(at(10)) })
+	in.LastClaims = []LastClaim{{Instance: "b", Token: 20, Job: "j", Tick: at(10)}}
+	if r := Check(in); r.LostTicks == 0 {
+		t.Errorf("killed after the next tick: no lost tick, accounted %v", r.Accounted)
+	}
+	// Not killed: a should have logged the claim's outcome.
+	in = clean()
+	in.Terms[0].Stop, in.Terms[0].Killed = at(10.6), false
+	in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Tick.Equal(at(10)) })
+	in.LastClaims = []LastClaim{{Instance: "b", Token: 20, Job: "j", Tick: at(10)}}
+	if r := Check(in); r.LostTicks == 0 {
+		t.Errorf("not killed: no lost tick, accounted %v", r.Accounted)
 	}
 }

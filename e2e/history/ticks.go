@@ -24,12 +24,14 @@ import (
 //     term's catch-up read a last claim at or after the tick.
 //
 // A live, unfrozen term that neither ran a tick nor logged why is a lost
-// tick, whatever later terms did, but for two cases, in which the next
+// tick, whatever later terms did, but for three cases, in which the next
 // term must account for it as above: the term ended before its schedule
 // loop began (its catch-up claims still pending: it decided no tick after
 // its start), or its instance was killed with the tick's claim in flight
-// (which may have landed: then the next term read a last claim at or
-// after the tick).
+// (it asked again, or skipped later ticks while it was pending), or killed
+// before the job's next tick (the claim may have been on a slow link). In
+// the last two the claim may have landed: then the next term read a last
+// claim at or after the tick.
 func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first map[tickID]Start) {
 	ran := func(t time.Time) bool {
 		_, ok := first[tickID{job, t.UnixNano()}]
@@ -294,6 +296,11 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 			switch {
 			case live.Killed && inFlight(live, t):
 				excuse = "claim in flight when its instance was killed"
+			case live.Killed && live.Stop.Before(t.Add(p.Every)):
+				// Killed before the job's next tick: its claim of t may
+				// have been on the wire (a slow link: one attempt, no
+				// retry logged, no later tick to skip).
+				excuse = "killed before the job's next tick, its claim possibly in flight"
 			case !live.Stop.IsZero() && !loopRan(live):
 				excuse = "term over before its schedule loop began"
 			}
