@@ -51,8 +51,9 @@ func (b *Backend) Key() string { return b.cfg.Key }
 // blocking queries while another session holds the key, and locks the key
 // when it is free. While Consul refuses the key for a lock-delay (the
 // last holder's session was invalidated, or a restarted server replayed
-// such an invalidation), it asks again every 500 ms. It returns an error wrapping ctx's error if ctx ends first (never a nil
-// Lease with a nil error); the session it created is destroyed then.
+// such an invalidation), it asks again every 500 ms. It returns an error
+// wrapping ctx's error if ctx ends first (never a nil Lease with a nil
+// error); the session it created is destroyed then.
 // Other errors (ErrKeyConflict) are returned at once. Transient Consul
 // errors are logged and retried.
 func (b *Backend) Acquire(ctx context.Context, id election.Identity) (_ election.Lease, err error) {
