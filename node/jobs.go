@@ -72,6 +72,9 @@ func hostJobs(f *jobsfile.File, electionName, instance string, grace time.Durati
 				break
 			}
 			hj.Run = h.Run
+			if hj.Timeout == 0 {
+				hj.Timeout = httpDefaultTimeout // a job timeout: recorded as timeout, never retried
+			}
 		case j.Builtin == jobsfile.BuiltinSleep:
 			hj.Run = sleepJob(j.Duration)
 		case j.Builtin == jobsfile.BuiltinLog:
@@ -83,6 +86,10 @@ func hostJobs(f *jobsfile.File, electionName, instance string, grace time.Durati
 	}
 	return out, f.Locate(errors.Join(errs...))
 }
+
+// httpDefaultTimeout is the timeout of an HTTP job without one; tests
+// shorten it.
+var httpDefaultTimeout = httpjob.DefaultTimeout
 
 // httpRequest is the httpjob request of an http job.
 func httpRequest(h *jobsfile.HTTP) httpjob.Request {

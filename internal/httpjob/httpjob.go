@@ -42,8 +42,10 @@ const (
 	HeaderRequestedBy = "Baton-Requested-By" // who asked for a run now (manual runs only)
 )
 
-// DefaultTimeout bounds a request when its job has no timeout of its own:
-// an HTTP job never waits for an answer forever.
+// DefaultTimeout is the timeout of an HTTP job that has none of its own:
+// an HTTP job never waits for an answer forever. The node makes it the
+// job's Timeout, so that reaching it is a timeout (recorded and counted
+// as one, and not retried), not a failure.
 const DefaultTimeout = time.Minute
 
 // maxErrorBody is how much of a failed answer's body goes into the error.
@@ -199,7 +201,7 @@ func (e *StatusError) Error() string {
 func (j *Job) Run(ctx context.Context) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		ctx, cancel = context.WithTimeoutCause(ctx, DefaultTimeout, schedulerhost.ErrJobTimeout)
 		defer cancel()
 	}
 	req, err := http.NewRequestWithContext(ctx, j.method, j.url, strings.NewReader(j.body))

@@ -1,0 +1,185 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/internal/httpjob"
+	"github.com/batonhq/baton/internal/jobsfile"
+	"github.com/batonhq/baton/ledger"
+	"github.com/batonhq/baton/schedulerhost"
+)
+
+// holdingApp is a real HTTP endpoint that records every request it gets
+// and how many requests of one tick it held at once.
+type holdingApp struct {
+	hold   time.Duration // each request is held this long, whatever the client does
+	status func(attempt string) int
+
+	mu       sync.Mutex
+	inFlight map[string]int // by Baton-Tick
+	most     map[string]int
+	seen     []http.Header
+}
+
+func newHoldingApp(t *testing.T, hold time.Duration, status func(attempt string) int) (*holdingApp, string) {
+	a := &holdingApp{hold: hold, status: status, inFlight: map[string]int{}, most: map[string]int{}}
+	srv := httptest.NewServer(a)
+	t.Cleanup(srv.Close)
+	return a, srv.URL
+}
+
+func (a *holdingApp) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	tick := r.Header.Get(httpjob.HeaderTick)
+	a.mu.Lock()
+	a.seen = append(a.seen, r.Header.Clone())
+	a.inFlight[tick]++
+	a.most[tick] = max(a.most[tick], a.inFlight[tick])
+	a.mu.Unlock()
+	time.Sleep(a.hold) // like an app that does not watch for the client's disconnect
+	a.mu.Lock()
+	a.inFlight[tick]--
+	a.mu.Unlock()
+	code := http.StatusOK
+	if a.status != nil {
+		code = a.status(r.Header.Get(httpjob.HeaderAttempt))
+	}
+	w.WriteHeader(code)
+	fmt.Fprintf(w, "answer %d\n", code)
+}
+
+func (a *holdingApp) requests() []http.Header {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]http.Header(nil), a.seen...)
+}
+
+// results records what a Host tells its Observer (what the metrics count).
+type results struct {
+	mu       sync.Mutex
+	finished []ledger.Result
+	retried  int
+}
+
+func (o *results) RunStarted(string, time.Time, time.Duration) {}
+func (o *results) RunFinished(_ string, r ledger.Result, _ time.Duration) {
+	o.mu.Lock()
+	o.finished = append(o.finished, r)
+	o.mu.Unlock()
+}
+func (o *results) Misfired(string, int)           {}
+func (o *results) OverlapSkipped(string)          {}
+func (o *results) Drained(time.Duration, int)     {}
+func (o *results) RunRetried(job string, att int) { o.mu.Lock(); o.retried++; o.mu.Unlock() }
+
+// leadUntilRecorded loads jobsYAML (one http job named "call"), leads
+// with it on the in-memory ledger until its first run is recorded, stops
+// gracefully, and returns the job's recorded runs.
+func leadUntilRecorded(t *testing.T, jobsYAML string, obs *results) []ledger.Run {
+	t.Helper()
+	f, err := jobsfile.Parse("jobs.yaml", []byte(jobsYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	cfg, err := HostConfig(f, "e", "node-a", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
+	cfg.Ledger, cfg.Observer = mem.Ledger(), obs
+	host, err := schedulerhost.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	el, err := election.New(election.Config{Backend: mem.Candidate(), Identity: election.Identity{ID: "node-a"}, Election: "e", Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := New(Config{Elector: el, Host: host, Election: "e", Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx, nil) }()
+	running := true
+	stop := func() {
+		if running {
+			running = false
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		}
+	}
+	defer stop()
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		runs, err := host.History(context.Background(), "call", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(runs) > 0 && runs[len(runs)-1].Result != ledger.ResultRunning {
+			stop() // a graceful stop: the runs in flight finish
+			runs, err = host.History(context.Background(), "call", 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return runs
+		}
+	}
+	t.Fatal("no run recorded in 20 s")
+	return nil
+}
+
+// An HTTP job without a timeout is bounded by httpjob.DefaultTimeout as
+// by a job timeout: recorded and counted as a timeout, and not retried,
+// so that the endpoint, still working on the first request, never gets a
+// second one for the same tick.
+func TestHTTPJob_DefaultBoundIsAJobTimeout(t *testing.T) {
+	shortenHTTPDefault(t, 300*time.Millisecond)
+	app, url := newHoldingApp(t, 1500*time.Millisecond, nil)
+	obs := &results{}
+	runs := leadUntilRecorded(t, `
+jobs:
+  - name: call
+    schedule: "* * * * * *"
+    http: {url: `+url+`}
+    retries: 2
+    retry_backoff: 50ms
+`, obs)
+	first := runs[len(runs)-1]
+	if first.Result != ledger.ResultTimeout || first.Attempts > 1 || !strings.Contains(first.Error, schedulerhost.ErrJobTimeout.Error()) {
+		t.Errorf("first run recorded as %s after %d attempt(s), error %q; want timeout after 1, with %q",
+			first.Result, first.Attempts, first.Error, schedulerhost.ErrJobTimeout)
+	}
+	app.mu.Lock()
+	for tick, n := range app.most {
+		if n > 1 {
+			t.Errorf("tick %s: the endpoint held %d requests of it at once", tick, n)
+		}
+	}
+	app.mu.Unlock()
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if len(obs.finished) == 0 || obs.finished[0] != ledger.ResultTimeout || obs.retried != 0 {
+		t.Errorf("observer (metrics): finished %v, %d retries; want timeout first, no retry", obs.finished, obs.retried)
+	}
+}
+
+// shortenHTTPDefault makes d the bound of HTTP jobs without a timeout
+// until the test ends.
+func shortenHTTPDefault(t *testing.T, d time.Duration) {
+	old := httpDefaultTimeout
+	httpDefaultTimeout = d
+	t.Cleanup(func() { httpDefaultTimeout = old })
+}
