@@ -183,3 +183,78 @@ func shortenHTTPDefault(t *testing.T, d time.Duration) {
 	httpDefaultTimeout = d
 	t.Cleanup(func() { httpDefaultTimeout = old })
 }
+
+// A status that a retry cannot mend (by default any 4xx but 408 and 429,
+// here a 409 refusing a stale token) ends the run as failed at once,
+// whatever its retries, and the history says why.
+func TestHTTPJob_FinalStatusNotRetried(t *testing.T) {
+	app, url := newHoldingApp(t, 0, func(string) int { return http.StatusConflict })
+	obs := &results{}
+	runs := leadUntilRecorded(t, `
+jobs:
+  - name: call
+    schedule: "* * * * * *"
+    http: {url: `+url+`}
+    retries: 3
+    retry_backoff: 50ms
+`, obs)
+	first := runs[len(runs)-1]
+	if first.Result != ledger.ResultFailed || first.Attempts > 1 || !strings.Contains(first.Error, "HTTP 409 Conflict: answer 409 (final status: not retried)") {
+		t.Errorf("first run recorded as %s after %d attempt(s), error %q; want failed after 1, with the final status", first.Result, first.Attempts, first.Error)
+	}
+	byTick := map[string]int{}
+	for _, h := range app.requests() {
+		byTick[h.Get("Baton-Tick")]++
+	}
+	for tick, n := range byTick {
+		if n != 1 {
+			t.Errorf("tick %s: %d requests, want 1", tick, n)
+		}
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if obs.retried != 0 {
+		t.Errorf("%d retries, want none", obs.retried)
+	}
+}
+
+// A retried status (503, then 200) gets a second attempt, which carries
+// the same run id and idempotency key as the first, and the next attempt
+// number: the receiver can tell a retry from a new run.
+func TestHTTPJob_RetryCarriesTheRunID(t *testing.T) {
+	app, url := newHoldingApp(t, 0, func(attempt string) int {
+		if attempt == "1" {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	runs := leadUntilRecorded(t, `
+jobs:
+  - name: call
+    schedule: "* * * * * *"
+    http: {url: `+url+`}
+    retries: 3
+    retry_backoff: 50ms
+`, &results{})
+	first := runs[len(runs)-1]
+	if first.Result != ledger.ResultOK || first.Attempts != 2 {
+		t.Errorf("first run recorded as %s after %d attempt(s), want ok after 2", first.Result, first.Attempts)
+	}
+	reqs := app.requests()
+	if len(reqs) < 2 {
+		t.Fatalf("%d requests, want 2 or more", len(reqs))
+	}
+	a, b := reqs[0], reqs[1]
+	wantID := "e/call/" + first.Tick.UTC().Format(time.RFC3339Nano)
+	for i, h := range []http.Header{a, b} {
+		if h.Get("Baton-Attempt") != fmt.Sprint(i+1) || h.Get("Baton-Run-Id") != wantID || h.Get("Idempotency-Key") != `"`+wantID+`"` {
+			t.Errorf("attempt %d: Baton-Attempt %q, Baton-Run-Id %q, Idempotency-Key %q; want %d, %q, the same quoted",
+				i+1, h.Get("Baton-Attempt"), h.Get("Baton-Run-Id"), h.Get("Idempotency-Key"), i+1, wantID)
+		}
+	}
+	for _, h := range reqs[2:] { // the next ticks: other run ids
+		if h.Get("Baton-Run-Id") == wantID {
+			t.Errorf("a later tick (%s) reused the run id %s", h.Get("Baton-Tick"), wantID)
+		}
+	}
+}

@@ -94,7 +94,7 @@ var httpDefaultTimeout = httpjob.DefaultTimeout
 // httpRequest is the httpjob request of an http job.
 func httpRequest(h *jobsfile.HTTP) httpjob.Request {
 	r := httpjob.Request{Method: h.Method, URL: h.URL, Body: h.Body, BearerTokenFile: h.BearerTokenFile,
-		CACert: h.CACert, Cert: h.ClientCert, Key: h.Key}
+		CACert: h.CACert, Cert: h.ClientCert, Key: h.Key, RetryStatuses: h.RetryStatuses}
 	if len(h.Headers) > 0 {
 		r.Header = http.Header{}
 		for _, kv := range h.Headers {

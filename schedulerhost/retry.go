@@ -19,8 +19,14 @@ import (
 // attempt the term is checked (Term.Check), as before the first. The
 // backoff ends at once when the term ends (loss) or starts stopping
 // (shutdown): then no attempt follows. A timed-out attempt is not
-// retried. While it waits, the run is still in flight: it counts for the
-// job's overlap policy and the drain, not in Host.Running.
+// retried, nor one whose error wraps ErrFinal. While it waits, the run
+// is still in flight: it counts for the job's overlap policy and the
+// drain, not in Host.Running.
+
+// ErrFinal marks a failure that a retry cannot mend (an HTTP job's 409,
+// say). A job returns an error that wraps it (errors.Is) to end its run
+// as failed at once, whatever its Retries.
+var ErrFinal = errors.New("final: not retried")
 
 // Retry defaults and bounds.
 const (
@@ -103,6 +109,12 @@ func retryStep(next runFunc) runFunc {
 				return // ok, timed out, or cancelled: no retry
 			}
 			attempt := int(r.attempt.Load())
+			if errors.Is(r.err, ErrFinal) {
+				if j.Retries > 0 {
+					h.log.Warn("attempt failed: final, not retried", "job", j.Name, "tick", r.tick.Time, "token", t.token, "attempt", attempt, "err", r.err)
+				}
+				return
+			}
 			if attempt > j.Retries {
 				if j.Retries > 0 {
 					h.log.Warn("attempt failed: no retries left", "job", j.Name, "tick", r.tick.Time, "token", t.token, "attempt", attempt, "err", r.err)

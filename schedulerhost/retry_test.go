@@ -3,6 +3,7 @@ package schedulerhost_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -217,6 +218,33 @@ func TestHost_TimeoutIsNotRetried(t *testing.T) {
 		hist, _ := m.Ledger().History(context.Background(), "slow", 10)
 		if a.count() != 1 || len(hist) != 1 || hist[0].Result != ledger.ResultTimeout || hist[0].Attempts != 1 {
 			t.Errorf("%d attempts, history %+v; want 1, one timed-out run", a.count(), hist)
+		}
+	})
+}
+
+// TestHost_FinalErrorIsNotRetried: an attempt whose error wraps ErrFinal
+// ends the run as failed, with that error, whatever the retries left.
+func TestHost_FinalErrorIsNotRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemory()
+		var a attempts
+		o := &retryObserver{}
+		n := startNode(t, m, "a", schedulerhost.Config{Observer: o, Jobs: []schedulerhost.Job{{
+			Name: "refused", Schedule: "0 * * * * *", Retries: 3,
+			Run: func(ctx context.Context) error {
+				a.add(ctx)
+				return fmt.Errorf("stale token: %w", schedulerhost.ErrFinal)
+			},
+		}}})
+		time.Sleep(90 * time.Second)
+		n.stop(t)
+		hist, _ := m.Ledger().History(context.Background(), "refused", 10)
+		if a.count() != 1 || len(hist) != 1 || hist[0].Result != ledger.ResultFailed || hist[0].Attempts != 1 ||
+			hist[0].Error != "stale token: final: not retried" {
+			t.Errorf("%d attempts, history %+v; want 1, one failed run with the error", a.count(), hist)
+		}
+		if retried, _ := o.snapshot(); len(retried) != 0 {
+			t.Errorf("observer told retries %v, want none", retried)
 		}
 	})
 }

@@ -1,8 +1,9 @@
 // Package httpjob runs a scheduled job as one HTTP request to a service,
 // typically the local instance of an application written in any language:
 // the run's identity travels in request headers, a 2xx answer is success,
-// and anything else (another status, a transport error) is a failure that
-// the job's retries apply to.
+// and anything else (another status, a transport error) is a failure. The
+// job's retries apply to a transport error and to the statuses of
+// Request.RetryStatuses; any other status is final (not retried).
 //
 // The request is bound to the run's context: a run cancelled because the
 // term ended aborts it, and a graceful stop, which leaves runs to finish
@@ -40,6 +41,10 @@ const (
 	HeaderRunKind     = "Baton-Run-Kind"     // "scheduled", "catch-up" or "manual"
 	HeaderRequestID   = "Baton-Request-Id"   // a run now's request id (manual runs only)
 	HeaderRequestedBy = "Baton-Requested-By" // who asked for a run now (manual runs only)
+	HeaderRunID       = "Baton-Run-Id"       // the run: the same on every attempt of one tick or run now
+	// HeaderIdempotencyKey carries the run id as a quoted string, as in
+	// draft-ietf-httpapi-idempotency-key-header.
+	HeaderIdempotencyKey = "Idempotency-Key"
 )
 
 // DefaultTimeout is the timeout of an HTTP job that has none of its own:
@@ -64,6 +69,11 @@ type Request struct {
 	// CACert, Cert and Key are PEM files: the CA that signed the server's
 	// certificate (default: the system roots), and a client certificate.
 	CACert, Cert, Key string
+
+	// RetryStatuses are the statuses the job's retries apply to: codes
+	// ("503") and classes ("5xx"). Nil means DefaultRetryStatuses; an
+	// empty, non-nil list retries no status. Any other status is final.
+	RetryStatuses []string
 }
 
 // Job is one HTTP job. Its Run method is a schedulerhost.Job.Run.
@@ -75,6 +85,7 @@ type Job struct {
 	header http.Header
 	body   string
 	token  string
+	retry  statusSet
 	client *http.Client
 }
 
@@ -96,6 +107,10 @@ func New(name, electionName, instance string, r Request) (*Job, error) {
 			return nil, err
 		}
 	}
+	retry, err := parseStatuses(r.RetryStatuses)
+	if err != nil {
+		return nil, err
+	}
 	tc, err := TLSConfig(r.CACert, r.Cert, r.Key)
 	if err != nil {
 		return nil, err
@@ -105,7 +120,7 @@ func New(name, electionName, instance string, r Request) (*Job, error) {
 	tr.TLSClientConfig = tc
 	return &Job{
 		Name: name, Election: electionName, Instance: instance,
-		method: method, url: r.URL, header: r.Header.Clone(), body: r.Body, token: r.BearerTokenFile,
+		method: method, url: r.URL, header: r.Header.Clone(), body: r.Body, token: r.BearerTokenFile, retry: retry,
 		client: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse // a redirect is an answer, not 2xx: the job failed
 		}},
@@ -145,6 +160,9 @@ func CheckHeader(name string) error {
 	c := http.CanonicalHeaderKey(name)
 	if strings.HasPrefix(c, "Baton-") {
 		return fmt.Errorf("header %q: Baton-* headers are set by baton", name)
+	}
+	if c == HeaderIdempotencyKey {
+		return fmt.Errorf("header %q: set by baton (the run id)", name)
 	}
 	if c == "Authorization" {
 		return fmt.Errorf("header %q: secrets do not belong in the config; use bearer_token_file", name)
@@ -187,13 +205,28 @@ func TLSConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
 type StatusError struct {
 	Status int
 	Body   string // the start of the answer's body
+	// Final is set when Status is not one of the job's retry statuses:
+	// then the error wraps schedulerhost.ErrFinal and no retry follows.
+	Final bool
 }
 
 func (e *StatusError) Error() string {
-	if e.Body == "" {
-		return fmt.Sprintf("HTTP %d %s", e.Status, http.StatusText(e.Status))
+	s := fmt.Sprintf("HTTP %d %s", e.Status, http.StatusText(e.Status))
+	if e.Body != "" {
+		s += ": " + e.Body
 	}
-	return fmt.Sprintf("HTTP %d %s: %s", e.Status, http.StatusText(e.Status), e.Body)
+	if e.Final {
+		s += " (final status: not retried)"
+	}
+	return s
+}
+
+// Unwrap returns schedulerhost.ErrFinal for a final status.
+func (e *StatusError) Unwrap() error {
+	if e.Final {
+		return schedulerhost.ErrFinal
+	}
+	return nil
 }
 
 // Run sends the request and waits for the answer, or for ctx to end. The
@@ -240,7 +273,8 @@ func (j *Job) Run(ctx context.Context) error {
 		return nil
 	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	return &StatusError{Status: resp.StatusCode, Body: strings.TrimSpace(string(bytes.ToValidUTF8(b, []byte("?"))))}
+	return &StatusError{Status: resp.StatusCode, Body: strings.TrimSpace(string(bytes.ToValidUTF8(b, []byte("?")))),
+		Final: !j.retry.has(resp.StatusCode)}
 }
 
 // SetHeaders sets the Baton-* headers of the run in ctx on h.
@@ -257,10 +291,34 @@ func SetHeaders(ctx context.Context, h http.Header, job, electionName, instance 
 	if tick.CatchUp {
 		kind = "catch-up"
 	}
+	runID := electionName + "/" + job + "/" + tick.Time.UTC().Format(time.RFC3339Nano)
 	if m, ok := schedulerhost.ManualFromContext(ctx); ok {
 		kind = "manual"
 		h.Set(HeaderRequestID, m.RequestID)
 		h.Set(HeaderRequestedBy, m.By)
+		runID = electionName + "/" + job + "/manual/" + m.RequestID
 	}
 	h.Set(HeaderRunKind, kind)
+	h.Set(HeaderRunID, runID)
+	h.Set(HeaderIdempotencyKey, quote(runID))
+}
+
+// quote returns s as a structured-field string (RFC 8941): quoted, with
+// '"' and backslash escaped, and any byte outside printable ASCII as '?'.
+func quote(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c > 0x7e:
+			b.WriteByte('?')
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }

@@ -61,6 +61,7 @@ func TestRun_RequestCarriesTheRun(t *testing.T) {
 		"X-Team": "billing", "Authorization": "Bearer s3cret",
 		HeaderJob: "report", HeaderToken: "42", HeaderTick: "2026-11-24T07:00:00Z", HeaderAttempt: "2",
 		HeaderInstance: "node-a", HeaderElection: "orders", HeaderRunKind: "scheduled",
+		HeaderRunID: "orders/report/2026-11-24T07:00:00Z", HeaderIdempotencyKey: `"orders/report/2026-11-24T07:00:00Z"`,
 	} {
 		if v := s.h.Get(k); v != want {
 			t.Errorf("header %s = %q, want %q", k, v, want)
@@ -76,8 +77,9 @@ func TestRun_RequestCarriesTheRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = <-got
-	if s.h.Get(HeaderRunKind) != "manual" || s.h.Get(HeaderRequestID) != "r-7" || s.h.Get(HeaderRequestedBy) != "ops" {
-		t.Errorf("manual run headers: kind %q id %q by %q", s.h.Get(HeaderRunKind), s.h.Get(HeaderRequestID), s.h.Get(HeaderRequestedBy))
+	if s.h.Get(HeaderRunKind) != "manual" || s.h.Get(HeaderRequestID) != "r-7" || s.h.Get(HeaderRequestedBy) != "ops" ||
+		s.h.Get(HeaderRunID) != "orders/report/manual/r-7" {
+		t.Errorf("manual run headers: kind %q id %q by %q run %q", s.h.Get(HeaderRunKind), s.h.Get(HeaderRequestID), s.h.Get(HeaderRequestedBy), s.h.Get(HeaderRunID))
 	}
 }
 
@@ -101,7 +103,9 @@ func TestRun_Outcomes(t *testing.T) {
 	for _, c := range []struct {
 		status int
 		ok     bool
-	}{{200, true}, {204, true}, {299, true}, {302, false}, {404, false}, {500, false}, {503, false}} {
+		final  bool // by DefaultRetryStatuses
+	}{{200, true, false}, {204, true, false}, {299, true, false}, {302, false, true}, {404, false, true}, {409, false, true},
+		{408, false, false}, {429, false, false}, {500, false, false}, {503, false, false}} {
 		status.Store(int32(c.status))
 		err := j.Run(runCtx(1, 1))
 		if c.ok != (err == nil) {
@@ -111,13 +115,46 @@ func TestRun_Outcomes(t *testing.T) {
 		if !c.ok && (!errors.As(err, &se) || se.Status != c.status) {
 			t.Errorf("status %d: err %v, want a StatusError", c.status, err)
 		}
-		if c.status == 500 && !strings.Contains(err.Error(), "HTTP 500 Internal Server Error: database is down") {
+		if !c.ok && (se.Final != c.final || errors.Is(err, schedulerhost.ErrFinal) != c.final) {
+			t.Errorf("status %d: final %v, wraps ErrFinal %v; want %v", c.status, se.Final, errors.Is(err, schedulerhost.ErrFinal), c.final)
+		}
+		if c.status == 500 && err.Error() != "HTTP 500 Internal Server Error: database is down" {
 			t.Errorf("status 500: %v", err)
+		}
+		if c.status == 409 && err.Error() != "HTTP 409 Conflict: database is down (final status: not retried)" {
+			t.Errorf("status 409: %v", err)
 		}
 	}
 	srv.Close()
 	if err := j.Run(runCtx(1, 1)); err == nil || !strings.Contains(err.Error(), "POST "+srv.URL) {
 		t.Errorf("server gone: %v", err)
+	}
+}
+
+// retry_statuses replaces the default: listed codes and classes are
+// retried, any other status is final; an empty list retries none.
+func TestRun_RetryStatuses(t *testing.T) {
+	var status atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(int(status.Load())) }))
+	defer srv.Close()
+	for _, c := range []struct {
+		list  []string
+		final map[int]bool
+	}{
+		{[]string{"409", "4xx"}, map[int]bool{409: false, 404: false, 302: true, 500: true}},
+		{[]string{"503"}, map[int]bool{503: false, 500: true, 429: true}},
+		{[]string{}, map[int]bool{503: true, 408: true}},
+	} {
+		j, err := New("r", "e", "n", Request{URL: srv.URL, RetryStatuses: c.list})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for st, final := range c.final {
+			status.Store(int32(st))
+			if err := j.Run(runCtx(1, 1)); errors.Is(err, schedulerhost.ErrFinal) != final {
+				t.Errorf("retry_statuses %q, status %d: %v; want final %v", c.list, st, err, final)
+			}
+		}
 	}
 }
 
@@ -207,6 +244,10 @@ func TestNew_Refuses(t *testing.T) {
 		{Request{URL: "http://x", Header: http.Header{"Authorization": {"Bearer x"}}}, "bearer_token_file"},
 		{Request{URL: "http://x", CACert: filepath.Join(dir, "none.pem")}, "ca_cert: open"},
 		{Request{URL: "http://x", Cert: "c.pem"}, "client_cert and client_key"},
+		{Request{URL: "http://x", Header: http.Header{"Idempotency-Key": {"k"}}}, `header "Idempotency-Key": set by baton`},
+		{Request{URL: "http://x", RetryStatuses: []string{"503", "2xx"}}, `retry_statuses "2xx": want a status from 300 to 599`},
+		{Request{URL: "http://x", RetryStatuses: []string{"600"}}, `retry_statuses "600"`},
+		{Request{URL: "http://x", RetryStatuses: []string{"0503"}}, `retry_statuses "0503"`},
 	} {
 		if _, err := New("j", "e", "n", c.r); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.r, err, c.want)

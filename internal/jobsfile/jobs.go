@@ -181,7 +181,7 @@ func (d *decoder) count(n *yaml.Node, path string, most int) int {
 	return 0
 }
 
-var httpFields = []string{"method", "url", "headers", "body", "bearer_token_file", "ca_cert", "client_cert", "client_key"}
+var httpFields = []string{"method", "url", "headers", "body", "bearer_token_file", "ca_cert", "client_cert", "client_key", "retry_statuses"}
 
 // http reads a job's http mapping. The URL, method and header names are
 // checked here (httpjob's checks), the files when the job is built.
@@ -238,8 +238,34 @@ func (d *decoder) http(n *yaml.Node, path string) *HTTP {
 			*dst = d.str(f.val, path+"."+name)
 		}
 	}
+	if f, ok := fields["retry_statuses"]; ok {
+		h.RetryStatuses = d.statuses(f.val, path+".retry_statuses")
+	}
 	if (h.ClientCert == "") != (h.Key == "") {
 		d.fail(n.Line, path+".client_cert", "client_cert and client_key: give both or neither")
 	}
 	return h
+}
+
+// statuses reads a list of HTTP statuses and classes ([408, 429, 5xx]);
+// an empty list is not nil.
+func (d *decoder) statuses(n *yaml.Node, path string) []string {
+	if n.Kind != yaml.SequenceNode {
+		d.fail(n.Line, path, "%s: want a list of statuses, e.g. [408, 429, 5xx]", describe(n))
+		return nil
+	}
+	out := []string{}
+	for i, e := range n.Content {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		s := d.str(e, p)
+		if s == "" {
+			continue
+		}
+		if err := httpjob.CheckStatus(s); err != nil {
+			d.fail(e.Line, p, "%q: want a status from 300 to 599 (e.g. 409) or a class (3xx, 4xx, 5xx)", s)
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
 }

@@ -110,6 +110,10 @@ type HTTP struct {
 	BearerTokenFile string // read at every run, sent as Authorization: Bearer
 	CACert          string // PEM; default the system roots
 	ClientCert, Key string // PEM, for servers that ask for a client certificate
+
+	// RetryStatuses are the statuses that retries apply to
+	// (httpjob.Request.RetryStatuses): nil if not set, empty if [].
+	RetryStatuses []string
 }
 
 // Load reads and decodes path. The error, if any, joins one *Error per

@@ -140,7 +140,13 @@ func TestParse_Bad(t *testing.T) {
 		{"http baton header", head + "  - name: a\n    schedule: '@every 1s'\n    http:\n      url: http://x/\n      headers:\n        baton-token: '1'\n",
 			`jobs.yaml:9: jobs[0].http.headers.baton-token: header "baton-token": Baton-* headers are set by baton`},
 		{"http unknown field", head + "  - name: a\n    schedule: '@every 1s'\n    http:\n      url: http://x/\n      timeout: 5s\n",
-			`jobs.yaml:8: jobs[0].http.timeout: unknown field (want one of method, url, headers, body, bearer_token_file, ca_cert, client_cert, client_key)`},
+			`jobs.yaml:8: jobs[0].http.timeout: unknown field (want one of method, url, headers, body, bearer_token_file, ca_cert, client_cert, client_key, retry_statuses)`},
+		{"http bad retry status", head + "  - name: a\n    schedule: '@every 1s'\n    http:\n      url: http://x/\n      retry_statuses: [409, 2xx]\n",
+			`jobs.yaml:8: jobs[0].http.retry_statuses[1]: "2xx": want a status from 300 to 599 (e.g. 409) or a class (3xx, 4xx, 5xx)`},
+		{"http retry statuses not a list", head + "  - name: a\n    schedule: '@every 1s'\n    http:\n      url: http://x/\n      retry_statuses: 5xx\n",
+			`jobs.yaml:8: jobs[0].http.retry_statuses: "5xx": want a list of statuses, e.g. [408, 429, 5xx]`},
+		{"http idempotency key header", head + "  - name: a\n    schedule: '@every 1s'\n    http:\n      url: http://x/\n      headers: {Idempotency-Key: k}\n",
+			`jobs.yaml:8: jobs[0].http.headers.Idempotency-Key: header "Idempotency-Key": set by baton (the run id)`},
 		{"http cert without key", head + "  - name: a\n    schedule: '@every 1s'\n    http:\n      url: https://x/\n      client_cert: c.pem\n",
 			`jobs.yaml:7: jobs[0].http.client_cert: client_cert and client_key: give both or neither`},
 		{"http with duration", head + "  - name: a\n    schedule: '@every 1s'\n    http: {url: 'http://x/'}\n    duration: 1s\n",
@@ -221,6 +227,27 @@ jobs:
 	g, _ = jobsfile.Parse("baton.yaml", []byte(y))
 	if !jobsfile.SameJob(f.Jobs[0], g.Jobs[0]) || f.JobsHash() != g.JobsHash() {
 		t.Error("the same http job parsed twice differs")
+	}
+	// retry_statuses: absent is nil (the default), [] is empty, not nil,
+	// and each is another job.
+	if h.RetryStatuses != nil {
+		t.Errorf("retry_statuses absent: %q, want nil", h.RetryStatuses)
+	}
+	for _, c := range []struct {
+		yaml string
+		want []string
+	}{{"[]", []string{}}, {"[409, 4xx, '503']", []string{"409", "4xx", "503"}}} {
+		y2 := strings.Replace(y, "      method: PUT\n", "      method: PUT\n      retry_statuses: "+c.yaml+"\n", 1)
+		g, err := jobsfile.Parse("baton.yaml", []byte(y2))
+		if err != nil {
+			t.Fatalf("retry_statuses: %s: %v", c.yaml, err)
+		}
+		if got := g.Jobs[0].HTTP.RetryStatuses; got == nil || !slices.Equal(got, c.want) {
+			t.Errorf("retry_statuses: %s = %#v, want %#v", c.yaml, got, c.want)
+		}
+		if f.JobsHash() == g.JobsHash() {
+			t.Errorf("retry_statuses: %s leaves the hash the same", c.yaml)
+		}
 	}
 }
 
