@@ -121,7 +121,7 @@ const (
 	ResultOK        Result = "ok"        // returned nil
 	ResultFailed    Result = "failed"    // returned an error or panicked
 	ResultTimeout   Result = "timeout"   // cancelled by the job's Timeout
-	ResultCancelled Result = "cancelled" // cancelled by leadership loss or shutdown, or claimed and not started (Error says why)
+	ResultCancelled Result = "cancelled" // cancelled by leadership loss or shutdown, or claimed and not started (Error says why); for an HTTP job, baton stopped waiting: the receiver may still have done the work
 	ResultSkipped   Result = "skipped"   // claimed and not run on purpose: the job was paused (Error says by whom)
 )
 
