@@ -128,6 +128,13 @@ type Input struct {
 	// for safety, but not held to the handover bound, and its time is not
 	// in the maxima (Report.Excused counts them). Instance is unused.
 	Excused []Interval
+	// Records are every line the jobs' processes (and the sidecars'
+	// applications) wrote while their runs executed (see Record): runs
+	// of two terms must never execute at the same time. Nil skips it.
+	Records []Record
+	// Pauses are the pauses the operator had acknowledged: no run of the
+	// job may start after one until its resume is sent.
+	Pauses []Pause
 	// HandoverBound is the longest allowed time from a graceful release to
 	// the next term's start.
 	HandoverBound time.Duration

@@ -7,7 +7,9 @@ import (
 
 // Violation is one broken guarantee.
 type Violation struct {
-	Kind   string // duplicate, overlap, token-order, outside-term, lost-tick, slow-handover, drain
+	// Kind: duplicate, overlap, token-order, outside-term, lost-tick,
+	// slow-handover, drain, term-overlap, after-pause.
+	Kind   string
 	Detail string
 }
 
@@ -23,9 +25,14 @@ type Report struct {
 	TokenOrder    int
 	LostTicks     int
 	SlowHandovers int
-	Drains        int           // runs of a graceful term still going at its release
-	MaxHandover   time.Duration // graceful: release to the next term
-	MaxFailover   time.Duration // non-graceful: last sign of the old term to the next term
+	Drains        int // runs of a graceful term still going at its release
+	// TermOverlaps counts the terms whose first record came before the
+	// last record of an earlier term (Input.Records).
+	TermOverlaps int
+	// AfterPause counts the runs started after an acknowledged pause.
+	AfterPause  int
+	MaxHandover time.Duration // graceful: release to the next term
+	MaxFailover time.Duration // non-graceful: last sign of the old term to the next term
 	// MaxCrashFailover is the longest time from the kill of a leader to the
 	// next term's start.
 	MaxCrashFailover time.Duration
@@ -60,5 +67,9 @@ func (r *Report) add(kind, format string, args ...any) {
 		r.SlowHandovers++
 	case "drain":
 		r.Drains++
+	case "term-overlap":
+		r.TermOverlaps++
+	case "after-pause":
+		r.AfterPause++
 	}
 }

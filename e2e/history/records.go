@@ -1,0 +1,122 @@
+package history
+
+import (
+	"bytes"
+	"io"
+	"sort"
+	"time"
+)
+
+// Record is one line a job's own process (or the application a sidecar
+// calls) wrote while a run executed: its start ("S"), a heartbeat ("H"),
+// a side effect the fence accepted ("X"), its end ("E"). The lines share
+// the start line's format; the last field is free.
+type Record struct {
+	Kind     string
+	Job      string
+	Tick     time.Time
+	Token    uint64
+	Instance string
+	At       time.Time
+	Line     int
+}
+
+// RecordKinds are the kinds of line ParseRecords reads: the lines that
+// show a run executing. A refused side effect ("R") shows none and is
+// not read.
+var RecordKinds = []string{"S", "H", "X", "E"}
+
+// ParseRecords reads every line of rd whose kind is in RecordKinds.
+func ParseRecords(rd io.Reader) ([]Record, error) {
+	var out []Record
+	b, err := io.ReadAll(rd)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range RecordKinds {
+		rs, err := parseRunLines(bytes.NewReader(b), k, "time", func(l runLine) Record {
+			return Record{Kind: k, Job: l.job, Tick: l.tick, Token: l.token, Instance: l.instance, At: l.at, Line: l.line}
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rs...)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Line < out[j].Line })
+	return out, nil
+}
+
+// Pause is a pause of a job as the operator saw it: the instant its
+// answer 200 was received, and the instant the resume that ended it was
+// sent (zero: not resumed in the history).
+type Pause struct {
+	Job     string
+	Acked   time.Time
+	Resumed time.Time
+	Via     string // the instance that answered, for the report
+}
+
+// checkTermOverlap enforces that runs of different terms never execute
+// at the same time, from the jobs' own records: ordered by token, every
+// record of an earlier term comes before the first record of a later
+// term. A violation names the later term's first record and the earlier
+// term's latest record after it.
+func checkTermOverlap(r *Report, recs []Record) {
+	type span struct {
+		token       uint64
+		first, last Record
+	}
+	spans := map[uint64]*span{}
+	for _, rec := range recs {
+		sp := spans[rec.Token]
+		if sp == nil {
+			spans[rec.Token] = &span{token: rec.Token, first: rec, last: rec}
+			continue
+		}
+		if rec.At.Before(sp.first.At) {
+			sp.first = rec
+		}
+		if rec.At.After(sp.last.At) {
+			sp.last = rec
+		}
+	}
+	ordered := make([]*span, 0, len(spans))
+	for _, sp := range spans {
+		ordered = append(ordered, sp)
+	}
+	sort.Slice(ordered, func(i, j int) bool { return ordered[i].token < ordered[j].token })
+	// latest is the earlier term whose records reach furthest.
+	var latest *span
+	for _, b := range ordered {
+		if latest != nil && !b.first.At.After(latest.last.At) {
+			a := latest.last
+			r.add("term-overlap", "term %d's %s record of job %s tick %s (%s, line %d) at %s is not before term %d's first record (%s %s of job %s, line %d) at %s: %v of overlap",
+				latest.token, a.Kind, a.Job, a.Tick.Format(time.RFC3339), a.Instance, a.Line, a.At.Format(time.RFC3339Nano),
+				b.token, b.first.Kind, b.first.Instance, b.first.Job, b.first.Line, b.first.At.Format(time.RFC3339Nano),
+				a.At.Sub(b.first.At))
+		}
+		if latest == nil || b.last.At.After(latest.last.At) {
+			latest = b
+		}
+	}
+}
+
+// checkPauses enforces that no run of a job starts, by its own first
+// record, more than slack after a pause of the job was acknowledged and
+// before the resume that ended it was sent.
+func checkPauses(r *Report, starts []Start, pauses []Pause, slack time.Duration) {
+	for _, p := range pauses {
+		for _, s := range starts {
+			if s.Job != p.Job || !s.At.After(p.Acked.Add(slack)) || (!p.Resumed.IsZero() && !s.At.Before(p.Resumed)) {
+				continue
+			}
+			resumed := "never resumed"
+			if !p.Resumed.IsZero() {
+				resumed = "resume sent " + p.Resumed.Format(time.RFC3339Nano)
+			}
+			r.add("after-pause", "line %d: %s started job %s tick %s (token %d) at %s, %v after its pause was acknowledged by %s at %s (%s)",
+				s.Line, s.Instance, s.Job, s.Tick.Format(time.RFC3339), s.Token, s.At.Format(time.RFC3339Nano),
+				s.At.Sub(p.Acked), p.Via, p.Acked.Format(time.RFC3339Nano), resumed)
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package history
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// lostTermRecords is the trap-SIGTERM case of issue 28: term 10's "drain"
+// run starts at 9.0 s and its term is lost at 10.2 s; the job traps the
+// SIGTERM and keeps writing heartbeats for 2 s; term 20's first run
+// starts at hand (s: its first record).
+func lostTermRecords(s float64) []Record {
+	line := 0
+	rec := func(kind, job string, tok uint64, tick, sec float64) Record {
+		line++
+		inst := "a"
+		if tok == 20 {
+			inst = "b"
+		}
+		return Record{Kind: kind, Job: job, Tick: at(tick), Token: tok, Instance: inst, At: at(sec), Line: line}
+	}
+	out := []Record{rec("S", "j", 10, 9, 9.001), rec("E", "j", 10, 9, 9.01), rec("S", "drain", 10, 9, 9.002)}
+	for hb := 10.3; hb < 12.25; hb += 0.25 {
+		out = append(out, rec("H", "drain", 10, 9, hb))
+	}
+	out = append(out, rec("E", "drain", 10, 9, 12.25))
+	out = append(out, rec("S", "j", 20, 12, s), rec("E", "j", 20, 12, s+0.01))
+	return out
+}
+
+func TestCheck_TermOverlap(t *testing.T) {
+	// Rejected: term 20 starts at 11.5 s while term 10's trapped job
+	// writes heartbeats until 12.25 s. Every term other than the last is
+	// checked against the earliest of the later ones.
+	in := clean()
+	in.Records = lostTermRecords(11.5)
+	r := Check(in)
+	if r.TermOverlaps != 1 || len(r.Violations) != 1 || r.Violations[0].Kind != "term-overlap" {
+		t.Fatalf("overlapping terms: %d term-overlaps, violations %v; want exactly one term-overlap", r.TermOverlaps, r.Violations)
+	}
+	for _, want := range []string{"term 10's E record of job drain", "term 20's first record (S b of job j", "750ms of overlap"} {
+		if !strings.Contains(r.Violations[0].Detail, want) {
+			t.Errorf("detail %q does not say %q", r.Violations[0].Detail, want)
+		}
+	}
+	// Passed: term 20 starts after the old job's last record.
+	in.Records = lostTermRecords(12.5)
+	if r := Check(in); !r.OK() {
+		t.Fatalf("sequential terms: %v", r.Violations)
+	}
+	// A third term is checked against the furthest record of every
+	// earlier term, not only the one before it.
+	recs := lostTermRecords(12.5)
+	recs = append(recs, Record{Kind: "S", Job: "j", Tick: at(12), Token: 15, Instance: "c", At: at(9.5), Line: 99})
+	in.Records = recs
+	if r := Check(in); r.TermOverlaps != 1 {
+		t.Fatalf("term 15 inside term 10's run: %d term-overlaps (%v), want 1", r.TermOverlaps, r.Violations)
+	}
+}
+
+func TestParseRecords(t *testing.T) {
+	log := "S j 2026-01-01T00:00:01Z 10 a 1767225601000000000 0\n" +
+		"H j 2026-01-01T00:00:01Z 10 a 1767225601500000000 -\n" +
+		"R slow 2026-01-01T00:00:01Z 10 a 1767225601600000000 stale\n" +
+		"X slow 2026-01-01T00:00:01Z 10 a 1767225601700000000 1\n" +
+		"E j 2026-01-01T00:00:01Z 10 a 1767225602000000000 0\n"
+	got, err := ParseRecords(strings.NewReader(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, r := range got {
+		kinds = append(kinds, r.Kind)
+	}
+	if strings.Join(kinds, "") != "SHXE" || got[1].Line != 2 || !got[3].At.Equal(at(2)) {
+		t.Fatalf("parsed %+v, want S, H, X and E in line order (no R)", got)
+	}
+	if _, err := ParseRecords(strings.NewReader("H j bad\n")); err == nil {
+		t.Error("a malformed heartbeat line parsed without error")
+	}
+}
+
+func TestCheck_RunAfterAcknowledgedPause(t *testing.T) {
+	// Job j is paused, acknowledged at 5.2 s, resume sent at 8.5 s; a
+	// jittered run starts at 6.9 s (the reproduction's 1.5 to 2.4 s).
+	in := clean()
+	in.Jobs = nil // ticks not run while paused are the pause's to explain
+	in.Pauses = []Pause{{Job: "j", Acked: at(5.2), Resumed: at(8.5), Via: "b"}}
+	for i := range in.Starts {
+		s := &in.Starts[i]
+		if !s.Tick.Before(at(5)) && s.Tick.Before(at(9)) {
+			s.Job = "other" // not run while paused
+		}
+	}
+	if r := Check(in); r.AfterPause != 0 || !r.OK() {
+		t.Fatalf("a pause honoured: %v", r.Violations)
+	}
+	in.Starts = append(in.Starts, Start{Job: "j", Tick: at(5), Token: 10, Instance: "a", At: at(6.9), Line: 100})
+	r := Check(in)
+	if r.AfterPause != 1 || len(r.Violations) != 1 {
+		t.Fatalf("a run 1.7 s after the acknowledged pause: %d after-pause, %v; want 1", r.AfterPause, r.Violations)
+	}
+	if d := r.Violations[0].Detail; !strings.Contains(d, "line 100") || !strings.Contains(d, "1.7s after its pause was acknowledged by b") {
+		t.Errorf("detail %q", d)
+	}
+	// A run started within the slack after the answer (decided before
+	// it), or at or after the resume was sent, is not after the pause.
+	in.Starts[len(in.Starts)-1].At = at(5.25)
+	in.Starts = append(in.Starts, Start{Job: "j", Tick: at(8), Token: 10, Instance: "a", At: at(8.5), Line: 101})
+	if r := Check(in); r.AfterPause != 0 {
+		t.Fatalf("runs at the edges: %v", r.Violations)
+	}
+	// A pause never resumed holds to the end of the history: the run at
+	// 8.5 s and the 11 from 9 s on are after it.
+	in.Pauses[0].Resumed = time.Time{}
+	if r := Check(in); r.AfterPause != 12 {
+		t.Fatalf("never resumed: %d after-pause (%v), want 12", r.AfterPause, r.Violations)
+	}
+}
