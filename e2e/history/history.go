@@ -17,6 +17,10 @@ type Start struct {
 	At       time.Time // wall clock when the run started
 	CatchUp  bool
 	Line     int // line in the run log, for reports
+	// Logged is when the node logged that it started the run (zero if
+	// unknown): a run it decided before a pause was acknowledged is not
+	// after the pause, however late its first line.
+	Logged time.Time `json:",omitzero"`
 }
 
 // Term is one term as a node logged it.

@@ -103,11 +103,14 @@ func checkTermOverlap(r *Report, recs []Record) {
 
 // checkPauses enforces that no run of a job starts, by its own first
 // record, more than slack after a pause of the job was acknowledged and
-// before the resume that ended it was sent.
+// before the resume that ended it was sent; unless its node logged the
+// run's start at or before the acknowledgement (Start.Logged: decided
+// before it, its first line late under load).
 func checkPauses(r *Report, starts []Start, pauses []Pause, slack time.Duration) {
 	for _, p := range pauses {
 		for _, s := range starts {
-			if s.Job != p.Job || !s.At.After(p.Acked.Add(slack)) || (!p.Resumed.IsZero() && !s.At.Before(p.Resumed)) {
+			if s.Job != p.Job || !s.At.After(p.Acked.Add(slack)) || (!p.Resumed.IsZero() && !s.At.Before(p.Resumed)) ||
+				(!s.Logged.IsZero() && !s.Logged.After(p.Acked)) {
 				continue
 			}
 			resumed := "never resumed"
