@@ -30,13 +30,23 @@ func (sc *scenario) check(from, to time.Time) string {
 	}
 	_, _ = f.Seek(0, 0)
 	ends, err := history.ParseEnds(f)
+	if err != nil {
+		t.Fatalf("%s: %v", be.name, err)
+	}
+	_, _ = f.Seek(0, 0)
+	records, err := history.ParseRecords(f)
 	f.Close()
 	if err != nil {
 		t.Fatalf("%s: %v", be.name, err)
 	}
+	sc.mu.Lock()
+	pauses := slices.Clone(sc.pauses)
+	sc.mu.Unlock()
 	in := history.Input{
-		Starts: starts,
-		Ends:   ends,
+		Starts:  starts,
+		Ends:    ends,
+		Records: records,
+		Pauses:  pauses,
 		Jobs: map[string]history.Policy{
 			"tick": {Every: time.Second, Misfire: "run-once", Grace: be.grace},
 			"nap":  {Every: 5 * time.Second, Misfire: "run-once", Grace: be.grace},
@@ -46,6 +56,9 @@ func (sc *scenario) check(from, to time.Time) string {
 		Slack:         slack,
 		Frozen:        sc.frozen,
 		Faults:        sc.timeline,
+	}
+	if sc.sidecar == nil {
+		in.Jobs["drain"] = history.Policy{Every: 3 * time.Second, Misfire: "run-once", Grace: be.grace}
 	}
 	switch {
 	case sc.lane > 0:
@@ -83,11 +96,13 @@ func (sc *scenario) check(from, to time.Time) string {
 		}
 		p.mu.Unlock()
 	}
-	for _, s := range starts {
+	for i, s := range starts {
 		if at, ok := logged[runKey{s.Job, s.Tick.Unix(), s.Token}]; ok {
 			maxLat = max(maxLat, s.At.Sub(at))
+			starts[i].Logged = at
 		}
 	}
+	in.Starts = starts
 	r := history.Check(in)
 	// The checker's whole input, to re-check or read a run later.
 	if b, err := json.MarshalIndent(in, "", " "); err != nil {
@@ -109,10 +124,11 @@ func (sc *scenario) check(from, to time.Time) string {
 	sum := fmt.Sprintf(`  %s: runtime %v, %d nodes, TTL %v, seed %d
     faults: %s
     runs %d in %d terms; duplicates %d, overlaps %d, missed beyond policy %d, outside-term %d, token-order %d, drain %d, slow handovers %d
+    from the jobs' own records (%d lines): term-overlaps %d, runs after an acknowledged pause %d (%d pauses)
     ticks not run, accounted for by the policy or a reason the leader logged: %s
     max crash failover %v (documented bound %v), max graceful handover %v (bound %v), max start latency %v (slack %v)%s
 `, name, runtime, be.nodes, be.ttl, sc.seed, faults, r.Runs, r.Terms, r.Duplicates, r.Overlaps, r.LostTicks, r.OutsideTerm,
-		r.TokenOrder, r.Drains, r.SlowHandovers, accounted,
+		r.TokenOrder, r.Drains, r.SlowHandovers, len(records), r.TermOverlaps, r.AfterPause, len(pauses), accounted,
 		r.MaxCrashFailover.Round(time.Millisecond), be.crashBound, r.MaxHandover.Round(time.Millisecond), be.handoverBound,
 		maxLat.Round(time.Millisecond), slack, excusedNote(r.Excused, sc.lane, be.faultWake))
 	t.Logf("summary:\n%s", sum)

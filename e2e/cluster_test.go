@@ -394,8 +394,8 @@ func (sc *scenario) startProc(s *slot) (*proc, error) {
 		p.mu.Unlock()
 		close(p.done)
 	}()
+	sc.mu.Lock() // live() reads s.proc from the operator's goroutine too
 	s.proc = p
-	sc.mu.Lock()
 	sc.procs = append(sc.procs, p)
 	sc.mu.Unlock()
 	return p, nil

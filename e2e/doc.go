@@ -19,6 +19,14 @@
 // The oracle is independent of baton's ledger: the jobs append a line at
 // the start and at the end of every run to a file opened with O_APPEND,
 // and each node's JSON log gives its terms. e2e/history checks them.
+// The job "drain" works 2.5 s, traps SIGTERM and keeps working 3 s
+// after it, writing a heartbeat line every 250 ms; a partition of the
+// leader comes just after one of its runs started. From these lines the
+// checker proves that no two terms' runs execute at the same time. While the faults go
+// on, an operator pauses and resumes a job and asks for runs now through
+// the nodes' HTTP API (operator_test.go): no run may start after a pause
+// was answered 200, and every run now accepted runs at most once and is
+// done once the faults end.
 //
 // The suite is the slow tier: it runs only with BATON_E2E=1, so that
 // `go test ./...` from the repository root stays fast and skips it with a

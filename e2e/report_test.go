@@ -63,6 +63,8 @@ func mergeLanes(lanes []*outcome) *outcome {
 		r.LostTicks += l.LostTicks
 		r.SlowHandovers += l.SlowHandovers
 		r.Drains += l.Drains
+		r.TermOverlaps += l.TermOverlaps
+		r.AfterPause += l.AfterPause
 		r.Excused += l.Excused
 		r.MaxHandover = max(r.MaxHandover, l.MaxHandover)
 		r.MaxFailover = max(r.MaxFailover, l.MaxFailover)
@@ -232,6 +234,8 @@ func (o *outcome) markdown(mach string) string {
 		{"no run outside its leader's term", r.OutsideTerm},
 		{"fencing tokens rise from term to term", r.TokenOrder},
 		{"runs drained before a graceful release", r.Drains},
+		{"no two terms' runs at once, by the jobs' own lines (term overlaps)", r.TermOverlaps},
+		{"no run started after an acknowledged pause", r.AfterPause},
 		{"graceful handovers within their bound", r.SlowHandovers},
 		{"liveness: a leader running jobs after every fault", len(o.Problems)},
 	} {

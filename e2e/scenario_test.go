@@ -183,6 +183,7 @@ type scenario struct {
 	procs    []*proc
 	timeline []history.Fault
 	frozen   []history.Interval
+	pauses   []history.Pause // acknowledged, by the operator
 	counts   map[string]int
 	problems []string // liveness failures, reported with the violations
 	outcome  *outcome // set by check
@@ -238,6 +239,8 @@ func (sc *scenario) pause(lo, hi time.Duration) {
 // live returns the processes of the slots that are running.
 func (sc *scenario) live() []*proc {
 	var out []*proc
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
 	for _, s := range sc.slots {
 		if s.proc != nil && s.proc.alive() {
 			out = append(out, s.proc)
@@ -302,7 +305,11 @@ func (sc *scenario) settle(since time.Time) (*proc, bool) {
 
 // napInFlight reports whether p has a run of the sleeping job started and
 // not ended, per the run log.
-func (sc *scenario) napInFlight(p *proc) bool {
+func (sc *scenario) napInFlight(p *proc) bool { return sc.inFlight(p, "nap", 1200*time.Millisecond) }
+
+// inFlight reports whether p has a run of job started less than age ago
+// and not ended, per the run log.
+func (sc *scenario) inFlight(p *proc, job string, age time.Duration) bool {
 	f, err := os.Open(sc.runsPath)
 	if err != nil {
 		return false
@@ -324,8 +331,8 @@ func (sc *scenario) napInFlight(p *proc) bool {
 		ended[e.Job+e.Tick.String()+strconv.FormatUint(e.Token, 10)] = true
 	}
 	for _, s := range starts {
-		if s.Job == "nap" && s.Instance == p.id && !ended[s.Job+s.Tick.String()+strconv.FormatUint(s.Token, 10)] &&
-			time.Since(s.At) < 1200*time.Millisecond {
+		if s.Job == job && s.Instance == p.id && !ended[s.Job+s.Tick.String()+strconv.FormatUint(s.Token, 10)] &&
+			time.Since(s.At) < age {
 			return true
 		}
 	}
@@ -476,6 +483,12 @@ func (sc *scenario) inject(kind string, l *proc) {
 		sc.restartSlot(l.slot)
 	case fStopLeader:
 		d := sc.cutLength()
+		// A job already running when its node is frozen past the TTL
+		// is beyond what a lease can stop (README, limits): the freeze
+		// comes between two runs of "drain", whose runs are long.
+		if !waitFor(6*time.Second, func() bool { return !sc.inFlight(l, "drain", 3*time.Second) }) {
+			sc.note("info-"+kind, l.id, "drain still in flight after 6 s")
+		}
 		l.mu.Lock()
 		l.frozen = true
 		l.mu.Unlock()
@@ -501,6 +514,13 @@ func (sc *scenario) inject(kind string, l *proc) {
 		role := "follower"
 		if p == l {
 			role = "leader"
+			// The leader's term is lost while "drain" runs: the cut
+			// comes just after one of its runs started, which the
+			// loss must end (SIGTERM, which the job traps) before
+			// another leader can start a run.
+			if waitFor(6*time.Second, func() bool { return sc.inFlight(l, "drain", 300*time.Millisecond) }) {
+				role += " (drain just started)"
+			}
 		}
 		p.slot.blackhole()
 		sc.note(kind, p.id, "%s cut off from the backend for %v", role, d)
@@ -661,7 +681,9 @@ func runScenario(t *testing.T, name string, prof profile, seed uint64, v variant
 		sc.election = fmt.Sprintf("e2e-%d", v.lane+1)
 	}
 	jobs := func(be *backend, sc *scenario) string { return jobsFile(be, sc.runsPath) }
+	token := operatorToken
 	if v.sidecar {
+		token = ""
 		sc.sidecar = &sidecar{}
 		jobs = func(*backend, *scenario) string { return "# each sidecar has its own config: baton-N.yaml\n" }
 	}
@@ -669,7 +691,7 @@ func runScenario(t *testing.T, name string, prof profile, seed uint64, v variant
 	if sc.lanes > 1 {
 		label = fmt.Sprintf("lane%d", v.lane+1)
 	}
-	startCluster(t, name, sc, clusterOpts{label: label, jobs: jobs, be: v.be})
+	startCluster(t, name, sc, clusterOpts{label: label, jobs: jobs, be: v.be, token: token})
 	dir := sc.dir
 	// Ticks are judged from the moment both jobs have run once: a new
 	// leader catches up from a job's last claimed tick, and before the
@@ -678,6 +700,12 @@ func runScenario(t *testing.T, name string, prof profile, seed uint64, v variant
 		t.Fatalf("%s: the jobs did not both run within 30 s; logs in %s", name, dir)
 	}
 	from := time.Now()
+	// The operator pauses, resumes and runs jobs now through the nodes'
+	// HTTP API while the faults go on (operator_test.go).
+	var op *operator
+	if !v.sidecar {
+		op = sc.startOperator()
+	}
 
 	// The faults: each type once in an order the seed picks (short), or
 	// types picked at random until the duration has passed (long).
@@ -740,10 +768,11 @@ func runScenario(t *testing.T, name string, prof profile, seed uint64, v variant
 			break
 		}
 	}
+	opSum := op.stop()
 	time.Sleep(3 * time.Second)
 	to := time.Now().Add(-1500 * time.Millisecond)
 	sc.stopAll()
-	sum := sc.check(from, to)
+	sum := sc.check(from, to) + opSum
 	if sc.sidecar != nil {
 		sum += sc.checkAttempts()
 	}
@@ -797,7 +826,13 @@ func (sc *scenario) cleanup() {
 }
 
 // jobsFile is the nodes' jobs file: a job every second and a sleeping job
-// every 5 s, each appending a start and an end line to runs (O_APPEND).
+// every 5 s, each appending a start and an end line to runs (O_APPEND);
+// "drain", every 3 s, which works 2.5 s and traps SIGTERM to keep working
+// 3 s after it, appending a heartbeat line ("H") every 250 ms, as a
+// draining script does (kill_grace 2 s cuts it); it stops when its node
+// is gone (kill -9: nothing else would stop it, README limits); and the operator's jobs (operator_test.go):
+// "paused", every 3 s with a jitter of 2.5 s, and "manual", run only when
+// asked, whose start line ends with the run-now request's id.
 func jobsFile(be *backend, runs string) string {
 	rec := func(kind string) string {
 		return fmt.Sprintf(`printf '%s %%s %%s %%s %%s %%s %%s\n' "$BATON_JOB" "$BATON_TICK" "$BATON_TOKEN" "$BATON_INSTANCE" "$(date +%%s%%N)" "$BATON_CATCH_UP" >> '%s'`, kind, runs)
@@ -807,26 +842,53 @@ func jobsFile(be *backend, runs string) string {
 		poll = fmt.Sprintf("  poll_interval: %v\n", be.poll)
 	}
 	return fmt.Sprintf(`election:
-  ttl: %v
+  ttl: %[1]v
   retry_period: 500ms
   shutdown_timeout: 5s
   kill_grace: 2s
   release_timeout: 3s
-%sjobs:
+%[2]sjobs:
   - name: tick
     schedule: "* * * * * *"
     command: |
-      %s
-      %s
+      %[3]s
+      %[4]s
     misfire: run-once
-    misfire_grace: %v
+    misfire_grace: %[5]v
   - name: nap
     schedule: "*/5 * * * * *"
     command: |
-      %s
+      %[3]s
       sleep 1.5
-      %s
+      %[4]s
     misfire: run-once
-    misfire_grace: %v
-`, be.ttl, poll, rec("S"), rec("E"), be.grace, rec("S"), rec("E"), be.grace)
+    misfire_grace: %[5]v
+  - name: drain
+    schedule: "*/3 * * * * *"
+    command: |
+      rec() { printf '%%s %%s %%s %%s %%s %%s %%s\n' "$1" "$BATON_JOB" "$BATON_TICK" "$BATON_TOKEN" "$BATON_INSTANCE" "$(date +%%s%%N)" "$2" >> '%[6]s'; }
+      cleanup() { i=0; while [ $i -lt 12 ]; do rec H term; sleep 0.25; i=$((i+1)); done; rec E term; exit 0; }
+      trap cleanup TERM
+      node=$PPID
+      rec S "$BATON_CATCH_UP"
+      i=0
+      while [ $i -lt 10 ]; do
+        kill -0 $node 2>/dev/null || { rec E orphan; exit 0; }
+        rec H work; sleep 0.25; i=$((i+1))
+      done
+      rec E 0
+    misfire: run-once
+    misfire_grace: %[5]v
+  - name: paused
+    schedule: "*/3 * * * * *"
+    jitter: 2500ms
+    command: |
+      %[3]s
+      %[4]s
+  - name: manual
+    schedule: "0 0 0 1 1 *"
+    command: |
+      %[7]s
+      %[4]s
+`, be.ttl, poll, rec("S"), rec("E"), be.grace, runs, strings.Replace(rec("S"), `"$BATON_CATCH_UP"`, `"${BATON_REQUEST_ID:--}"`, 1))
 }
