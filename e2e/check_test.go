@@ -57,7 +57,11 @@ func (sc *scenario) check(from, to time.Time) string {
 		Frozen:        sc.frozen,
 		Faults:        sc.timeline,
 	}
-	if sc.sidecar == nil {
+	if sc.sidecar != nil {
+		sc.sidecar.mu.Lock()
+		in.Misfires = append(in.Misfires, sc.sidecar.appDown...)
+		sc.sidecar.mu.Unlock()
+	} else {
 		in.Jobs["drain"] = history.Policy{Every: 3 * time.Second, Misfire: "run-once", Grace: be.grace}
 	}
 	switch {

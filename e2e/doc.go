@@ -26,7 +26,9 @@
 // on, an operator pauses and resumes a job and asks for runs now through
 // the nodes' HTTP API (operator_test.go): no run may start after a pause
 // was answered 200, and every run now accepted runs at most once and is
-// done once the faults end.
+// done once the faults end. TestSidecar's app has an endpoint that
+// ignores its client's disconnect and fences its side effect with the
+// token, and the suite kills the app beside the leading sidecar.
 //
 // The suite is the slow tier: it runs only with BATON_E2E=1, so that
 // `go test ./...` from the repository root stays fast and skips it with a
@@ -63,6 +65,10 @@
 //	BATON_E2E_KEEP=1    keeps the artifacts directory of a passing run
 //	BATON_E2E_LOG_LEVEL the nodes' --log-level (debug shows, say, a
 //	                    Consul candidate's refusals during a lock-delay)
+//	BATON_E2E_APP_HEALTH=1 TestSidecar configures each sidecar to follow
+//	                    its app's health, and a leader that keeps leading
+//	                    with its app killed is a failure (without it, the
+//	                    suite reports what followed)
 //	BATON_E2E_REPORT    a markdown file (make soak: docs/reliability.md)
 //	                    where TestFaults writes each backend's section
 package e2e

@@ -556,6 +556,8 @@ func (sc *scenario) inject(kind string, l *proc) {
 			time.Sleep(time.Duration(100+sc.rng.IntN(400)) * time.Millisecond)
 		}
 		sc.note(kind, l.id, "leader's connections reset %d times, then every node's", n)
+	case fAppStop:
+		sc.stopApp(l)
 	case fBackendRestart:
 		defer be.window()()
 		sc.note(kind, be.name, "%s", be.restartKind)
@@ -774,7 +776,7 @@ func runScenario(t *testing.T, name string, prof profile, seed uint64, v variant
 	sc.stopAll()
 	sum := sc.check(from, to) + opSum
 	if sc.sidecar != nil {
-		sum += sc.checkAttempts()
+		sum += sc.checkAttempts() + fenceSummary(sc.runsPath) + sc.sidecar.appStopSummary()
 	}
 	return sum, sc.outcome
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/batonhq/baton/e2e/history"
 	"github.com/batonhq/baton/internal/testenv"
 )
 
@@ -25,11 +26,14 @@ const failFirst = 2
 // The sidecars' HTTP jobs are the fault suite's jobs (the app writes the
 // same run log, so the same checker reads it: no duplicate, no overlap,
 // no run outside its term, graceful terms drained, every tick run or
-// accounted for), plus "flaky", which the app fails twice per tick: each
-// attempt must reach the app exactly once, all under one token. Faults:
+// accounted for, no two terms' runs at the same time), plus "flaky",
+// which the app fails twice per tick: each attempt must reach the app
+// exactly once, all under one token; and "slow", whose endpoint ignores
+// the disconnect and fences its side effect with the token. Faults:
 // SIGTERM of the leading sidecar while a request is in flight (the
-// request completes before the handover: the drain check), and kill -9 of
-// the leading sidecar.
+// request completes before the handover: the drain check), kill -9 of
+// the leading sidecar, a partition, and the leader's app killed
+// (appstop_test.go; judged with BATON_E2E_APP_HEALTH=1).
 func TestSidecar(t *testing.T) {
 	skipUnlessEnabled(t)
 	if testing.Short() {
@@ -48,7 +52,7 @@ func TestSidecar(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				s, _ := runScenario(t, name, profile{name: "short"}, seed, variant{label: "sidecar", sidecar: true,
-					plan: []string{fTermLeader, fKillLeader}})
+					plan: []string{fTermLeader, fKillLeader, fPartition, fAppStop}})
 				mu.Lock()
 				summaries = append(summaries, s)
 				mu.Unlock()
@@ -65,6 +69,18 @@ func TestSidecar(t *testing.T) {
 type sidecar struct {
 	mu      sync.Mutex
 	configs map[int]string // slot → config file
+	apps    map[int]*app   // slot → its app
+	// appDown are the ticks of a leader's term while its app was down
+	// (fAppStop): failed, and accounted for by the checker as such.
+	appDown []history.Misfire
+	// stops says, for each app stopped under its leader, what followed.
+	stops []string
+}
+
+// app is the process of one slot's app and the port it listens on.
+type app struct {
+	port int
+	stop func() // kills it and waits for it; once
 }
 
 // sidecarConfig returns the config file of slot s, starting its app and
@@ -76,10 +92,15 @@ func (sc *scenario) sidecarConfig(s *slot) (string, error) {
 	if p, ok := sd.configs[s.i]; ok {
 		return p, nil
 	}
-	port, err := sc.startApp(s.i)
+	a, err := sc.startApp(s.i, 0)
 	if err != nil {
 		return "", err
 	}
+	if sd.apps == nil {
+		sd.apps = map[int]*app{}
+	}
+	sd.apps[s.i] = a
+	port := a.port
 	be := sc.be
 	var b strings.Builder
 	fmt.Fprintf(&b, "election:\n  name: e2e\n  ttl: %v\n  retry_period: 500ms\n  shutdown_timeout: 5s\n  release_timeout: 3s\n", be.ttl)
@@ -97,6 +118,9 @@ func (sc *scenario) sidecarConfig(s *slot) (string, error) {
 		fmt.Fprintf(&b, "  %s: %s\n", key, strconv.Quote(args[i+1]))
 	}
 	b.WriteString("node:\n  http: 127.0.0.1:0\n  log_format: json\n")
+	if appHealthGate() {
+		fmt.Fprintf(&b, appHealthYAML, fmt.Sprintf("http://127.0.0.1:%d/healthz", port))
+	}
 	url := fmt.Sprintf("http://127.0.0.1:%d/jobs/", port)
 	fmt.Fprintf(&b, `jobs:
   - name: tick
@@ -114,7 +138,10 @@ func (sc *scenario) sidecarConfig(s *slot) (string, error) {
     http: {url: %[3]s}
     retries: %[5]d
     retry_backoff: 100ms
-`, url+"tick", url+"nap", url+"flaky", be.grace, failFirst)
+  - name: slow
+    schedule: "*/4 * * * * *"
+    http: {url: %[6]s, method: POST}
+`, url+"tick", url+"nap", url+"flaky", be.grace, failFirst, url+"slow")
 	p := filepath.Join(sc.dir, fmt.Sprintf("baton-%d.yaml", s.i+1))
 	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
 		return "", err
@@ -126,32 +153,43 @@ func (sc *scenario) sidecarConfig(s *slot) (string, error) {
 	return p, nil
 }
 
-// startApp starts the app of slot i and returns its port. It is stopped
-// when the test ends.
-func (sc *scenario) startApp(i int) (int, error) {
-	logf, err := os.Create(filepath.Join(sc.dir, fmt.Sprintf("app-%d.log", i+1)))
+// startApp starts the app of slot i, on port (0: any), and returns it.
+// It is stopped when the test ends.
+func (sc *scenario) startApp(i, port int) (*app, error) {
+	logf, err := os.OpenFile(filepath.Join(sc.dir, fmt.Sprintf("app-%d.log", i+1)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer logf.Close()
-	cmd := exec.Command("python3", "testdata/app.py", sc.runsPath, sc.attemptsPath(), strconv.Itoa(failFirst))
+	cmd := exec.Command("python3", "testdata/app.py", sc.runsPath, sc.attemptsPath(), strconv.Itoa(failFirst),
+		filepath.Join(sc.dir, "fence"), strconv.Itoa(port))
 	cmd.Stderr = logf
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return 0, fmt.Errorf("app: %w", err)
+		return nil, fmt.Errorf("app: %w", err)
 	}
-	sc.t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+	}
+	sc.t.Cleanup(stop)
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
-		return 0, fmt.Errorf("app %d: no port: %v (see app-%d.log)", i+1, err, i+1)
+		stop()
+		return nil, fmt.Errorf("app %d: no port: %v (see app-%d.log)", i+1, err, i+1)
 	}
-	return strconv.Atoi(strings.TrimSpace(line))
+	p, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("app %d: port %q: %v", i+1, line, err)
+	}
+	return &app{port: p, stop: stop}, nil
 }
 
 func (sc *scenario) attemptsPath() string { return filepath.Join(sc.dir, "attempts.log") }

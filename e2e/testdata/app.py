@@ -5,28 +5,92 @@ an end line per run to RUNS, in the format of the shell jobs of the fault
 suite, so that the same checker reads it; the job "flaky" records each
 attempt in ATTEMPTS and answers 500 to its first FAIL_FIRST attempts.
 
-usage: app.py RUNS ATTEMPTS FAIL_FIRST   (prints the port it listens on)
+"nap" works 1.5 s and notices its client's disconnect (a sidecar that
+lost its term aborts the request): it then stops and ends its run at
+once. "slow" ignores the disconnect and works 3 s; its side effect is
+fenced: FENCE holds the highest token any request to any of the apps
+carried, and the effect is applied ("X", then "E") only if the run's
+token is not below it, refused ("R") otherwise. Every request records
+its token in FENCE when it arrives, and every line is written under one
+lock shared by the apps (FENCE.lock), so the lines' order is the
+fence's.
+
+GET /healthz answers 200.
+
+usage: app.py RUNS ATTEMPTS FAIL_FIRST FENCE [PORT]
+(prints the port it listens on)
 """
+import fcntl
 import os
+import select
+import socket
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-RUNS, ATTEMPTS, FAIL_FIRST = sys.argv[1], sys.argv[2], int(sys.argv[3])
+RUNS, ATTEMPTS, FAIL_FIRST, FENCE = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+PORT = int(sys.argv[5]) if len(sys.argv) > 5 else 0
 lock = threading.Lock()
 
 
-def append(path, line):
-    with lock:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+class fenced:
+    """Holds the apps' shared lock; fence() reads FENCE's highest token."""
+
+    def __enter__(self):
+        lock.acquire()
+        self.fd = os.open(FENCE + ".lock", os.O_WRONLY | os.O_CREAT, 0o644)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        os.close(self.fd)
+        lock.release()
+
+    def fence(self):
         try:
-            os.write(fd, (line + "\n").encode())
-        finally:
-            os.close(fd)
+            with open(FENCE) as f:
+                return int(f.read().strip() or 0)
+        except FileNotFoundError:
+            return 0
+
+    def see(self, token):
+        if token > self.fence():
+            with open(FENCE + ".tmp", "w") as f:
+                f.write("%d\n" % token)
+            os.replace(FENCE + ".tmp", FENCE)
+
+
+def write(path, line):
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def append(path, line):
+    with fenced():
+        write(path, line)
+
+
+def gone(conn):
+    """Whether the client closed the connection."""
+    r, _, _ = select.select([conn], [], [], 0)
+    if not r:
+        return False
+    try:
+        return conn.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
 
 
 class Handler(BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/healthz" else 404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
     def do_POST(self):
         h = self.headers
         self.rfile.read(int(h.get("Content-Length") or 0))
@@ -34,29 +98,53 @@ class Handler(BaseHTTPRequestHandler):
         instance, attempt = h["Baton-Instance"], int(h["Baton-Attempt"])
         catch_up = "1" if h.get("Baton-Run-Kind") == "catch-up" else "0"
 
-        def record(kind):
-            append(RUNS, "%s %s %s %s %s %d %s" % (kind, job, tick, token, instance, time.time_ns(), catch_up))
+        def line(kind, last=catch_up):
+            return "%s %s %s %s %s %d %s" % (kind, job, tick, token, instance, time.time_ns(), last)
 
+        def record(kind, last=catch_up):
+            append(RUNS, line(kind, last))
+
+        with fenced() as f:
+            f.see(int(token))
+            if job != "flaky":
+                write(RUNS, line("S"))
         code = 200
         if job == "flaky":
             append(ATTEMPTS, "%s %s %s %d %s" % (job, tick, token, attempt, instance))
             if attempt <= FAIL_FIRST:
                 code = 500
+        elif job == "nap":
+            end = time.monotonic() + 1.5
+            while time.monotonic() < end:
+                if gone(self.connection):
+                    record("E", "cancelled")
+                    self.close_connection = True
+                    return
+                time.sleep(0.05)
+            record("E")
+        elif job == "slow":
+            time.sleep(3)  # the disconnect ignored
+            with fenced() as f:
+                if int(token) < f.fence():
+                    write(RUNS, line("R", "stale"))
+                else:
+                    write(RUNS, line("X", "applied"))
+                    write(RUNS, line("E"))
         else:
-            record("S")
-            if job == "nap":
-                time.sleep(1.5)
             record("E")
         body = b"not yet\n" if code == 500 else b""
-        self.send_response(code)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.send_response(code)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (slow ignores that)
 
     def log_message(self, *args):
         pass
 
 
-server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+server = ThreadingHTTPServer(("127.0.0.1", PORT), Handler)
 print(server.server_address[1], flush=True)
 server.serve_forever()
