@@ -104,13 +104,15 @@ func checkTermOverlap(r *Report, recs []Record) {
 // checkPauses enforces that no run of a job starts, by its own first
 // record, more than slack after a pause of the job was acknowledged and
 // before the resume that ended it was sent; unless its node logged the
-// run's start at or before the acknowledgement (Start.Logged: decided
-// before it, its first line late under load).
+// run's start within the slack after the acknowledgement (Start.Logged:
+// decided around it, its first line late under load). A pause read an
+// instant before the answer may let a run start just after it; the
+// slack allows for that, not for a jitter's wait.
 func checkPauses(r *Report, starts []Start, pauses []Pause, slack time.Duration) {
 	for _, p := range pauses {
 		for _, s := range starts {
 			if s.Job != p.Job || !s.At.After(p.Acked.Add(slack)) || (!p.Resumed.IsZero() && !s.At.Before(p.Resumed)) ||
-				(!s.Logged.IsZero() && !s.Logged.After(p.Acked)) {
+				(!s.Logged.IsZero() && !s.Logged.After(p.Acked.Add(slack))) {
 				continue
 			}
 			resumed := "never resumed"
