@@ -222,9 +222,11 @@ func (op *operator) stop() string {
 		Token                          uint64
 	}
 	states := map[string]state{}
+	// One 20 s wait for all of them: a soak may have hundreds.
+	deadline := time.Now().Add(20 * time.Second)
 	for _, r := range reqs {
 		var st state
-		waitFor(20*time.Second, func() bool {
+		waitFor(time.Until(deadline), func() bool {
 			p := op.node()
 			if p == nil {
 				return false
