@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -244,16 +245,25 @@ func TestExpress(t *testing.T) {
 }
 
 func TestFlask(t *testing.T) {
-	if _, err := exec.LookPath("python3"); err != nil {
-		testenv.Unavailable(t, "python3 not installed")
+	// The first python3 that imports flask: the one on PATH, or Debian's
+	// (python3-flask) where PATH leads to another interpreter.
+	python := ""
+	var tried []string
+	for _, p := range []string{"python3", "/usr/bin/python3"} {
+		b, err := exec.Command(p, "-c", "import flask").CombinedOutput()
+		if err == nil {
+			python = p
+			break
+		}
+		tried = append(tried, fmt.Sprintf("%s: %v: %s", p, err, bytes.TrimSpace(b)))
 	}
-	if b, err := exec.Command("python3", "-c", "import flask").CombinedOutput(); err != nil {
-		testenv.Unavailable(t, "python3 cannot import flask (Debian: apt-get install python3-flask): %v\n%s", err, b)
+	if python == "" {
+		testenv.Unavailable(t, "no python3 imports flask (Debian: apt-get install python3-flask): %s", strings.Join(tried, "; "))
 	}
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "app.py"), []byte(snippet(t, "flask")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	url, out := start(t, dir, "python3", "app.py")
+	url, out := start(t, dir, python, "app.py")
 	exercise(t, url, out)
 }
