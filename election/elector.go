@@ -26,6 +26,7 @@ type Elector struct {
 	stepDown  chan struct{}      // closed by StepDown during the current term
 	cooldown  time.Time          // no campaign before this instant
 	eligible  bool               // false: do not campaign
+	held      string             // not "": do not campaign, for this reason (Hold)
 	eligibleC chan struct{}      // closed and replaced when eligibility changes
 	wake      context.CancelFunc // cancels a running Acquire when eligibility drops
 }
@@ -109,7 +110,7 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, term T
 			if ctx.Err() != nil {
 				return nil
 			}
-			if actx.Err() != nil { // eligibility dropped
+			if actx.Err() != nil { // eligibility dropped, or a hold began
 				continue
 			}
 			if e.cfg.Observer != nil {
@@ -318,7 +319,35 @@ func (e *Elector) SetEligible(ok bool) {
 	}
 }
 
-// Eligible reports whether this elector may campaign.
+// Hold keeps this elector from campaigning while reason is not "" (an
+// application that does not answer, say), apart from the operator's
+// SetEligible: both must allow a campaign. Hold("") lifts it. Like
+// SetEligible(false), a hold stops a campaign in progress but does not
+// end a term already held. It does not block.
+func (e *Elector) Hold(reason string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if (e.held == "") == (reason == "") {
+		e.held = reason
+		return
+	}
+	e.held = reason
+	close(e.eligibleC)
+	e.eligibleC = make(chan struct{})
+	if reason != "" && e.wake != nil {
+		e.wake()
+	}
+}
+
+// Held returns the reason of the hold in effect, "" if none.
+func (e *Elector) Held() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.held
+}
+
+// Eligible reports whether the operator lets this elector campaign
+// (SetEligible); a Hold is reported by Held.
 func (e *Elector) Eligible() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -328,7 +357,7 @@ func (e *Elector) Eligible() bool {
 func (e *Elector) waitEligible(ctx context.Context) error {
 	for {
 		e.mu.Lock()
-		ok, ch, until := e.eligible, e.eligibleC, e.cooldown
+		ok, ch, until := e.eligible && e.held == "", e.eligibleC, e.cooldown
 		e.mu.Unlock()
 		if ctx.Err() != nil {
 			return ctx.Err()

@@ -237,6 +237,33 @@ func TestElector_Ineligible_DoesNotCampaign(t *testing.T) {
 	})
 }
 
+// A hold keeps an elector from campaigning apart from the operator's
+// eligibility: both must allow it.
+func TestElector_Hold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
+		a := newElector(t, m.Candidate(), "a")
+		a.Hold("app unhealthy: test")
+		stop := runHolding(a)
+		time.Sleep(time.Minute)
+		if a.IsLeader() || a.Held() != "app unhealthy: test" || !a.Eligible() {
+			t.Fatalf("held: leader %v, held %q, eligible %v", a.IsLeader(), a.Held(), a.Eligible())
+		}
+		a.SetEligible(false)
+		a.Hold("")
+		time.Sleep(time.Minute)
+		if a.IsLeader() {
+			t.Fatal("hold lifted on a standby elector: it leads")
+		}
+		a.SetEligible(true)
+		synctest.Wait()
+		if !a.IsLeader() {
+			t.Fatal("neither held nor on standby, but not leading")
+		}
+		stop()
+	})
+}
+
 func TestElector_Run_LeadErrorIsReturnedAfterRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
