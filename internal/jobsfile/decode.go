@@ -50,7 +50,7 @@ func (d *decoder) decodeFile(f *File, data []byte) {
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 		root = root.Content[0]
 	}
-	fields, ok := d.mapping(root, "", []string{"election", "jobs", "backend", "node"})
+	fields, ok := d.mapping(root, "", []string{"election", "jobs", "backend", "node", "app"})
 	if !ok {
 		return
 	}
@@ -68,6 +68,12 @@ func (d *decoder) decodeFile(f *File, data []byte) {
 		return
 	}
 	f.Jobs = d.jobs(n.val)
+	if n, ok := fields["app"]; ok {
+		f.App = d.app(n.key, n.val)
+		if c, _, _ := f.AppCheck(); f.App.Check == CheckTCP && c != CheckTCP {
+			d.fail(n.key.Line, "app.check", "%q: no http job whose endpoint to connect to (want http with health_url, or none)", f.App.Check)
+		}
+	}
 }
 
 // badCharLine is the line of the first character YAML does not allow

@@ -26,6 +26,9 @@ type File struct {
 	Path     string
 	Election Election
 	Jobs     []Job
+	// App is the app section: the health check of the application
+	// beside the sidecar (AppCheck gives it after its defaults).
+	App App
 	// Settings are the backend and node sections, and election.name, in
 	// file order: what the command's flags would otherwise say. The
 	// command checks the names (jobsfile does not know its flags).

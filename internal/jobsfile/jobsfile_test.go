@@ -76,7 +76,7 @@ func TestParse_Bad(t *testing.T) {
 		want       string // the whole message
 	}{
 		{"unknown top-level field", "election:\n  ttl: 2s\nfrobs: 1\njobs:\n  - {name: a, schedule: '@every 1s', builtin: log}\n",
-			`jobs.yaml:3: frobs: unknown field (want one of election, jobs, backend, node)`},
+			`jobs.yaml:3: frobs: unknown field (want one of election, jobs, backend, node, app)`},
 		{"unknown election field", "election:\n  ttl: 2s\n  tll: 3s\njobs:\n  - {name: a, schedule: '@every 1s', builtin: log}\n",
 			`jobs.yaml:3: election.tll: unknown field (want one of name, ttl, renew_interval, safety_margin, retry_period, release_timeout, shutdown_timeout, kill_grace, poll_interval)`},
 		{"unknown job field", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n    retry: 3\n",
