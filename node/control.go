@@ -221,6 +221,7 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 // lead is the Elector's lead function: Host.Lead, with the term recorded
 // in the control store (if any) at its start and its end.
 func (n *Node) lead(ctx context.Context, term election.Term) error {
+	n.appHeldAtStart()
 	if n.cfg.Control == nil {
 		return n.cfg.Host.Lead(ctx, term)
 	}
@@ -252,6 +253,9 @@ func (n *Node) lead(ctx context.Context, term election.Term) error {
 	default:
 		tm.How = "released"
 	}
+	if h := n.cfg.Elector.Held(); h != "" && tm.How == "stepped down" {
+		tm.How += " (" + h + ")"
+	}
 	ectx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if perr := jobs.EndTerm(ectx, tm); perr != nil {
@@ -273,7 +277,7 @@ func (n *Node) publish(ctx context.Context) {
 		n.mu.Lock()
 		hash := n.jobsHash
 		n.mu.Unlock()
-		in := control.Instance{ID: el.Identity().ID, Eligible: el.Eligible(), Version: n.cfg.Version, JobsHash: hash,
+		in := control.Instance{ID: el.Identity().ID, Eligible: el.Eligible() && el.Held() == "", Version: n.cfg.Version, JobsHash: hash,
 			Address: n.cfg.Address, Started: started, Seen: time.Now().UTC()}
 		pctx, cancel := context.WithTimeout(ctx, n.cfg.InstanceInterval)
 		if err := jobs.Publish(pctx, in); err != nil && ctx.Err() == nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/internal/appcheck"
 	"github.com/batonhq/baton/internal/jobsfile"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -67,6 +68,11 @@ type Config struct {
 	// InstanceInterval is how often the node publishes itself in the
 	// registry. Zero means DefaultInstanceInterval.
 	InstanceInterval time.Duration
+	// App checks the application beside the node, if any: while it is
+	// not healthy the node does not campaign, and a leader steps down
+	// (with StepDownCooldown) when it turns unhealthy. Run runs its
+	// checks; /status shows its state. Nil means no check.
+	App *appcheck.Checker
 	// Logger receives the node's records (admin requests, shutdown).
 	// Nil means slog.Default().
 	Logger *slog.Logger
@@ -131,6 +137,9 @@ func New(cfg Config) (*Node, error) {
 	if err := n.registerGauges(cfg.Registry); err != nil {
 		return nil, err
 	}
+	if cfg.App != nil { // no campaign before the first check
+		cfg.Elector.Hold(cfg.App.State().Why())
+	}
 	n.handler = newServer(n)
 	return n, nil
 }
@@ -152,6 +161,12 @@ func (n *Node) Run(ctx context.Context, ln net.Listener) error {
 		defer n.loopAlive.Store(false)
 		return el.Run(gctx, n.lead)
 	})
+	if n.cfg.App != nil {
+		g.Go(func() error {
+			n.watchApp(gctx)
+			return nil
+		})
+	}
 	if n.cfg.Control != nil {
 		g.Go(func() error {
 			n.publish(gctx)
@@ -278,6 +293,8 @@ func (n *Node) role(leading, steppingDown bool) string {
 		return "stopping"
 	case !el.Eligible():
 		return "standby"
+	case el.Held() != "":
+		return "app unhealthy"
 	case !el.CooldownUntil().IsZero():
 		return "cooling down"
 	}

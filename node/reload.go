@@ -100,6 +100,9 @@ func (n *Node) Reload() (ReloadSummary, error) {
 	if f.Election != n.cfg.JobsFile.Election {
 		log.Warn("reload: the election section changed; it is read only at start (restart the node to apply it)", "file", f.Path)
 	}
+	if !appCheckSame(n.cfg.JobsFile, f) {
+		log.Warn("reload: the application check (app section, or the http jobs' endpoints it connects to) changed; it is read only at start (restart the node to apply it)", "file", f.Path)
+	}
 	if !slices.EqualFunc(f.Settings, n.cfg.JobsFile.Settings, func(a, b jobsfile.Setting) bool {
 		return a.Section == b.Section && a.Key == b.Key && a.Value == b.Value
 	}) {
@@ -157,4 +160,14 @@ func (s *server) handleReload(w http.ResponseWriter, r *http.Request) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(sum)
+}
+
+// appCheckSame reports whether old and f ask for the same application
+// check.
+func appCheckSame(old, f *jobsfile.File) bool {
+	a, b := old.App, f.App
+	a.Line, b.Line = 0, 0
+	c1, u1, s1 := old.AppCheck()
+	c2, u2, s2 := f.AppCheck()
+	return a == b && c1 == c2 && u1 == u2 && slices.Equal(s1, s2)
 }

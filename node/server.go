@@ -14,6 +14,7 @@ import (
 
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/internal/appcheck"
 	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -112,14 +113,16 @@ type Status struct {
 	Election      string               `json:"election"`
 	Backend       string               `json:"backend"`
 	Where         string               `json:"where"`
-	Role          string               `json:"role"` // leader; leader, stepping down; leader, stopping; follower; standby; cooling down; stopping
+	Role          string               `json:"role"` // leader; leader, stepping down; leader, stopping; follower; standby; app unhealthy; cooling down; stopping
 	Leading       bool                 `json:"leading"`
 	Term          *StatusTerm          `json:"term,omitempty"` // this node's term, when leading
 	Leader        *election.LeaderInfo `json:"leader"`         // who leads, as far as this node can tell; null if nobody
 	LeaderErr     string               `json:"leader_error,omitempty"`
 	LeaderSeen    time.Time            `json:"leader_seen,omitzero"`    // when this node first saw the leader's term (when the backend does not give leader.since)
-	Eligible      bool                 `json:"eligible"`                // may campaign
+	Eligible      bool                 `json:"eligible"`                // may campaign: not on standby, and the application (if checked) is healthy
 	Standby       bool                 `json:"standby"`                 // not eligible (--standby, POST /standby)
+	NotEligible   string               `json:"not_eligible,omitempty"`  // why not eligible, e.g. "app unhealthy: GET http://127.0.0.1:8081/healthz: connection refused (3 checks)"
+	App           *appcheck.State      `json:"app,omitempty"`           // the application's check (Config.App), if any
 	CooldownUntil time.Time            `json:"cooldown_until,omitzero"` // no campaign before, after POST /step-down
 	Admin         bool                 `json:"admin"`                   // admin endpoints enabled
 	Running       int                  `json:"running"`                 // runs in flight, across terms
@@ -162,9 +165,14 @@ func (n *Node) Status(ctx context.Context, history int) Status {
 	history = min(history, maxStatusHistory)
 	el, host := n.cfg.Elector, n.cfg.Host
 	d := Status{Identity: el.Identity(), Election: n.cfg.Election, Backend: n.cfg.Backend, Where: n.cfg.Where,
-		Running: host.Running(), Eligible: el.Eligible(), CooldownUntil: el.CooldownUntil(),
+		Running: host.Running(), Eligible: el.Eligible() && el.Held() == "", CooldownUntil: el.CooldownUntil(),
 		Admin: len(n.cfg.AdminToken) > 0, Now: time.Now()}
-	d.Standby = !d.Eligible
+	d.Standby = !el.Eligible()
+	d.NotEligible = n.notEligible()
+	if n.cfg.App != nil {
+		st := n.cfg.App.State()
+		d.App = &st
+	}
 	n.mu.Lock()
 	d.JobsHash = n.jobsHash
 	n.mu.Unlock()

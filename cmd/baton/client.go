@@ -266,6 +266,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		fmt.Fprintf(w, "leader:\t%s\n", leader)
 		fmt.Fprintf(w, "eligible:\t%v\thealthy: %v\tready: %v\trunning: %d\n", st.Eligible, st.Healthy, st.Ready, st.Running)
+		if st.NotEligible != "" {
+			fmt.Fprintf(w, "not eligible:\t%s\n", st.NotEligible)
+		}
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "JOB\tSCHEDULE\tNEXT\tLAST RUN\tRESULT\tPAUSED")
 		for _, j := range st.Jobs {

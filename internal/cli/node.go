@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/internal/appcheck"
 	"github.com/batonhq/baton/internal/jobsfile"
 	"github.com/batonhq/baton/metrics"
 	"github.com/batonhq/baton/node"
@@ -160,6 +161,10 @@ func (p *Program) Node(ctx context.Context, sub string, args []string, stdout, s
 	if *standby {
 		el.SetEligible(false)
 	}
+	app, err := node.AppChecker(f)
+	if err != nil {
+		return err
+	}
 
 	var ln net.Listener
 	httpURL := "none"
@@ -175,7 +180,7 @@ func (p *Program) Node(ctx context.Context, sub string, args []string, stdout, s
 	}
 	n, err := node.New(node.Config{Elector: el, Host: host, Election: bf.Election, Backend: bf.Kind, Where: o.Where,
 		Registry: reg, AdminToken: adminToken, StepDownCooldown: *cooldown, Logger: log,
-		Control: o.Control, Version: version(), Address: strings.TrimPrefix(httpURL, "none"),
+		Control: o.Control, Version: version(), Address: strings.TrimPrefix(httpURL, "none"), App: app,
 		JobsFile: f, ReadJobs: func() (*jobsfile.File, error) { return p.LoadJobs(*config) }})
 	if err != nil {
 		if ln != nil {
@@ -187,7 +192,7 @@ func (p *Program) Node(ctx context.Context, sub string, args []string, stdout, s
 	stopReload := n.ReloadOnSignal(ctx, syscall.SIGHUP)
 	defer stopReload()
 	log.Info("node started", "pid", os.Getpid(), "backend", bf.Kind, "where", o.Where,
-		"http", httpURL, "config", f.Path, "jobs", len(f.Jobs), "eligible", !*standby, "admin", adminFrom)
+		"http", httpURL, "config", f.Path, "jobs", len(f.Jobs), "eligible", !*standby, "admin", adminFrom, "app_check", appCheckOf(app))
 
 	if *stdinEOF {
 		var cancel context.CancelCauseFunc
@@ -218,4 +223,12 @@ func Version() string {
 		return bi.Main.Version
 	}
 	return "devel"
+}
+
+// appCheckOf is what the node started checks of its application.
+func appCheckOf(c *appcheck.Checker) string {
+	if c == nil {
+		return "none"
+	}
+	return c.State().Check
 }

@@ -1,0 +1,92 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/batonhq/baton/internal/appcheck"
+	"github.com/batonhq/baton/internal/jobsfile"
+)
+
+// The application gate (Config.App): an instance whose application does
+// not answer its check does not campaign (Elector.Hold), and a leader
+// whose application stops answering steps down as on POST /step-down
+// (drain, release, the step-down cooldown), so that an instance whose
+// application answers leads. When no application answers, nobody leads;
+// the next leader catches the missed ticks up by their misfire policy.
+
+// watchApp runs the application's checks until ctx ends.
+func (n *Node) watchApp(ctx context.Context) {
+	n.cfg.App.Run(ctx, n.appChanged)
+}
+
+// appChanged follows a change of the application's verdict.
+func (n *Node) appChanged(st appcheck.State) {
+	el, log := n.cfg.Elector, n.cfg.Logger
+	if st.Healthy {
+		el.Hold("")
+		log.Info("application healthy: may campaign", "check", st.Check, "good_checks", st.Successes)
+		return
+	}
+	el.Hold(st.Why())
+	if _, held := el.Term(); !held {
+		log.Warn("application unhealthy: not campaigning", "check", st.Check, "reason", st.Reason, "failed_checks", st.Failures)
+		return
+	}
+	n.appStepDown(st)
+}
+
+// appStepDown steps a leader down because of its application.
+func (n *Node) appStepDown(st appcheck.State) {
+	leading, token, until := n.stepDown(n.cfg.StepDownCooldown)
+	if leading {
+		n.cfg.Logger.Warn("application unhealthy: stepping down: draining runs, then releasing", "token", token,
+			"check", st.Check, "reason", st.Reason, "failed_checks", st.Failures, "running", n.cfg.Host.Running(),
+			"no_campaign_before", until.Format(time.RFC3339Nano))
+	}
+}
+
+// appHeldAtStart steps down a term won while a hold began (the campaign
+// had already succeeded when the application stopped answering). It
+// reports whether it did.
+func (n *Node) appHeldAtStart() bool {
+	if n.cfg.App == nil || n.cfg.Elector.Held() == "" {
+		return false
+	}
+	n.appStepDown(n.cfg.App.State())
+	return true
+}
+
+// notEligible says why this node does not campaign, "" if it does.
+func (n *Node) notEligible() string {
+	el := n.cfg.Elector
+	var why []string
+	if !el.Eligible() {
+		why = append(why, "standby (--standby or POST /standby)")
+	}
+	if n.cfg.App != nil {
+		if w := n.cfg.App.State().Why(); w != "" {
+			why = append(why, w)
+		}
+	} else if h := el.Held(); h != "" {
+		why = append(why, h)
+	}
+	return strings.Join(why, "; ")
+}
+
+// AppChecker returns the application check f asks for (its app section,
+// else a TCP connect to its HTTP jobs' endpoints), nil for none.
+func AppChecker(f *jobsfile.File) (*appcheck.Checker, error) {
+	check, url, addrs := f.AppCheck()
+	if check == jobsfile.CheckNone {
+		return nil, nil
+	}
+	c, err := appcheck.New(appcheck.Config{URL: url, Addrs: addrs, Interval: f.App.Interval, Timeout: f.App.Timeout,
+		UnhealthyAfter: f.App.UnhealthyAfter, HealthyAfter: f.App.HealthyAfter})
+	if err != nil {
+		return nil, fmt.Errorf("%s:%d: app: %w", f.Path, f.App.Line, err)
+	}
+	return c, nil
+}
