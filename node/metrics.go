@@ -23,8 +23,8 @@ func (n *Node) registerGauges(reg prometheus.Registerer) error {
 	cl := prometheus.Labels{"election": n.cfg.Election}
 	for _, c := range []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "baton_eligible", ConstLabels: cl,
-			Help: "1 while this instance may campaign, 0 on standby."}, func() float64 {
-			if el.Eligible() {
+			Help: "1 while this instance may campaign, 0 on standby or while its application is unhealthy."}, func() float64 {
+			if el.Eligible() && el.Held() == "" {
 				return 1
 			}
 			return 0
