@@ -151,6 +151,8 @@ func (s *server) setEligible(w http.ResponseWriter, r *http.Request, ok bool) {
 	n.cfg.Logger.Info("eligibility set", "eligible", ok, "was", was, "leading", leading, "remote", r.RemoteAddr)
 	var msg string
 	switch {
+	case ok && el.Held() != "":
+		msg = "eligible for the operator, but does not campaign while " + n.notEligible()
 	case ok && time.Until(el.CooldownUntil()) > 0:
 		msg = "eligible: campaigns once the step-down cooldown is over"
 	case ok:
