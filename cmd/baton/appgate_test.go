@@ -30,6 +30,7 @@ type gateApp struct {
 	t     *testing.T
 	port  int
 	calls string // the app's record of job calls
+	sick  string // while this file exists, GET /healthz answers 503
 	cmd   *exec.Cmd
 }
 
@@ -37,7 +38,7 @@ func newGateApp(t *testing.T, dir string, i int) *gateApp {
 	t.Helper()
 	addr := freeAddr(t)
 	port, _ := strconv.Atoi(addr[strings.LastIndexByte(addr, ':')+1:])
-	a := &gateApp{t: t, port: port, calls: filepath.Join(dir, fmt.Sprintf("calls-%d.log", i))}
+	a := &gateApp{t: t, port: port, calls: filepath.Join(dir, fmt.Sprintf("calls-%d.log", i)), sick: filepath.Join(dir, fmt.Sprintf("sick-%d", i))}
 	t.Cleanup(a.stop)
 	return a
 }
@@ -45,7 +46,7 @@ func newGateApp(t *testing.T, dir string, i int) *gateApp {
 // start starts the app and waits until it listens.
 func (a *gateApp) start() {
 	a.t.Helper()
-	cmd := exec.Command("python3", "testdata/app.py", strconv.Itoa(a.port), a.calls)
+	cmd := exec.Command("python3", "testdata/app.py", strconv.Itoa(a.port), a.calls, a.sick)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		a.t.Fatal(err)
@@ -57,6 +58,20 @@ func (a *gateApp) start() {
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil || strings.TrimSpace(line) != "ready" {
 		a.t.Fatalf("app on port %d did not start: %q %v", a.port, line, err)
+	}
+}
+
+// setSick makes GET /healthz answer 503 (true) or 200 (false).
+func (a *gateApp) setSick(sick bool) {
+	a.t.Helper()
+	var err error
+	if sick {
+		err = os.WriteFile(a.sick, nil, 0o644)
+	} else {
+		err = os.Remove(a.sick)
+	}
+	if err != nil {
+		a.t.Fatal(err)
 	}
 }
 
@@ -389,4 +404,60 @@ func TestRun_AllAppsDown_NobodyLeadsThenCatchUp(t *testing.T) {
 		t.Errorf("catch-up runs after the outage: %d, want 1 (misfire run-once)", catchUps)
 	}
 	t.Logf("terms begun after the return: %d; catch-up runs: %d", after, catchUps)
+}
+
+// Hysteresis, end to end: health check failures shorter than
+// unhealthy_after checks (5 blips of 400 ms, checks 500 ms apart, 3 to go
+// down) change nothing: the same term leads throughout. A health URL that
+// keeps failing (503) makes the leader step down, and the other instance
+// leads.
+func TestRun_HealthBlips_NoFlapping(t *testing.T) {
+	gateSkip(t)
+	srv := etcdtest.Start(t)
+	dir := t.TempDir()
+	apps := []*gateApp{newGateApp(t, dir, 1), newGateApp(t, dir, 2)}
+	var cars []*gateSidecar
+	for i, a := range apps {
+		a.start()
+		extra := fmt.Sprintf("app:\n  health_url: http://127.0.0.1:%d/healthz\n  interval: 500ms\n  unhealthy_after: 3\n  healthy_after: 2\n", a.port)
+		cfg, addr := gateConfig(t, dir, srv.Endpoint(), i+1, a, extra)
+		cars = append(cars, startSidecar(t, fmt.Sprintf("sidecar-%d", i+1), cfg, addr))
+	}
+	var leader, other int
+	testenv.WaitFor(t, 60*time.Second, "a leader", func() bool {
+		for i, s := range cars {
+			if s.leading() {
+				leader, other = i, 1-i
+				return true
+			}
+		}
+		return false
+	})
+	st, _ := cars[leader].status()
+	token := st.Term.Token
+	for i := 0; i < 5; i++ {
+		apps[leader].setSick(true)
+		time.Sleep(400 * time.Millisecond)
+		apps[leader].setSick(false)
+		time.Sleep(1500 * time.Millisecond)
+		st, ok := cars[leader].status()
+		if !ok || !st.Leading || st.Term.Token != token {
+			t.Fatalf("blip %d of 400 ms: %s leading %v, term %+v, want token %d still", i+1, cars[leader].id, st.Leading, st.Term, token)
+		}
+	}
+	if st, _ := cars[other].status(); st.Leading || !st.Eligible {
+		t.Errorf("%s: leading %v, eligible %v after the blips", cars[other].id, st.Leading, st.Eligible)
+	}
+
+	sick := time.Now()
+	apps[leader].setSick(true)
+	if !waitUntil(15*time.Second, cars[other].leading) {
+		t.Fatalf("%s did not lead within 15 s of %s's health URL answering 503: %s's role is %q",
+			cars[other].id, cars[leader].id, cars[leader].id, cars[leader].role())
+	}
+	t.Logf("%s led %v after %s's health URL began to answer 503", cars[other].id, time.Since(sick).Round(time.Millisecond), cars[leader].id)
+	st, _ = cars[leader].status()
+	if want := "app unhealthy: GET http://127.0.0.1:" + strconv.Itoa(apps[leader].port) + "/healthz: HTTP 503 ("; st.Leading || !strings.HasPrefix(st.NotEligible, want) {
+		t.Errorf("%s: leading %v, not_eligible %q, want it to start with %q", cars[leader].id, st.Leading, st.NotEligible, want)
+	}
 }

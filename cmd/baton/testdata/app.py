@@ -1,11 +1,11 @@
 """A small service in another language beside a `baton run` sidecar, for
 the tests of the application health gate.
 
-GET /healthz answers 200. POST /jobs/NAME appends one line per call to
-CALLS: "JOB TICK TOKEN INSTANCE KIND UNIX_NANOS". It listens on PORT and
-prints "ready" once it does.
+GET /healthz answers 200, or 503 while the file SICK exists. POST
+/jobs/NAME appends one line per call to CALLS: "JOB TICK TOKEN INSTANCE
+KIND UNIX_NANOS". It listens on PORT and prints "ready" once it does.
 
-usage: app.py PORT CALLS
+usage: app.py PORT CALLS SICK
 """
 import os
 import sys
@@ -13,7 +13,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-PORT, CALLS = int(sys.argv[1]), sys.argv[2]
+PORT, CALLS, SICK = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 lock = threading.Lock()
 
 
@@ -24,7 +24,10 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
 
     def do_GET(self):
-        self.answer(200 if self.path == "/healthz" else 404)
+        if self.path != "/healthz":
+            self.answer(404)
+        else:
+            self.answer(503 if os.path.exists(SICK) else 200)
 
     def do_POST(self):
         h = self.headers
