@@ -23,6 +23,8 @@ type Proxy struct {
 	mu        sync.Mutex
 	blackhole bool
 	healed    chan struct{} // closed when the blackhole is lifted
+	hold      bool          // replies (target to client) are held
+	released  chan struct{} // closed when the replies are let go
 	delay     time.Duration
 	conns     map[*pair]struct{}
 	closed    bool
@@ -46,8 +48,9 @@ func New(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[*pair]struct{}{}, healed: make(chan struct{})}
+	p := &Proxy{ln: ln, target: target, conns: map[*pair]struct{}{}, healed: make(chan struct{}), released: make(chan struct{})}
 	close(p.healed)
+	close(p.released)
 	p.wg.Go(p.accept)
 	return p, nil
 }
@@ -70,7 +73,20 @@ func (p *Proxy) Blackhole() {
 	}
 }
 
-// Heal lifts a Blackhole and sets the delay back to zero.
+// HoldReplies stops forwarding from the target to the clients: requests
+// still reach the target, which acts on them, and its replies are held
+// (not lost) until Heal. A client then sees a write time out that the
+// server applied.
+func (p *Proxy) HoldReplies() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.hold {
+		p.hold = true
+		p.released = make(chan struct{})
+	}
+}
+
+// Heal lifts a Blackhole or HoldReplies and sets the delay back to zero.
 func (p *Proxy) Heal() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -78,6 +94,14 @@ func (p *Proxy) Heal() {
 	if p.blackhole {
 		p.blackhole = false
 		close(p.healed)
+	}
+	p.release()
+}
+
+func (p *Proxy) release() {
+	if p.hold {
+		p.hold = false
+		close(p.released)
 	}
 }
 
@@ -115,6 +139,7 @@ func (p *Proxy) Close() error {
 		p.blackhole = false
 		close(p.healed)
 	}
+	p.release()
 	p.mu.Unlock()
 	err := p.ln.Close()
 	p.Reset()
@@ -138,19 +163,24 @@ func (c *pair) abort() {
 	}
 }
 
-// gate blocks while the proxy is blackholed and returns the delay to apply.
-func (p *Proxy) gate() (time.Duration, bool) {
+// gate blocks while the proxy is blackholed (or, for a reply, while
+// replies are held) and returns the delay to apply.
+func (p *Proxy) gate(reply bool) (time.Duration, bool) {
 	for {
 		p.mu.Lock()
 		bh, healed, d, closed := p.blackhole, p.healed, p.delay, p.closed
+		hold, released := p.hold && reply, p.released
 		p.mu.Unlock()
-		if closed {
+		switch {
+		case closed:
 			return 0, false
-		}
-		if !bh {
+		case bh:
+			<-healed
+		case hold:
+			<-released
+		default:
 			return d, true
 		}
-		<-healed
 	}
 }
 
@@ -181,7 +211,7 @@ func (p *Proxy) serve(pr *pair) {
 		p.mu.Unlock()
 		pr.abort()
 	}()
-	if _, ok := p.gate(); !ok {
+	if _, ok := p.gate(false); !ok {
 		return
 	}
 	s, err := net.DialTimeout("tcp", p.target, 5*time.Second)
@@ -198,12 +228,12 @@ func (p *Proxy) serve(pr *pair) {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if !p.pipe(s, pr.client) {
+		if !p.pipe(s, pr.client, false) {
 			pr.abort()
 		}
 	})
 	wg.Go(func() {
-		if !p.pipe(pr.client, s) {
+		if !p.pipe(pr.client, s, true) {
 			pr.abort()
 		}
 	})
@@ -212,13 +242,14 @@ func (p *Proxy) serve(pr *pair) {
 
 // pipe copies src to dst chunk by chunk, holding each chunk while the proxy
 // is blackholed and delaying it as set. It reports whether src ended with
-// a clean EOF (then dst's write side is closed).
-func (p *Proxy) pipe(dst, src net.Conn) bool {
+// a clean EOF (then dst's write side is closed). reply says src is the
+// target.
+func (p *Proxy) pipe(dst, src net.Conn, reply bool) bool {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			d, ok := p.gate()
+			d, ok := p.gate(reply)
 			if !ok {
 				return false
 			}

@@ -88,3 +88,46 @@ func TestProxy_BlackholeHealResetDelay(t *testing.T) {
 		t.Errorf("Connections() = %d, want 2", p.Connections())
 	}
 }
+
+// HoldReplies lets requests reach the server and holds its answers until
+// Heal: the server counts every request, the client reads no answer.
+func TestProxy_HoldReplies(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	got := make(chan string, 4)
+	testenv.Serve(ln, func(c net.Conn) {
+		r := bufio.NewReader(c)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			got <- line
+			c.Write([]byte(line))
+		}
+	})
+	p, err := faultproxy.New(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c := dial(t, p.Addr())
+	defer c.Close()
+	p.HoldReplies()
+	if err := roundTrip(c, 300*time.Millisecond); err == nil {
+		t.Fatal("an answer went through while replies were held")
+	}
+	select {
+	case <-got:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the request did not reach the server while replies were held")
+	}
+	p.Heal()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := bufio.NewReader(c).ReadString('\n'); err != nil {
+		t.Fatalf("the held answer after Heal: %v", err)
+	}
+}
