@@ -46,6 +46,11 @@ type termRun struct {
 	claims *batchQueue[ledger.Claim] // the term's claims on their way to the ledger (batch.go); nil without a Ledger
 
 	pauses pauseView // the latest read of the pauses (control.go), with a Control store
+
+	// The run-now requests this term started (runnow.go): a request is
+	// started at most once per term, also when the store shows it taken
+	// by the term again. Only the run-now poll's goroutine uses it.
+	startedRequests map[string]bool
 }
 
 // newTerm returns the state of term, led under ctx, Lead's context. Runs go

@@ -143,3 +143,22 @@ func TestLease_RenewsAcrossServerRestart(t *testing.T) {
 			why, time.Since(restarted).Round(time.Millisecond), logs)
 	}
 }
+
+// The operators' actions a Host acknowledged are honoured across lost
+// answers (issue 28), on embedded etcd.
+func TestHostControl(t *testing.T) {
+	hosttest.RunControlConformance(t, hosttest.ControlHarness{
+		NewElection: func(t *testing.T, timing election.Timing) func(*testing.T, string) hosttest.ControlCandidate {
+			pfx := prefix(t)
+			return func(t *testing.T, name string) hosttest.ControlCandidate {
+				cli, p := proxied(t)
+				b, err := etcd.New(etcd.Config{Client: cli, Prefix: pfx, Timing: timing})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return hosttest.ControlCandidate{Candidate: electiontest.Candidate{Backend: b, Cut: p.Blackhole, Heal: p.Heal, Ledger: b.Ledger()},
+					Control: b.Control(), Proxy: p}
+			}
+		},
+	})
+}

@@ -91,3 +91,19 @@ func TestControlConformance(t *testing.T) {
 		return controltest.Election{Store: b.Control(), Lead: ledgertest.Leader(b)}
 	})
 }
+
+// The operators' actions a Host acknowledged are honoured across lost
+// answers (issue 28), on a real redis-server.
+func TestHostControl(t *testing.T) {
+	hosttest.RunControlConformance(t, hosttest.ControlHarness{
+		NewElection: func(t *testing.T, timing election.Timing) func(*testing.T, string) hosttest.ControlCandidate {
+			e := electionName(t)
+			return func(t *testing.T, name string) hosttest.ControlCandidate {
+				p := proxy(t)
+				b := newBackend(t, redis.Config{Addr: p.Addr(), Election: e, Timing: timing})
+				return hosttest.ControlCandidate{Candidate: electiontest.Candidate{Backend: b, Cut: p.Blackhole, Heal: p.Heal, Ledger: b.Ledger()},
+					Control: b.Control(), Proxy: p}
+			}
+		},
+	})
+}

@@ -1,0 +1,266 @@
+package schedulerhost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/batonhq/baton/control"
+	"github.com/batonhq/baton/ledger"
+)
+
+// Run-now requests kept in the store once done: per job, at most
+// keepDone, none older than keepDoneFor.
+const (
+	keepDone    = 50
+	keepDoneFor = 24 * time.Hour
+)
+
+// manualPipeline is the pipeline of a run-now run: no claim turn, no
+// claim, no pause.
+func (h *Host) manualPipeline(withTimeout bool) runFunc {
+	steps := []step{observeStep, retryStep}
+	if withTimeout {
+		steps = append(steps, timeoutStep)
+	}
+	steps = append(steps, countStep, recoverStep)
+	return chain(callJob, steps...)
+}
+
+// pollRunNow runs the run-now requests while ctx (the loop's) lasts.
+func (t *termRun) pollRunNow(ctx context.Context) {
+	tk := time.NewTicker(t.h.cfg.RunNowPoll)
+	defer tk.Stop()
+	for {
+		t.runNowOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+		}
+	}
+}
+
+// runNowOnce lists the requests once and acts on each (see above).
+func (t *termRun) runNowOnce(ctx context.Context) {
+	h := t.h
+	jobs := control.NewJobs(h.cfg.Control)
+	lctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
+	reqs, err := jobs.Requests(lctx)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			h.log.Warn("reading run-now requests failed", "token", t.token, "err", err)
+		}
+		return
+	}
+	byName := map[string]*jobState{}
+	for _, j := range h.jobSet() {
+		byName[j.Name] = j
+	}
+	done := map[string][]control.RunRequest{}
+	for _, r := range reqs {
+		if ctx.Err() != nil {
+			return
+		}
+		switch r.State {
+		case control.StatePending:
+			j, ok := byName[r.Job]
+			if !ok {
+				t.closeRequest(ctx, jobs, r, ledger.ResultFailed, fmt.Sprintf("job %s is not in the job set of %s", r.Job, h.cfg.Instance))
+				continue
+			}
+			t.startManual(ctx, jobs, j, r)
+		case control.StateTaken:
+			switch {
+			case r.Token < t.token:
+				t.closeRequest(ctx, jobs, r, ledger.ResultCancelled, fmt.Sprintf("the term with token %d ended before the run finished", r.Token))
+			case r.Token == t.token && !t.startedRequests[r.ID]:
+				// Taken by this term, whose take's answer was lost.
+				if j, ok := byName[r.Job]; ok {
+					t.adoptManual(jobs, j, r)
+				}
+			}
+		case control.StateDone:
+			done[r.Job] = append(done[r.Job], r)
+		}
+	}
+	now := h.wallNow()
+	for _, rs := range done {
+		sort.Slice(rs, func(a, b int) bool { return rs[a].Ended.After(rs[b].Ended) })
+		for i, r := range rs {
+			if i >= keepDone || now.Sub(r.Ended) > keepDoneFor {
+				dctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
+				if err := jobs.Forget(dctx, r); err != nil && !errors.Is(err, control.ErrVersionMismatch) {
+					h.log.Debug("forgetting a run-now request failed", "request", r.ID, "err", err)
+				}
+				cancel()
+			}
+		}
+	}
+}
+
+// closeRequest marks r done with result and why, under the term's token.
+func (t *termRun) closeRequest(ctx context.Context, jobs *control.Jobs, r control.RunRequest, result ledger.Result, why string) {
+	now := t.h.wallNow()
+	r.State, r.Result, r.Error, r.Ended = control.StateDone, result, why, now
+	if r.Started.IsZero() {
+		r.Started = now
+	}
+	uctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
+	defer cancel()
+	if _, err := jobs.Update(uctx, r, t.token); err != nil && !errors.Is(err, control.ErrVersionMismatch) {
+		t.h.log.Warn("closing a run-now request failed", "request", r.ID, "job", r.Job, "err", err)
+		return
+	}
+	t.h.log.Warn("run-now request not run", "request", r.ID, "job", r.Job, "by", r.By, "result", result, "why", why)
+}
+
+// startManual takes request r of j and starts its run, unless j is
+// running or the term is stopping (then r stays pending).
+func (t *termRun) startManual(ctx context.Context, jobs *control.Jobs, j *jobState, r control.RunRequest) {
+	h := t.h
+	j.mu.Lock()
+	if j.active > 0 || j.retired.Load() || !t.begin() {
+		j.mu.Unlock()
+		return
+	}
+	j.active++
+	j.mu.Unlock()
+	taken := r
+	taken.State, taken.Token, taken.Instance, taken.Started = control.StateTaken, t.token, h.cfg.Instance, h.wallNow()
+	uctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
+	taken, err := jobs.Update(uctx, taken, t.token)
+	cancel()
+	if err != nil && !errors.Is(err, ledger.ErrStaleTerm) {
+		// The write may have been applied with its answer lost, or
+		// resent and refused for the change it made itself: read again.
+		var held bool
+		if taken, held = t.holdsRequest(ctx, jobs, r.ID); held {
+			h.log.Warn("taking a run-now request failed, and the request is this term's: running it", "request", r.ID, "job", r.Job, "token", t.token, "err", err)
+			err = nil
+		} else if !errors.Is(err, control.ErrVersionMismatch) {
+			h.log.Warn("taking a run-now request failed", "request", r.ID, "job", r.Job, "token", t.token, "err", err)
+		}
+	}
+	if err != nil {
+		go t.runTicks(j, nil, false, false, turn{}, false) // uncounts j and t
+		return
+	}
+	t.startRequest(jobs, j, taken)
+}
+
+// adoptManual starts request r of j, which the store shows taken by this
+// term although the term did not start it (its take's answer was lost),
+// unless j is running or the term is stopping (then the next poll tries
+// again).
+func (t *termRun) adoptManual(jobs *control.Jobs, j *jobState, r control.RunRequest) {
+	j.mu.Lock()
+	if j.active > 0 || j.retired.Load() || !t.begin() {
+		j.mu.Unlock()
+		return
+	}
+	j.active++
+	j.mu.Unlock()
+	t.h.log.Warn("run-now request taken by this term without its answer: running it", "request", r.ID, "job", r.Job, "token", t.token)
+	t.startRequest(jobs, j, r)
+}
+
+// startRequest starts the run of r (taken by the term; j and t count it)
+// unless the term started it already.
+func (t *termRun) startRequest(jobs *control.Jobs, j *jobState, r control.RunRequest) {
+	if t.startedRequests[r.ID] {
+		go t.runTicks(j, nil, false, false, turn{}, false) // uncounts j and t
+		return
+	}
+	if t.startedRequests == nil {
+		t.startedRequests = map[string]bool{}
+	}
+	t.startedRequests[r.ID] = true
+	go t.runManual(jobs, j, r)
+}
+
+// holdsRequest reads request id again, within ledgerTimeout, and says
+// whether this term holds it (taken with its token, by this instance).
+// If it cannot tell, it returns false: the next poll reads again.
+func (t *termRun) holdsRequest(ctx context.Context, jobs *control.Jobs, id string) (control.RunRequest, bool) {
+	rctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
+	defer cancel()
+	wait := 50 * time.Millisecond
+	for {
+		r, found, err := jobs.Request(rctx, id)
+		if err == nil {
+			return r, found && r.State == control.StateTaken && r.Token == t.token && r.Instance == t.h.cfg.Instance
+		}
+		select {
+		case <-rctx.Done():
+			return control.RunRequest{}, false
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// runManual runs request r (taken) of j, records it, then lets j's queued
+// ticks go and uncounts the run.
+func (t *termRun) runManual(jobs *control.Jobs, j *jobState, r control.RunRequest) {
+	h := t.h
+	defer t.runTicks(j, nil, false, false, turn{}, false)
+	if err := t.check(); err != nil {
+		// Not started: back to pending, for the next leader.
+		back := r
+		back.State, back.Token, back.Instance, back.Started = control.StatePending, 0, "", time.Time{}
+		ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
+		defer cancel()
+		if _, uerr := jobs.Update(ctx, back, 0); uerr != nil {
+			h.log.Warn("run-now request taken and not started; putting it back failed", "request", r.ID, "job", r.Job, "err", uerr)
+		} else {
+			h.log.Warn("run-now request not started: term over; pending again", "request", r.ID, "job", r.Job, "err", err)
+		}
+		return
+	}
+	run := t.newRun(j, r.At, false, false, turn{})
+	run.manual = &Manual{RequestID: r.ID, By: r.By}
+	h.log.Info("run now", "job", j.Name, "request", r.ID, "by", r.By, "token", t.token)
+	h.manualPipeline(j.Timeout > 0)(run)
+	fin := r
+	fin.State, fin.Started, fin.Ended, fin.Result, fin.Attempts = control.StateDone, run.started, run.ended, run.result, int(run.attempt.Load())
+	if run.err != nil {
+		fin.Error = run.err.Error()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
+	defer cancel()
+	if _, err := jobs.Update(ctx, fin, 0); err != nil {
+		h.log.Warn("recording a run-now run failed", "request", r.ID, "job", r.Job, "err", err)
+	}
+	j.mu.Lock()
+	j.keep(fin.Run())
+	j.mu.Unlock()
+	if o, ok := h.cfg.Observer.(ControlObserver); ok {
+		o.ManualRunFinished(j.Name, run.result)
+	}
+}
+
+// mergeManual merges the run-now runs of job (taken or done) into runs,
+// newest first by start, at most n.
+func mergeManual(runs []ledger.Run, reqs []control.RunRequest, job string, n int) []ledger.Run {
+	for _, r := range reqs {
+		if r.Job == job && r.State != control.StatePending {
+			runs = append(runs, r.Run())
+		}
+	}
+	at := func(r ledger.Run) time.Time {
+		if !r.Started.IsZero() {
+			return r.Started
+		}
+		return r.Tick
+	}
+	slices.SortStableFunc(runs, func(a, b ledger.Run) int { return at(b).Compare(at(a)) })
+	if len(runs) > n {
+		runs = runs[:n]
+	}
+	return runs
+}
