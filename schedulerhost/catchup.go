@@ -59,11 +59,12 @@ func (t *termRun) catchUp(ctx context.Context, termStart time.Time) {
 		todo = append(todo, pending{j, run, tn})
 	}
 	t.claims.expectN(len(todo))
+	mark := t.markPauses() // the runs start after their claims, without waiting
 	var wg sync.WaitGroup
 	for _, p := range todo {
 		wg.Go(func() {
 			claimed := t.claimInOrder(p.j, p.run, p.tn, true)
-			go t.runTicks(p.j, claimed, true, true, turn{}, false)
+			go t.runTicks(p.j, claimed, true, true, turn{}, false, mark)
 		})
 	}
 	wg.Wait()
@@ -156,12 +157,13 @@ func (t *termRun) skipOver(j *jobState, first, until time.Time) (next time.Time)
 		t.end()
 		return next
 	}
+	mark := t.markPauses()
 	go func() {
 		if t.h.cfg.Ledger == nil {
-			t.runTicks(j, run, true, false, turn{}, false)
+			t.runTicks(j, run, true, false, turn{}, false, mark)
 			return
 		}
-		t.runTicks(j, t.claimInOrder(j, run, tn, false), true, true, turn{}, false)
+		t.runTicks(j, t.claimInOrder(j, run, tn, false), true, true, turn{}, false, mark)
 	}()
 	return next
 }

@@ -13,10 +13,17 @@ import (
 
 // Operators' controls (HostConfig.Control): pauses and run-now requests.
 //
-// Pauses. pauseStep, after the claim, reads the pauses once per instant:
-// the first run of an instant starts a read of the store, and every run
-// whose tick is not after that read's start shares it, so N jobs due at
-// one instant cost one round trip, not N. A paused job's tick stays
+// Pauses. pauseStep, after the claim, reads the pauses right before the
+// run starts: after its jitter delay and after any wait in the overlap
+// queue (gateStep marks the reads started by then; pauseStep uses a read
+// started later). A pause acknowledged before that read starts stops the
+// run; one acknowledged during the read may not. Runs that start
+// together share one read: the runs an instant fires are marked at once
+// (fireAll), so N jobs due at one instant cost one round trip, not N; a
+// run that waited (jitter, queue, its claim turn) marks anew and costs a
+// read of its own. A failed scheduled run reads the pauses again before
+// each retry, and a job paused meanwhile makes no more attempts
+// (retry.go). A paused job's tick stays
 // claimed (no later catch-up replays it) and is recorded as skipped; the
 // job function is not called. If the pauses cannot be read, the tick is
 // not started (fail closed: a paused job must not run because of a
@@ -82,23 +89,34 @@ func ManualFromContext(ctx context.Context) (Manual, bool) {
 	return Manual{}, false
 }
 
-// pauseView is a term's latest read of the pauses.
+// pauseView is a term's latest read of the pauses. Reads are numbered
+// from 1 in the order they start; one goes at a time.
 type pauseView struct {
 	mu      sync.Mutex
-	read    bool      // a read has finished
-	start   time.Time // when it started (wall clock)
+	started uint64 // reads started
+	done    uint64 // the number of the last read done (0: none)
 	pauses  map[string]control.Pause
 	err     error
 	reading chan struct{} // closed when the read going ends; nil if none
 }
 
-// pausesAt returns the pauses as read by a read that started at or after
-// tick, reading them if no such read is done or going.
-func (t *termRun) pausesAt(tick time.Time) (map[string]control.Pause, error) {
+// markPauses returns how many reads of the pauses have started: pausesAfter
+// with it returns a read that starts later.
+func (t *termRun) markPauses() uint64 {
+	v := &t.pauses
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.started
+}
+
+// pausesAfter returns the pauses as read by a read that started after
+// markPauses returned mark, reading them if no such read is done or
+// going. The runs that marked before a read started share it.
+func (t *termRun) pausesAfter(mark uint64) (map[string]control.Pause, error) {
 	v := &t.pauses
 	for {
 		v.mu.Lock()
-		if v.reading == nil && v.read && !v.start.Before(tick) {
+		if v.reading == nil && v.done > mark {
 			ps, err := v.pauses, v.err
 			v.mu.Unlock()
 			return ps, err
@@ -114,11 +132,12 @@ func (t *termRun) pausesAt(tick time.Time) (map[string]control.Pause, error) {
 		}
 		ch := make(chan struct{})
 		v.reading = ch
-		start := t.h.wallNow()
+		v.started++
+		n := v.started
 		v.mu.Unlock()
 		ps, err := t.readPauses()
 		v.mu.Lock()
-		v.reading, v.read, v.start, v.pauses, v.err = nil, true, start, ps, err
+		v.reading, v.done, v.pauses, v.err = nil, n, ps, err
 		close(ch)
 		v.mu.Unlock()
 		return ps, err
@@ -157,7 +176,7 @@ func (t *termRun) readPauses() (map[string]control.Pause, error) {
 func pauseStep(next runFunc) runFunc {
 	return func(r *tickRun) {
 		t := r.t
-		ps, err := t.pausesAt(r.tick.Time)
+		ps, err := t.pausesAfter(r.pauseMark)
 		// The read is a round trip more between the claim and the start:
 		// the term may have ended meanwhile.
 		if terr := t.check(); terr != nil {
@@ -174,16 +193,40 @@ func pauseStep(next runFunc) runFunc {
 			next(r)
 			return
 		}
-		why := fmt.Sprintf("paused by %s at %s", p.By, p.At.UTC().Format(time.RFC3339))
-		if p.Note != "" {
-			why += ": " + p.Note
-		}
+		why := pausedWhy(p)
 		t.h.log.Info("tick skipped: job paused", "job", r.job.Name, "tick", r.tick.Time, "token", t.token, "by", p.By)
 		if o, ok := t.h.cfg.Observer.(ControlObserver); ok {
 			o.TickSkipped(r.job.Name, SkipPaused)
 		}
 		r.notRun(ledger.ResultSkipped, errors.New(why))
 	}
+}
+
+// pausedNow reads the pauses afresh (one round trip) and says why r's
+// job may not make another attempt: paused, or the pauses unknown (fail
+// closed). Empty if it may, or if r is a run-now run or the Host has no
+// Control store.
+func (r *tickRun) pausedNow() string {
+	t := r.t
+	if t.h.cfg.Control == nil || r.manual != nil {
+		return ""
+	}
+	ps, err := t.pausesAfter(t.markPauses())
+	if err != nil {
+		return fmt.Sprintf("pause state unknown: %v", err)
+	}
+	if p, ok := ps[r.job.Name]; ok {
+		return pausedWhy(p)
+	}
+	return ""
+}
+
+func pausedWhy(p control.Pause) string {
+	why := fmt.Sprintf("paused by %s at %s", p.By, p.At.UTC().Format(time.RFC3339))
+	if p.Note != "" {
+		why += ": " + p.Note
+	}
+	return why
 }
 
 // notRun ends r without calling the job function: it is recorded with
@@ -193,4 +236,3 @@ func (r *tickRun) notRun(result ledger.Result, err error) {
 	r.started, r.ended, r.result, r.err, r.ran = now, now, result, err, true
 	r.attempt.Store(0)
 }
-

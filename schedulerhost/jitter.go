@@ -21,7 +21,8 @@ import (
 // now. The wait ends early when the term ends or starts stopping; the
 // run then does not start. Catch-up runs, claimed before they start, do
 // not wait, and a run that starts late (a queued tick) waits only what is
-// left of tick + delay.
+// left of tick + delay. The pauses are read after the wait (control.go):
+// a pause acknowledged during it stops the run.
 
 // JitterDelay is the delay, in [0, jitter), of the run of job at tick: the
 // FNV-1a 64-bit hash of the job's name, a zero byte and the tick's Unix

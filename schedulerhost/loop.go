@@ -179,8 +179,9 @@ func (t *termRun) fireAll(due []dueTick) {
 	if t.claims != nil {
 		t.claims.expectN(len(start))
 	}
+	mark := t.markPauses() // the instant's runs share a read of the pauses started after this
 	for _, d := range start {
-		go t.runTick(d.job, d.tick, d.tn)
+		go t.runTick(d.job, d.tick, d.tn, mark)
 	}
 	t.startBuf = start
 	for _, d := range skipped {

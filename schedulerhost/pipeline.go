@@ -81,6 +81,7 @@ func gateStep(next runFunc) runFunc {
 		if r.tn.prev != nil || jitter > 0 {
 			r.arrive() // the instant's claim batch does not wait while this run waits for its turn or its delay
 		}
+		waited := r.tn.prev != nil // for the claim of the job's run before
 		r.tn.wait(t)
 		if jitter > 0 {
 			if err := t.sleep(jitter); err != nil && t.base.Err() == nil {
@@ -97,6 +98,9 @@ func gateStep(next runFunc) runFunc {
 			r.passTurn()
 			r.termOver(err)
 			return
+		}
+		if jitter > 0 || waited {
+			r.pauseMark = t.markPauses() // pauseStep reads the pauses after the waits
 		}
 		next(r)
 		r.passTurn() // claimStep passed it already, if the run had one

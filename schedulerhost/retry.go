@@ -132,6 +132,11 @@ func retryStep(next runFunc) runFunc {
 				r.err = fmt.Errorf("%w (not retried: %v)", r.err, err)
 				return
 			}
+			if why := r.pausedNow(); why != "" {
+				h.log.Info("retry not started: job paused", "job", j.Name, "tick", r.tick.Time, "token", t.token, "attempt", attempt+1, "why", why)
+				r.err = fmt.Errorf("%w (not retried: %s)", r.err, why)
+				return
+			}
 			r.attempt.Add(1)
 			if o, ok := h.cfg.Observer.(RetryObserver); ok {
 				o.RunRetried(j.Name, attempt+1)

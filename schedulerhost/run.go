@@ -55,6 +55,7 @@ type tickRun struct {
 	// Filled in by the steps.
 	ctx         context.Context // what the job function gets: the run itself, or timeoutStep's child
 	delay       time.Duration   // gateStep: the tick's jitter delay (JitterDelay), zero without Jitter
+	pauseMark   uint64          // gateStep: the pause reads started before its waits ended (pauseStep reads a later one)
 	over        bool            // gateStep or claimStep found the term over
 	started     time.Time       // observeStep
 	startedMono time.Duration   // observeStep
@@ -105,9 +106,9 @@ func (r *tickRun) passTurn() {
 // runTick runs one scheduled tick of j, claimed in turn tn, then whatever
 // j's queue holds for it. fireAll starts it on a goroutine of its own,
 // counted by the term's claim queue (expected).
-func (t *termRun) runTick(j *jobState, tick time.Time, tn turn) {
+func (t *termRun) runTick(j *jobState, tick time.Time, tn turn, mark uint64) {
 	one := [1]time.Time{tick}
-	t.runTicks(j, one[:], false, false, tn, t.claims != nil)
+	t.runTicks(j, one[:], false, false, tn, t.claims != nil, mark)
 }
 
 // runTicks runs ticks of j one after another on this goroutine, each
@@ -122,16 +123,24 @@ func (t *termRun) runTick(j *jobState, tick time.Time, tn turn) {
 // ledger write, so that a slow write does not make the job's next tick look
 // like an overlap. If the term ends during a claimed batch, the ticks left
 // are recorded as claimed but not started. expected says the first run is
-// counted by the term's claim queue: it claims or arrives.
-func (t *termRun) runTicks(j *jobState, ticks []time.Time, catchUp, claimed bool, tn turn, expected bool) {
+// counted by the term's claim queue: it claims or arrives. mark is the
+// number of reads of the pauses started when the first tick was due to
+// start (markPauses): its pause check uses a later read; the ticks after
+// it, which start later, take their own.
+func (t *termRun) runTicks(j *jobState, ticks []time.Time, catchUp, claimed bool, tn turn, expected bool, mark uint64) {
 	var held *tickRun // finished, its entry not written yet
 	var one [1]time.Time
+	marked := false // mark was used
 	for {
 		for i, tick := range ticks {
 			t.write(held)
 			held = nil
 			r := t.newRun(j, tick, catchUp, claimed, tn)
 			r.expected, tn, expected = expected, turn{}, false
+			if i > 0 || marked {
+				mark = t.markPauses() // a run started after the one before
+			}
+			r.pauseMark, marked = mark, true
 			j.pipeline(r)
 			r.arrive()
 			if r.ran {
@@ -153,7 +162,7 @@ func (t *termRun) runTicks(j *jobState, ticks []time.Time, catchUp, claimed bool
 			continue
 		}
 		if to != nil { // a later term's queue waited for this run
-			go to.runTicks(q.job, []time.Time{q.tick}, q.catchUp, false, turn{}, false)
+			go to.runTicks(q.job, []time.Time{q.tick}, q.catchUp, false, turn{}, false, to.markPauses())
 		}
 		t.write(held)
 		t.end()

@@ -147,7 +147,7 @@ func (t *termRun) startManual(ctx context.Context, jobs *control.Jobs, j *jobSta
 		}
 	}
 	if err != nil {
-		go t.runTicks(j, nil, false, false, turn{}, false) // uncounts j and t
+		go t.runTicks(j, nil, false, false, turn{}, false, 0) // uncounts j and t
 		return
 	}
 	t.startRequest(jobs, j, taken)
@@ -173,7 +173,7 @@ func (t *termRun) adoptManual(jobs *control.Jobs, j *jobState, r control.RunRequ
 // unless the term started it already.
 func (t *termRun) startRequest(jobs *control.Jobs, j *jobState, r control.RunRequest) {
 	if t.startedRequests[r.ID] {
-		go t.runTicks(j, nil, false, false, turn{}, false) // uncounts j and t
+		go t.runTicks(j, nil, false, false, turn{}, false, 0) // uncounts j and t
 		return
 	}
 	if t.startedRequests == nil {
@@ -208,7 +208,7 @@ func (t *termRun) holdsRequest(ctx context.Context, jobs *control.Jobs, id strin
 // ticks go and uncounts the run.
 func (t *termRun) runManual(jobs *control.Jobs, j *jobState, r control.RunRequest) {
 	h := t.h
-	defer t.runTicks(j, nil, false, false, turn{}, false)
+	defer t.runTicks(j, nil, false, false, turn{}, false, 0)
 	if err := t.check(); err != nil {
 		// Not started: back to pending, for the next leader.
 		back := r

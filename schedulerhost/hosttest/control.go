@@ -40,13 +40,18 @@ var controlTiming = election.Timing{TTL: 15 * time.Second, RenewInterval: time.S
 // actions a Host acknowledged are honoured on a real backend:
 //   - a run-now request whose take was applied by the server but whose
 //     answer was lost (held until the client timed out, or answered for a
-//     resent command) runs once, in the term that took it.
+//     resent command) runs once, in the term that took it;
+//   - a pause acknowledged between a tick and its jittered start stops
+//     the run.
 func RunControlConformance(t *testing.T, h ControlHarness) {
 	for _, mode := range []lostMode{answerHeld, takeResent} {
 		t.Run("RunNowAnswerLost/"+string(mode), func(t *testing.T) {
 			testRunNowAnswerLost(t, h, mode)
 		})
 	}
+	t.Run("PauseDuringJitter", func(t *testing.T) {
+		testPauseDuringJitter(t, h)
+	})
 }
 
 // lostMode is how the answer to the take is lost.
@@ -233,4 +238,80 @@ func testRunNowAnswerLost(t *testing.T, h ControlHarness, mode lostMode) {
 		t.Errorf("request r1 %+v ran %d times (tokens %v), want once, ok, by the term with token %d", last, len(runs), runs, tok)
 	}
 	t.Logf("request r1 done %v after it was asked, run once by token %d", last.Ended.Sub(asked).Round(time.Millisecond), tok)
+}
+
+// testPauseDuringJitter: two jobs share a schedule, one with a jitter. A
+// pause of the jittered job acknowledged after the tick and before its
+// jittered start stops that run: it is recorded as skipped; the other
+// job's run of the tick is not touched.
+func testPauseDuringJitter(t *testing.T, h ControlHarness) {
+	c := h.NewElection(t, controlTiming)(t, "a")
+	var mu sync.Mutex
+	ran := map[string][]time.Time{} // job -> start times, by tick
+	type key struct {
+		job  string
+		tick int64
+	}
+	at := map[key]time.Time{}
+	job := func(name string, jitter time.Duration) schedulerhost.Job {
+		return schedulerhost.Job{Name: name, Schedule: "*/5 * * * * *", Jitter: jitter, Run: func(ctx context.Context) error {
+			tk, _ := schedulerhost.TickFromContext(ctx)
+			mu.Lock()
+			ran[name] = append(ran[name], tk.Time)
+			at[key{name, tk.Time.UnixNano()}] = time.Now()
+			mu.Unlock()
+			return nil
+		}}
+	}
+	const jitter = 4 * time.Second
+	_, host := startControlNode(t, c, c.Control, job("plain", 0), job("jittered", jitter))
+	// The first tick, 2 s away at least, whose delay leaves 1.5 s after
+	// the pause.
+	tick := time.Now().Add(2 * time.Second).Truncate(5 * time.Second).Add(5 * time.Second)
+	for schedulerhost.JitterDelay("jittered", tick, jitter) < 2500*time.Millisecond {
+		tick = tick.Add(5 * time.Second)
+	}
+	delay := schedulerhost.JitterDelay("jittered", tick, jitter)
+	time.Sleep(time.Until(tick.Add(700 * time.Millisecond)))
+	jobs := control.NewJobs(c.Control)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := jobs.Pause(ctx, control.Pause{Job: "jittered", By: "test", At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	acked := time.Now()
+	if acked.After(tick.Add(delay - time.Second)) {
+		t.Skipf("the pause was acknowledged %v after the tick, too close to the jittered start (%v): loaded machine", acked.Sub(tick), delay)
+	}
+	time.Sleep(time.Until(tick.Add(delay + 2*time.Second)))
+	mu.Lock()
+	plainAt, plainRan := at[key{"plain", tick.UnixNano()}]
+	jitAt, jitRan := at[key{"jittered", tick.UnixNano()}]
+	mu.Unlock()
+	if !plainRan {
+		t.Errorf("plain did not run tick %v", tick)
+	} else {
+		t.Logf("plain ran tick %v at +%v", tick, plainAt.Sub(tick).Round(time.Millisecond))
+	}
+	if jitRan {
+		t.Errorf("jittered ran tick %v at +%v (jitter delay %v), %v after the pause acknowledged at +%v",
+			tick, jitAt.Sub(tick).Round(time.Millisecond), delay.Round(time.Millisecond), jitAt.Sub(acked).Round(time.Millisecond), acked.Sub(tick).Round(time.Millisecond))
+		return
+	}
+	hctx, hcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer hcancel()
+	hist, err := host.History(hctx, "jittered", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range hist {
+		if r.Tick.Equal(tick) {
+			if r.Result != "skipped" {
+				t.Errorf("jittered's tick %v recorded %s (%s), want skipped", tick, r.Result, r.Error)
+			}
+			t.Logf("pause acknowledged at +%v, jittered start due at +%v: tick recorded %s", acked.Sub(tick).Round(time.Millisecond), delay.Round(time.Millisecond), r.Result)
+			return
+		}
+	}
+	t.Errorf("jittered's tick %v: not in its history %+v, want skipped", tick, hist)
 }

@@ -1,0 +1,134 @@
+package schedulerhost_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/batonhq/baton/control"
+	"github.com/batonhq/baton/ledger"
+	"github.com/batonhq/baton/schedulerhost"
+)
+
+// TestControl_PauseStopsAQueuedTick: a tick queued behind a long run
+// (overlap: queue) starts after a pause acknowledged while it waited:
+// it must not run. Another job due every second reads the pauses at each
+// instant, so a read made after the queued tick's own time exists (the
+// one the check used to reuse).
+func TestControl_PauseStopsAQueuedTick(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemory()
+		var rs ctlRuns
+		var mu sync.Mutex
+		var slowAt []time.Time
+		slow := schedulerhost.Job{Name: "slow", Schedule: "@every 1s", Overlap: schedulerhost.OverlapQueue, Run: func(ctx context.Context) error {
+			mu.Lock()
+			slowAt = append(slowAt, time.Now())
+			mu.Unlock()
+			time.Sleep(2500 * time.Millisecond)
+			return nil
+		}}
+		n := startNode(t, m, "a", schedulerhost.Config{Control: m.Control(), ShutdownTimeout: time.Minute,
+			Jobs: []schedulerhost.Job{slow, rs.job("other")}})
+		start := time.Now()
+		// slow runs the tick of +1 s until +3.5 s; the tick of +2 s waits.
+		time.Sleep(3200 * time.Millisecond)
+		if err := control.NewJobs(m.Control()).Pause(t.Context(), control.Pause{Job: "slow", By: "alice", At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		acked := time.Now()
+		time.Sleep(3 * time.Second)
+		n.stop(t)
+		mu.Lock()
+		defer mu.Unlock()
+		for _, at := range slowAt {
+			if at.After(acked) {
+				t.Errorf("slow started at +%v, after the pause acknowledged at +%v (starts %v)", at.Sub(start), acked.Sub(start), slowAt)
+			}
+		}
+		hist, err := n.host.History(t.Context(), "slow", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		skipped := 0
+		for _, h := range hist {
+			if h.Result == ledger.ResultSkipped {
+				skipped++
+			}
+		}
+		if skipped == 0 {
+			t.Errorf("no skipped tick in slow's history %+v, want the queued one", hist)
+		}
+	})
+}
+
+// TestControl_PauseStopsTheRetries: a pause acknowledged during a failed
+// run's retry backoff stops its later attempts; the run is recorded with
+// the attempts made and why it was not retried.
+func TestControl_PauseStopsTheRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemory()
+		var mu sync.Mutex
+		var attempts []time.Time
+		flaky := schedulerhost.Job{Name: "flaky", Schedule: "@every 10s", Retries: 5, RetryBackoff: time.Second, Run: func(ctx context.Context) error {
+			mu.Lock()
+			attempts = append(attempts, time.Now())
+			mu.Unlock()
+			return errors.New("boom")
+		}}
+		n := startNode(t, m, "a", schedulerhost.Config{Control: m.Control(), Jobs: []schedulerhost.Job{flaky}})
+		start := time.Now()
+		// Attempts at +10 s and +11 s; the third would be at +13 s.
+		time.Sleep(11500 * time.Millisecond)
+		if err := control.NewJobs(m.Control()).Pause(t.Context(), control.Pause{Job: "flaky", By: "alice", At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		acked := time.Now()
+		time.Sleep(5 * time.Second)
+		hist, err := n.host.History(t.Context(), "flaky", 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.stop(t)
+		mu.Lock()
+		defer mu.Unlock()
+		for _, at := range attempts {
+			if at.After(acked) {
+				t.Errorf("an attempt at +%v, after the pause acknowledged at +%v (attempts at %v)", at.Sub(start), acked.Sub(start), attempts)
+			}
+		}
+		if len(hist) != 1 || hist[0].Attempts != 2 || hist[0].Result != ledger.ResultFailed || !strings.Contains(hist[0].Error, "not retried: paused by alice") {
+			t.Errorf("history %+v, want one failed run of 2 attempts, not retried: paused by alice", hist)
+		}
+	})
+}
+
+// TestControl_PauseReadsPerInstant: the check right before the start
+// stays one read of the pauses per instant, however many jobs are due at
+// it.
+func TestControl_PauseReadsPerInstant(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemory()
+		var rs ctlRuns
+		ctl := &countingStore{Store: m.Control()}
+		var jobs []schedulerhost.Job
+		for i := range 200 {
+			jobs = append(jobs, rs.job(fmt.Sprintf("j%03d", i)))
+		}
+		n := startNode(t, m, "a", schedulerhost.Config{Control: ctl, Jobs: jobs})
+		time.Sleep(1500 * time.Millisecond)
+		before := ctl.listed()
+		time.Sleep(10 * time.Second)
+		got := ctl.listed() - before
+		n.stop(t)
+		if got > 10 {
+			t.Errorf("%d reads of the pauses over 10 instants of 200 jobs, want one per instant", got)
+		}
+		t.Logf("%d reads of the pauses over 10 instants of 200 jobs", got)
+	})
+}
