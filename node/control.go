@@ -14,6 +14,7 @@ import (
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/ledger"
+	"github.com/batonhq/baton/schedulerhost"
 )
 
 // The operators' controls over HTTP (Config.Control): pause, resume and
@@ -194,7 +195,17 @@ func (s *server) handleRunNow(w http.ResponseWriter, r *http.Request) {
 		code = http.StatusAccepted
 		n.cfg.Logger.Info("run now requested", "job", job, "request", id, "by", req.By, "remote", r.RemoteAddr)
 	}
-	writeJSON(w, code, req)
+	writeJSON(w, code, runNowReply{RunRequest: req, IDKeptFor: schedulerhost.RunNowKeptFor.String(), IDKeptPerJob: schedulerhost.RunNowKeptPerJob})
+}
+
+// runNowReply is the answer to a run now: the request, and how long its
+// id makes a repeated request idempotent (schedulerhost.RunNowKeptFor
+// after the run's end, among the job's RunNowKeptPerJob newest done
+// requests). After that, the same id runs the job again.
+type runNowReply struct {
+	control.RunRequest
+	IDKeptFor    string `json:"id_kept_for"`
+	IDKeptPerJob int    `json:"id_kept_per_job"`
 }
 
 // handleRun: GET /runs/{id}, a run-now request and its outcome.

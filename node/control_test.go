@@ -123,6 +123,8 @@ func TestControl_Endpoints(t *testing.T) {
 		{"POST", "/jobs/report/resume?run_missed=maybe", "tok", nil, http.StatusBadRequest, `run_missed \"maybe\"`},
 		{"POST", "/jobs/report/run?by=bob", "tok", map[string]string{"Idempotency-Key": "r-1"}, http.StatusAccepted, `"state": "pending"`},
 		{"POST", "/jobs/report/run?by=carol", "tok", map[string]string{"Idempotency-Key": "r-1"}, http.StatusOK, `"by": "bob"`},
+		{"POST", "/jobs/report/run?by=carol", "tok", map[string]string{"Idempotency-Key": "r-1"}, http.StatusOK, `"id_kept_for": "24h0m0s",
+  "id_kept_per_job": 50`},
 	} {
 		code, body := b.call(t, c.method, c.path, c.token, c.hdr)
 		if code != c.code || !strings.Contains(body, c.want) {

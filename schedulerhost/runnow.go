@@ -12,11 +12,14 @@ import (
 	"github.com/batonhq/baton/ledger"
 )
 
-// Run-now requests kept in the store once done: per job, at most
-// keepDone, none older than keepDoneFor.
+// How long a run-now request, and so its id, is kept once done: per
+// job, the RunNowKeptPerJob newest done requests, none more than
+// RunNowKeptFor after its end. The leader forgets the others; a request
+// made again with the id of one forgotten is a new request and runs the
+// job again. The node's API states both bounds in its answers.
 const (
-	keepDone    = 50
-	keepDoneFor = 24 * time.Hour
+	RunNowKeptPerJob = 50
+	RunNowKeptFor    = 24 * time.Hour
 )
 
 // manualPipeline is the pipeline of a run-now run: no claim turn, no
@@ -92,7 +95,7 @@ func (t *termRun) runNowOnce(ctx context.Context) {
 	for _, rs := range done {
 		sort.Slice(rs, func(a, b int) bool { return rs[a].Ended.After(rs[b].Ended) })
 		for i, r := range rs {
-			if i >= keepDone || now.Sub(r.Ended) > keepDoneFor {
+			if i >= RunNowKeptPerJob || now.Sub(r.Ended) > RunNowKeptFor {
 				dctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
 				if err := jobs.Forget(dctx, r); err != nil && !errors.Is(err, control.ErrVersionMismatch) {
 					h.log.Debug("forgetting a run-now request failed", "request", r.ID, "err", err)

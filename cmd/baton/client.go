@@ -423,7 +423,7 @@ func newRequestID() string {
 
 func runTrigger(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, c := clientFlagSet("trigger")
-	id := fs.String("request-id", "", "idempotency key: a retried trigger with the same id runs once (default: a new random id)")
+	id := fs.String("request-id", "", "idempotency key: a retried trigger with the same id runs once, while the leader keeps the done request (24 h, the job's 50 newest) (default: a new random id)")
 	by := fs.String("by", who(), "who asks, recorded with the run")
 	wait := fs.Bool("wait", false, "wait until the run has ended; exit 1 if it failed")
 	pos, err := c.parse(fs, args, 1, stdout, stderr)
