@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/batonhq/baton/control"
@@ -81,7 +82,7 @@ func (t *termRun) runNowOnce(ctx context.Context) {
 			switch {
 			case r.Token < t.token:
 				t.closeRequest(ctx, jobs, r, ledger.ResultCancelled, fmt.Sprintf("the term with token %d ended before the run finished", r.Token))
-			case r.Token == t.token && !t.startedRequests[r.ID]:
+			case r.Token == t.token && !t.startedRequests[requestKey(r)]:
 				// Taken by this term, whose take's answer was lost.
 				if j, ok := byName[r.Job]; ok {
 					t.adoptManual(jobs, j, r)
@@ -175,15 +176,23 @@ func (t *termRun) adoptManual(jobs *control.Jobs, j *jobState, r control.RunRequ
 // startRequest starts the run of r (taken by the term; j and t count it)
 // unless the term started it already.
 func (t *termRun) startRequest(jobs *control.Jobs, j *jobState, r control.RunRequest) {
-	if t.startedRequests[r.ID] {
+	k := requestKey(r)
+	if t.startedRequests[k] {
 		go t.runTicks(j, nil, false, false, turn{}, false, 0) // uncounts j and t
 		return
 	}
 	if t.startedRequests == nil {
 		t.startedRequests = map[string]bool{}
 	}
-	t.startedRequests[r.ID] = true
+	t.startedRequests[k] = true
 	go t.runManual(jobs, j, r)
+}
+
+// requestKey tells one request from another: its id and when it was
+// asked. A request made again with the id of one forgotten (done long
+// ago) is another request.
+func requestKey(r control.RunRequest) string {
+	return r.ID + " " + strconv.FormatInt(r.At.UnixNano(), 10)
 }
 
 // holdsRequest reads request id again, within ledgerTimeout, and says

@@ -47,9 +47,10 @@ type termRun struct {
 
 	pauses pauseView // the latest read of the pauses (control.go), with a Control store
 
-	// The run-now requests this term started (runnow.go): a request is
-	// started at most once per term, also when the store shows it taken
-	// by the term again. Only the run-now poll's goroutine uses it.
+	// The run-now requests this term started, by requestKey (runnow.go):
+	// a request is started at most once per term, also when the store
+	// shows it taken by the term again. Only the run-now poll's goroutine
+	// uses it.
 	startedRequests map[string]bool
 }
 
