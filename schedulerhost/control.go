@@ -38,7 +38,11 @@ import (
 // run like a tick (its timeout and retries, cancelled on a loss, drained
 // on a stop), then finished in the store. While the job runs, its ticks
 // meet the overlap policy as if a tick's run were going; a request for a
-// job that is running waits for it. A request whose run could not start
+// job that is running waits for it. A take that failed other than as a
+// stale term may have been applied with its answer lost: the term reads
+// the request again and runs it if it holds it, and the poll runs a
+// request the store shows taken by the term and not started by it; a
+// term starts a request at most once (runnow.go). A request whose run could not start
 // because the term ended goes back to pending; one left taken by an
 // earlier term is marked cancelled, never run again (at most once, as a
 // tick left running). A run now of a paused job runs: a pause skips
