@@ -17,16 +17,9 @@ import (
 const fAppStop = "app-stop"
 
 // appHealthYAML is the sidecar's configuration of its app's health URL,
-// written into each sidecar's config when BATON_E2E_APP_HEALTH=1. The
-// feature is being built on another branch: adjust the key to its
-// config when it is merged.
+// written into each sidecar's config: a leader whose app stops answering
+// steps down, and one that still leads after the bound is a problem.
 const appHealthYAML = "app:\n  health_url: %s\n"
-
-// appHealthGate reports whether the sidecars are configured to follow
-// their app's health (BATON_E2E_APP_HEALTH=1), and a leader that keeps
-// leading with its app down is then a problem of the scenario. Without
-// it the scenario still stops the app and reports what followed.
-func appHealthGate() bool { return os.Getenv("BATON_E2E_APP_HEALTH") == "1" }
 
 // stopApp kills l's app, waits for another sidecar to lead, and starts
 // the app again. The ticks of l's term while its app was down fail;
@@ -63,14 +56,12 @@ func (sc *scenario) stopApp(l *proc) {
 	var what string
 	if led {
 		what = fmt.Sprintf("%s led %v after %s's app was killed (bound %v)", nl.id, took.Round(time.Millisecond), l.id, bound)
-		if took > bound && appHealthGate() {
+		if took > bound {
 			sc.problem("%s", what+": too slow")
 		}
 	} else {
 		what = fmt.Sprintf("%s still led %v after its app was killed; no healthy instance took over", l.id, took.Round(time.Millisecond))
-		if appHealthGate() {
-			sc.problem("%s", what)
-		}
+		sc.problem("%s", what)
 	}
 	sc.note("info-"+fAppStop, l.id, "%s", what)
 	na, err := sc.startApp(l.slot.i, a.port)
@@ -104,13 +95,9 @@ func (sc *scenario) stopApp(l *proc) {
 func (sd *sidecar) appStopSummary() string {
 	sd.mu.Lock()
 	defer sd.mu.Unlock()
-	gate := "BATON_E2E_APP_HEALTH unset: reported, not judged"
-	if appHealthGate() {
-		gate = "BATON_E2E_APP_HEALTH=1: judged"
-	}
 	out := ""
 	for _, s := range sd.stops {
-		out += fmt.Sprintf("    app stopped under the leader (%s): %s\n", gate, s)
+		out += fmt.Sprintf("    app stopped under the leader: %s\n", s)
 	}
 	return out
 }

@@ -65,10 +65,6 @@
 //	BATON_E2E_KEEP=1    keeps the artifacts directory of a passing run
 //	BATON_E2E_LOG_LEVEL the nodes' --log-level (debug shows, say, a
 //	                    Consul candidate's refusals during a lock-delay)
-//	BATON_E2E_APP_HEALTH=1 TestSidecar configures each sidecar to follow
-//	                    its app's health, and a leader that keeps leading
-//	                    with its app killed is a failure (without it, the
-//	                    suite reports what followed)
 //	BATON_E2E_REPORT    a markdown file (make soak: docs/reliability.md)
 //	                    where TestFaults writes each backend's section
 package e2e

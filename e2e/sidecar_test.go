@@ -33,7 +33,7 @@ const failFirst = 2
 // SIGTERM of the leading sidecar while a request is in flight (the
 // request completes before the handover: the drain check), kill -9 of
 // the leading sidecar, a partition, and the leader's app killed
-// (appstop_test.go; judged with BATON_E2E_APP_HEALTH=1).
+// (appstop_test.go).
 func TestSidecar(t *testing.T) {
 	skipUnlessEnabled(t)
 	if testing.Short() {
@@ -118,9 +118,7 @@ func (sc *scenario) sidecarConfig(s *slot) (string, error) {
 		fmt.Fprintf(&b, "  %s: %s\n", key, strconv.Quote(args[i+1]))
 	}
 	b.WriteString("node:\n  http: 127.0.0.1:0\n  log_format: json\n")
-	if appHealthGate() {
-		fmt.Fprintf(&b, appHealthYAML, fmt.Sprintf("http://127.0.0.1:%d/healthz", port))
-	}
+	fmt.Fprintf(&b, appHealthYAML, fmt.Sprintf("http://127.0.0.1:%d/healthz", port))
 	url := fmt.Sprintf("http://127.0.0.1:%d/jobs/", port)
 	fmt.Fprintf(&b, `jobs:
   - name: tick
