@@ -146,11 +146,39 @@ func ParseSchedule(spec string) (cron.Schedule, error) {
 	if (strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ=")) && !strings.Contains(spec, " ") {
 		return nil, fmt.Errorf("%s: want a schedule after the zone, separated by a space", spec)
 	}
+	if err := checkLists(spec); err != nil {
+		return nil, err
+	}
 	s, err := specParser.Parse(spec)
 	if err != nil {
 		return nil, err
 	}
+	// robfig/cron gives up after five years and returns the zero time.
+	if s.Next(time.Now()).IsZero() {
+		return nil, fmt.Errorf("%s: never fires (no matching time in the next five years)", spec)
+	}
 	return withDSTPolicy(s), nil
+}
+
+// checkLists refuses a field whose comma-separated list has an empty
+// element (",", "1,,2", "1,"): robfig/cron reads it as matching nothing,
+// and its Next then searches for five years before it gives up.
+func checkLists(spec string) error {
+	fields := strings.Fields(spec)
+	if len(fields) > 0 && (strings.HasPrefix(fields[0], "TZ=") || strings.HasPrefix(fields[0], "CRON_TZ=")) {
+		fields = fields[1:]
+	}
+	for i, f := range fields {
+		if !strings.Contains(f, ",") {
+			continue
+		}
+		for _, e := range strings.Split(f, ",") {
+			if e == "" {
+				return fmt.Errorf("%s: field %d %q: empty element in a list", spec, i+1, f)
+			}
+		}
+	}
+	return nil
 }
 
 func (c Config) withDefaults() Config {
