@@ -128,6 +128,12 @@ func (c *Command) Run(ctx context.Context) error {
 		return fmt.Errorf("execjob: start: %w", err)
 	}
 	pgid := cmd.Process.Pid
+	// If this process dies, nothing here can stop the job: the guard
+	// kills its group then (guard.go).
+	guard, gerr := StartGuard(pgid)
+	if gerr != nil {
+		log.Warn("the job runs without a guard: it would outlive this process", "pgid", pgid, "err", gerr)
+	}
 
 	exited := make(chan struct{})
 	var wg sync.WaitGroup
@@ -151,6 +157,9 @@ func (c *Command) Run(ctx context.Context) error {
 	err := cmd.Wait()
 	close(exited)
 	wg.Wait()
+	if guard != nil {
+		guard.Release()
+	}
 	// Kill whatever the shell left running in its group; ESRCH when none.
 	if kerr := syscall.Kill(-pgid, syscall.SIGKILL); kerr == nil {
 		log.Warn("killed processes left in the job's process group", "pgid", pgid)

@@ -1,0 +1,53 @@
+package execjob
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+)
+
+// guardScript waits on file descriptor 3, the read end of a pipe whose
+// only write end this process holds. When this process dies (SIGKILL, a
+// crash, the OOM killer), the kernel closes the write end, the read
+// returns nothing, and the guard sends SIGKILL to its process group,
+// which is the job's: a job that traps SIGTERM, and whatever it started
+// in the background, do not outlive the process that leads. A "q" line
+// (Guard.Release) lets the guard exit without killing. The guard ignores
+// the signals a job or a graceful stop sends the group.
+const guardScript = `trap '' HUP INT TERM; read -r x <&3; [ "$x" = q ] || kill -KILL 0`
+
+// Guard is a process in a job's process group that kills the group if
+// this process dies. It is this process's child, so nothing is left to
+// reap when it is released.
+type Guard struct {
+	cmd *exec.Cmd
+	w   *os.File
+}
+
+// StartGuard starts a guard in the process group pgid, whose leader must
+// still exist (start it right after the job).
+func StartGuard(pgid int) (*Guard, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	cmd := exec.Command("/bin/sh", "-c", guardScript)
+	cmd.ExtraFiles = []*os.File{r}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pgid}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("execjob: start the guard of process group %d: %w", pgid, err)
+	}
+	return &Guard{cmd: cmd, w: w}, nil
+}
+
+// Release tells the guard to exit without killing, and waits for it.
+// Call it once, after the job's shell has exited and before the group's
+// leftovers are killed. Safe when the group, guard included, was killed.
+func (g *Guard) Release() {
+	_, _ = g.w.Write([]byte("q\n"))
+	_ = g.w.Close()
+	_ = g.cmd.Wait()
+}
