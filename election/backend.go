@@ -49,6 +49,21 @@ type Deadliner interface {
 	Deadline() time.Time
 }
 
+// GoneByer is implemented by leases that know, once the term is lost, the
+// instant by which whatever the term started must be gone: before the
+// backend could give the lease to another candidate. GoneBy (and Term's
+// GoneBy) read it.
+type GoneByer interface {
+	// GoneBy is meaningful once Err wraps ErrLeadershipLost. It is half
+	// the SafetyMargin after the local deadline when the term ended there
+	// without a renewal (the backend keeps the lease a whole SafetyMargin
+	// longer; the other half is kept for clock-rate differences and the
+	// kill itself). It is the instant of the loss when the backend
+	// reported the lease gone or Lose was called: another candidate may
+	// hold it already.
+	GoneBy() time.Time
+}
+
 // Loser is implemented by leases that can be ended locally at once, before
 // the backend or the renew loop would notice. Term.Lose calls it.
 type Loser interface {

@@ -2,6 +2,7 @@ package election
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -47,6 +48,56 @@ func TokenFromContext(ctx context.Context) (token uint64, ok bool) {
 // withToken returns a context that carries token as its fencing token.
 func withToken(ctx context.Context, token uint64) context.Context {
 	return context.WithValue(ctx, tokenKey{}, token)
+}
+
+type leaseKey struct{}
+
+// withLease returns a context that carries the term's lease, for GoneBy.
+func withLease(ctx context.Context, l Lease) context.Context {
+	return context.WithValue(ctx, leaseKey{}, l)
+}
+
+// LeaseDone returns a channel closed when the lease of the term ctx
+// derives from ends (lost or released), or nil when ctx carries no lease
+// (NewTerm). Code that stops a process gracefully while the term holds
+// watches it, and asks GoneBy again when it closes.
+func LeaseDone(ctx context.Context) <-chan struct{} {
+	if l, ok := ctx.Value(leaseKey{}).(Lease); ok {
+		return l.Done()
+	}
+	return nil
+}
+
+// GoneBy tells how to stop what a term started once ctx, derived from the
+// term's Context, has ended. lost is true when the term was lost: ctx's
+// cause wraps ErrLeadershipLost, or the term's lease ended with a loss.
+// Then goneBy is the instant by which the term's processes must be gone,
+// before the backend could give the lease to another candidate: the
+// lease's GoneBy after a local deadline, or now when the backend ended
+// the lease, the term was lost by Lose, or the lease cannot tell. lost is
+// false when ctx is live or ended otherwise (a step-down, a shutdown
+// timeout, a job's timeout): the lease is still held, and a graceful
+// stop's kill grace applies.
+func GoneBy(ctx context.Context) (goneBy time.Time, lost bool) {
+	l, _ := ctx.Value(leaseKey{}).(Lease)
+	var leaseErr error
+	if l != nil {
+		leaseErr = l.Err()
+	}
+	leaseLost := errors.Is(leaseErr, ErrLeadershipLost)
+	cause := context.Cause(ctx)
+	if ctx.Err() != nil && errors.Is(cause, ErrLeadershipLost) && (!leaseLost || !errors.Is(cause, leaseErr)) {
+		// Lost for a reason of its own (a ledger refused a stale claim):
+		// another term may hold the lease already.
+		return time.Now(), true
+	}
+	if !leaseLost {
+		return time.Time{}, false
+	}
+	if g, ok := l.(GoneByer); ok {
+		return g.GoneBy(), true
+	}
+	return time.Now(), true
 }
 
 // NewTerm returns a term with token that holds as long as ctx is live and

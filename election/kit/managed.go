@@ -50,9 +50,10 @@ type ManagedLease struct {
 
 	deadline atomic.Pointer[time.Time] // read on every job start: no lock
 
-	mu    sync.Mutex
-	token uint64
-	err   error
+	mu     sync.Mutex
+	token  uint64
+	err    error
+	goneBy time.Time // set with err
 
 	releaseOnce sync.Once
 	releaseErr  error
@@ -61,6 +62,7 @@ type ManagedLease struct {
 var (
 	_ election.Lease     = (*ManagedLease)(nil)
 	_ election.Deadliner = (*ManagedLease)(nil)
+	_ election.GoneByer  = (*ManagedLease)(nil)
 )
 
 // NewManagedLease starts the renew loop (and the watch, if any) and returns
@@ -114,14 +116,34 @@ func (l *ManagedLease) Deadline() time.Time {
 	return *l.deadline.Load()
 }
 
-// end closes Done with err unless it is closed already.
+// GoneBy implements GoneByer: after a loss at the local deadline, half
+// the SafetyMargin after it; after any other loss, the instant of the loss.
+func (l *ManagedLease) GoneBy() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.goneBy
+}
+
+// end closes Done with err unless it is closed already. The backend may
+// give the lease to another candidate from now on.
 func (l *ManagedLease) end(err error) {
+	l.endGoneBy(err, time.Now())
+}
+
+// expire ends the term at its local deadline: the backend keeps the lease
+// until a SafetyMargin after it, and the term's processes get half of it.
+func (l *ManagedLease) expire() {
+	goneBy := l.Deadline().Add(l.cfg.Timing.SafetyMargin / 2)
+	l.endGoneBy(election.LostError(errors.New("local deadline passed without a successful renewal")), goneBy)
+}
+
+func (l *ManagedLease) endGoneBy(err error, goneBy time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err != nil {
 		return
 	}
-	l.err = err
+	l.err, l.goneBy = err, goneBy
 	close(l.done)
 }
 
@@ -208,7 +230,7 @@ func (l *ManagedLease) run(ctx context.Context) {
 		case <-l.done:
 			return
 		case <-deadline.C:
-			l.end(election.LostError(errors.New("local deadline passed without a successful renewal")))
+			l.expire()
 			return
 		case err := <-watchErr:
 			l.end(election.LostError(err))
@@ -239,7 +261,7 @@ func (l *ManagedLease) run(ctx context.Context) {
 				if !time.Now().Before(l.Deadline()) {
 					// The renewal ran out of time with the term: the
 					// deadline case ends it, with the right reason.
-					l.end(election.LostError(errors.New("local deadline passed without a successful renewal")))
+					l.expire()
 					return
 				}
 				l.log.Warn("lease renewal failed, retrying", "err", r.err)

@@ -36,6 +36,12 @@ func TestManagedLease_SelfFencesAtLocalDeadline(t *testing.T) {
 		if !errors.Is(l.Err(), election.ErrLeadershipLost) {
 			t.Errorf("Err = %v, want ErrLeadershipLost", l.Err())
 		}
+		// Its processes must be gone by half the margin after the deadline.
+		if g, ok := l.(election.GoneByer); !ok {
+			t.Errorf("%T is not a GoneByer", l)
+		} else if got := g.GoneBy().Sub(start); got != 9500*time.Millisecond {
+			t.Errorf("GoneBy at %v, want 9.5s (deadline + SafetyMargin/2)", got)
+		}
 		// The store gives the lease away only at 4+6 = 10 s.
 		other := m.Candidate()
 		lb, err := other.Acquire(context.Background(), election.Identity{ID: "b"})
@@ -48,6 +54,26 @@ func TestManagedLease_SelfFencesAtLocalDeadline(t *testing.T) {
 		c.Heal()
 		l.Release(context.Background())
 		lb.Release(context.Background())
+	})
+}
+
+// A term lost by Lose (or the backend's word) must have its processes
+// gone at once: another candidate may lead already.
+func TestManagedLease_GoneByAtOnceOnLose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := electiontest.NewMemory(election.Timing{TTL: 6 * time.Second, RenewInterval: 2 * time.Second, SafetyMargin: time.Second})
+		l, err := m.Candidate().Acquire(context.Background(), election.Identity{ID: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Second)
+		l.(election.Loser).Lose(errors.New("stale claim"))
+		lost := time.Now()
+		<-l.Done()
+		if got := l.(election.GoneByer).GoneBy(); !got.Equal(lost) {
+			t.Errorf("GoneBy %v after the loss, want at once", got.Sub(lost))
+		}
+		l.Release(context.Background())
 	})
 }
 
