@@ -1,7 +1,16 @@
 // Package execjob runs a shell command as a scheduled job: /bin/sh -c in a
 // process group of its own, its output logged line by line, with the
-// run's identity in its environment, and stopped with SIGTERM then SIGKILL
-// when the run is cancelled.
+// run's identity in its environment, and stopped when the run is
+// cancelled.
+//
+// A graceful stop (the lease still held: a shutdown timeout, a job's
+// timeout) sends SIGTERM, then SIGKILL after KillGrace. A lost term's
+// process group is gone before the backend could give the lease to
+// another instance (election.GoneBy): when the term ended at its local
+// deadline, SIGTERM, then SIGKILL after the smaller of KillGrace and what
+// is left until then (half the SafetyMargin after the deadline); when the
+// backend ended the lease or a ledger refused a stale claim, SIGKILL at
+// once. The log says which.
 package execjob
 
 import (
@@ -52,7 +61,9 @@ type Command struct {
 	// BATON_ATTEMPT from its context (schedulerhost.AttemptFromContext).
 	Election, Instance string
 	// KillGrace is the time between SIGTERM and SIGKILL to the process
-	// group after the run's context ends. Zero means DefaultKillGrace.
+	// group after the run's context ends while the term holds. On a loss
+	// it is cut to what the lease leaves (see the package doc). Zero means
+	// DefaultKillGrace.
 	KillGrace time.Duration
 	// Env is the environment the BATON_ variables are added to. Nil means
 	// os.Environ().
@@ -76,7 +87,8 @@ const orphanWait = 500 * time.Millisecond
 //
 // When ctx ends before the command exits, Run sends SIGTERM to the
 // command's process group, and SIGKILL KillGrace later if the shell has not
-// exited by then. When the shell exits, whatever is left of its process
+// exited by then; on a lost term, sooner or at once (see the package doc).
+// When the shell exits, whatever is left of its process
 // group is killed, so a job leaves no processes behind. Run returns nil if
 // the shell exited with status 0, an error wrapping *exec.ExitError
 // otherwise.
@@ -143,16 +155,7 @@ func (c *Command) Run(ctx context.Context) error {
 			return
 		case <-ctx.Done():
 		}
-		log.Info("run cancelled: sending SIGTERM to the process group", "pgid", pgid, "kill_grace", grace, "err", context.Cause(ctx))
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
-		timer := time.NewTimer(grace)
-		defer timer.Stop()
-		select {
-		case <-exited:
-		case <-timer.C:
-			log.Warn("still running after the kill grace: sending SIGKILL to the process group", "pgid", pgid, "kill_grace", grace)
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		}
+		stop(ctx, log, pgid, grace, exited)
 	})
 	err := cmd.Wait()
 	close(exited)

@@ -344,3 +344,62 @@ func TestCommand_EnvAttempt(t *testing.T) {
 		}
 	}
 }
+
+// TestCommand_LostTermKilledAtOnce: when the term is lost by the backend's
+// word or a stale claim (Term.Lose), another leader may run already: the
+// process group gets SIGKILL at once, not SIGTERM and the kill grace. The
+// bound on a loss at the local deadline is checked on real backends
+// (killtest.RunLostTerm).
+func TestCommand_LostTermKilledAtOnce(t *testing.T) {
+	l := newLines()
+	cmd := &execjob.Command{Job: "stubborn", KillGrace: 5 * time.Second, Logger: slog.New(l),
+		Script: `trap 'echo ignoring TERM' TERM; echo ready; while :; do sleep 0.1; done`}
+	term := election.NewTerm(context.Background(), 1)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Run(term.Context()) }()
+	l.wait(t, "ready")
+	start := time.Now()
+	term.Lose(errors.New("claim refused: stale token"))
+	err := <-done
+	took := time.Since(start)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("Run = %v, want an exit error", err)
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Errorf("Run = %v, want killed by SIGKILL", err)
+	}
+	l.mu.Lock()
+	got := strings.Join(l.got, "\n")
+	l.mu.Unlock()
+	if strings.Contains(got, "ignoring TERM") {
+		t.Errorf("the command got SIGTERM on a loss by Lose; output:\n%s", got)
+	}
+	if took > time.Second {
+		t.Errorf("killed %v after the loss, want at once (kill grace 5s)", took)
+	}
+	t.Logf("killed %v after the loss", took.Round(time.Millisecond))
+}
+
+// TestGoneBy: a term lost by Lose must have its processes gone at once; a
+// graceful end of a run's context (a step-down, a job's timeout) is no
+// loss, and the kill grace applies.
+func TestGoneBy(t *testing.T) {
+	term := election.NewTerm(context.Background(), 1)
+	if _, lost := election.GoneBy(term.Context()); lost {
+		t.Error("live term: lost")
+	}
+	run, cancel := context.WithCancelCause(term.Context())
+	cancel(schedulerhost.ErrJobTimeout)
+	if _, lost := election.GoneBy(run); lost {
+		t.Error("a job's timeout: lost")
+	}
+	run2, cancel2 := context.WithCancel(term.Context())
+	defer cancel2()
+	before := time.Now()
+	term.Lose(errors.New("stale"))
+	goneBy, lost := election.GoneBy(run2)
+	if !lost || goneBy.Before(before) || goneBy.After(time.Now()) {
+		t.Errorf("after Lose: GoneBy = %v, %v; want now, true", goneBy, lost)
+	}
+}
