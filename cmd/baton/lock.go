@@ -29,8 +29,11 @@ const DefaultLockKillGrace = time.Second
 //
 // SIGINT, SIGTERM and SIGHUP go to the command's process group while it
 // runs (and baton waits for it); before the lock is held they stop the
-// wait. On loss of the lock the command gets SIGTERM, then SIGKILL after
-// --kill-grace. The lease is released when the command exits.
+// wait. On loss of the lock the command is gone before the backend could
+// give the lease to another holder (election.GoneBy): SIGKILL at once when
+// the backend ended the lease, else SIGTERM, then SIGKILL after the
+// smaller of --kill-grace and what is left of the margin. The lease is
+// released when the command exits.
 func runLock(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("lock", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -44,7 +47,7 @@ func runLock(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	id := fs.String("id", "", "identity in the election (default HOSTNAME-PID)")
 	ttl := fs.Duration("ttl", 0, "lease TTL (default: the backend's)")
-	grace := fs.Duration("kill-grace", DefaultLockKillGrace, "after losing the lock: SIGTERM to the command, then SIGKILL after this")
+	grace := fs.Duration("kill-grace", DefaultLockKillGrace, "after losing the lock: SIGTERM to the command, then SIGKILL after this at most (less when the lease could pass sooner; at once when the backend ended it)")
 	timeout := fs.Duration("timeout", 0, "give up (status 1) if the lock is not held within this (0: wait as long as it takes)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: baton lock [flags] NAME -- CMD [ARGS...]")
@@ -147,8 +150,9 @@ func runLock(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 // runLocked runs argv under term and returns its exit status (128+N when
 // signal N ended it), forwarding sigs to its process group, and stopping
-// it with SIGTERM, then SIGKILL after grace, when the term ends. The
-// error says why the command was stopped, if it was.
+// it when the term ends: SIGTERM, then SIGKILL after grace, bounded on a
+// loss by the term's election.GoneBy. The error says why the command was
+// stopped, if it was.
 func runLocked(term election.Term, name, id string, argv []string, grace time.Duration, sigs <-chan os.Signal, stdout, stderr io.Writer) (int, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
@@ -165,6 +169,7 @@ func runLocked(term election.Term, name, id string, argv []string, grace time.Du
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	var why error
+	var killWhy string
 	var kill <-chan time.Time
 	lost := term.Context().Done()
 	for {
@@ -173,15 +178,34 @@ func runLocked(term election.Term, name, id string, argv []string, grace time.Du
 			_ = syscall.Kill(-pgid, s.(syscall.Signal))
 		case <-lost:
 			lost = nil
-			why = fmt.Errorf("baton lock %s: lock lost (%v): sent SIGTERM to the command", name, context.Cause(term.Context()))
+			cause := context.Cause(term.Context())
+			wait, left, isLost := grace, time.Duration(0), false
+			if goneBy, ok := election.GoneBy(term.Context()); ok {
+				left, isLost = time.Until(goneBy), true
+				wait = min(grace, left)
+			}
+			if isLost && wait <= 0 {
+				_ = syscall.Kill(-pgid, syscall.SIGKILL)
+				why = fmt.Errorf("baton lock %s: lock lost (%v): SIGKILL to the command at once", name, cause)
+				fmt.Fprintln(stderr, why)
+				continue
+			}
+			why = fmt.Errorf("baton lock %s: lock lost (%v): sent SIGTERM to the command", name, cause)
+			if isLost && wait < grace {
+				why = fmt.Errorf("%w, SIGKILL after %v (margin left %v)", why, wait.Round(time.Millisecond), left.Round(time.Millisecond))
+			}
 			fmt.Fprintln(stderr, why)
 			_ = syscall.Kill(-pgid, syscall.SIGTERM)
-			t := time.NewTimer(grace)
+			t := time.NewTimer(wait)
 			defer t.Stop()
 			kill = t.C
+			killWhy = "SIGKILL after --kill-grace " + grace.String()
+			if wait < grace {
+				killWhy = "SIGKILL after " + wait.Round(time.Millisecond).String() + ", before the lease could pass"
+			}
 		case <-kill:
 			kill = nil
-			why = fmt.Errorf("%w; SIGKILL after --kill-grace %v", why, grace)
+			why = fmt.Errorf("%w; %s", why, killWhy)
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		case <-done:
 			_ = syscall.Kill(-pgid, syscall.SIGKILL) // what it left behind in its group
