@@ -46,7 +46,7 @@ func stop(ctx context.Context, log *slog.Logger, pgid int, grace time.Duration, 
 		case <-exited:
 			return
 		case <-timer.C:
-			log.Warn("still running after the kill grace: sending SIGKILL to the process group", "pgid", pgid, "kill_grace", wait)
+			log.Warn("still running after the kill grace: sending SIGKILL to the process group", "pgid", pgid, "kill_grace", wait.Round(time.Millisecond))
 			kill()
 			return
 		case <-leaseDone:
