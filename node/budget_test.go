@@ -122,6 +122,35 @@ func TestHostConfig_KillGrace(t *testing.T) {
 	}
 }
 
+// TestHostConfig_SafetyMarginForCommands: a safety margin too short to
+// kill a lost term's commands before the lease can pass is refused,
+// naming the field, when there are command jobs; not otherwise.
+func TestHostConfig_SafetyMarginForCommands(t *testing.T) {
+	const cmdJob = "jobs:\n  - name: j\n    schedule: \"@every 1s\"\n    command: \"true\"\n"
+	for _, tc := range []struct {
+		name, yaml, want string
+	}{
+		{"too short", "election:\n  ttl: 2s\n  safety_margin: 50ms\n" + cmdJob,
+			"jobs.yaml:1: election.safety_margin: 50ms: below 100ms, which command jobs need"},
+		{"enough", "election:\n  ttl: 2s\n  safety_margin: 100ms\n" + cmdJob, ""},
+		{"no command job", "election:\n  ttl: 2s\n  safety_margin: 50ms\njobs:\n  - name: j\n    schedule: \"@every 1s\"\n    builtin: log\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := jobsfile.Parse("jobs.yaml", []byte(tc.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = HostConfig(f, "e", "n1", nil)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("HostConfig: %v, want no error", err)
+			case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
+				t.Errorf("HostConfig: %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
 // TestHostConfig_RetriesAndJitter: the jobs file's retry and jitter
 // fields reach the Host's job; a jitter as long as the period is the
 // Host's error, located at the job's line.

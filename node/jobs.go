@@ -25,10 +25,15 @@ func ShutdownConfigOf(f *jobsfile.File) ShutdownConfig {
 // shutdown timeout, and the Host's kill grace (the commands' grace plus
 // KillGraceMargin). The caller adds the Ledger and the Observer. The
 // error, located in f (FILE:LINE: jobs[i]: ...), is an HTTP job whose
-// TLS files do not load.
+// TLS files do not load, or a safety_margin below
+// execjob.MinSafetyMargin with command jobs.
 func HostConfig(f *jobsfile.File, electionName, instance string, log *slog.Logger) (schedulerhost.Config, error) {
 	b := ShutdownConfigOf(f).withDefaults()
 	jobs, err := hostJobs(f, electionName, instance, b.KillGrace, log)
+	if m := f.Election.SafetyMargin; m > 0 && m < execjob.MinSafetyMargin && hasCommand(f) {
+		err = errors.Join(err, &jobsfile.Error{File: f.Path, Line: f.Election.Line, Field: "election.safety_margin",
+			Msg: fmt.Sprintf("%v: below %v, which command jobs need: a lost term's commands must be killed within half of it, before the lease can pass", m, execjob.MinSafetyMargin)})
+	}
 	return schedulerhost.Config{
 		Jobs:            jobs,
 		ShutdownTimeout: f.Election.ShutdownTimeout,
@@ -36,6 +41,15 @@ func HostConfig(f *jobsfile.File, electionName, instance string, log *slog.Logge
 		Instance:        instance,
 		Logger:          log,
 	}, err
+}
+
+func hasCommand(f *jobsfile.File) bool {
+	for _, j := range f.Jobs {
+		if j.Command != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // hostJobs turns the file's jobs into schedulerhost jobs run by this

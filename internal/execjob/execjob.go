@@ -49,6 +49,12 @@ const (
 // DefaultKillGrace is Command.KillGrace when zero.
 const DefaultKillGrace = 5 * time.Second
 
+// MinSafetyMargin is the smallest lease SafetyMargin command jobs work
+// with. A lost term's process group is killed by half the margin after
+// the local deadline (election.GoneBy); 50 ms is what a loaded machine
+// may take to notice the deadline and deliver SIGKILL.
+const MinSafetyMargin = 100 * time.Millisecond
+
 // Command is one shell command job. Its Run method is a
 // schedulerhost.Job.Run.
 type Command struct {
