@@ -403,3 +403,69 @@ func TestGoneBy(t *testing.T) {
 		t.Errorf("after Lose: GoneBy = %v, %v; want now, true", goneBy, lost)
 	}
 }
+
+// TestCommand_LossDuringGracefulGrace: a run cancelled gracefully (its
+// job's timeout) gets SIGTERM and the kill grace; when the term is lost
+// during that grace (the leader cut off from the backend), SIGKILL comes
+// by the lease's GoneBy, long before the grace ends.
+func TestCommand_LossDuringGracefulGrace(t *testing.T) {
+	m := electiontest.NewMemory(election.Timing{TTL: 2 * time.Second, RenewInterval: 500 * time.Millisecond, SafetyMargin: 500 * time.Millisecond})
+	c := m.Candidate()
+	e, err := election.New(election.Config{Backend: c, Identity: election.Identity{ID: "a"}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLines()
+	const grace = 10 * time.Second
+	cmd := &execjob.Command{Job: "stubborn", KillGrace: grace, Logger: slog.New(l),
+		Script: `trap 'echo ignoring TERM' TERM; echo ready; while :; do sleep 0.05; done`}
+	graceful := make(chan func(), 1)
+	ended := make(chan error, 1)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	runErr := make(chan error, 1)
+	go func() {
+		runErr <- e.Run(ctx, func(_ context.Context, term election.Term) error {
+			run, cancel := context.WithCancelCause(term.Context())
+			defer cancel(nil)
+			graceful <- func() { cancel(schedulerhost.ErrJobTimeout) } // the lease is held
+			ended <- cmd.Run(run)
+			return nil
+		})
+	}()
+	defer func() { stop(); c.Heal(); <-runErr }()
+	var cancelRun func()
+	select {
+	case cancelRun = <-graceful:
+	case <-time.After(10 * time.Second):
+		t.Fatal("not leading within 10 s")
+	}
+	l.wait(t, "ready")
+	cancelRun()
+	l.wait(t, "ignoring TERM")
+	c.Cut()
+	cut := time.Now()
+	var r struct {
+		took time.Duration
+		err  error
+	}
+	select {
+	case r.err = <-ended:
+		r.took = time.Since(cut)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the command still ran 20 s after the cut")
+	}
+	var ee *exec.ExitError
+	if !errors.As(r.err, &ee) {
+		t.Fatalf("Run = %v, want an exit error", r.err)
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Errorf("Run = %v, want killed by SIGKILL", r.err)
+	}
+	// The local deadline comes at most TTL - SafetyMargin (1.5 s) after
+	// the cut, GoneBy 250 ms after it.
+	if r.took > 3*time.Second {
+		t.Errorf("killed %v after the cut, want by the lease's GoneBy (under 1.75 s), not the 10 s grace", r.took)
+	}
+	t.Logf("killed %v after the cut (kill grace %v)", r.took.Round(time.Millisecond), grace)
+}
