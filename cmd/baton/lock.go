@@ -166,6 +166,11 @@ func runLocked(term election.Term, name, id string, argv []string, grace time.Du
 		return 127, fmt.Errorf("baton lock %s: %w", name, err)
 	}
 	pgid := cmd.Process.Pid
+	// If baton lock dies, the guard kills the command's group.
+	guard, gerr := execjob.StartGuard(pgid)
+	if gerr != nil {
+		fmt.Fprintf(stderr, "baton lock %s: %v: the command would outlive baton lock\n", name, gerr)
+	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	var why error
@@ -208,6 +213,9 @@ func runLocked(term election.Term, name, id string, argv []string, grace time.Du
 			why = fmt.Errorf("%w; %s", why, killWhy)
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		case <-done:
+			if guard != nil {
+				guard.Release()
+			}
 			_ = syscall.Kill(-pgid, syscall.SIGKILL) // what it left behind in its group
 			st := cmd.ProcessState
 			if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {

@@ -250,3 +250,55 @@ func TestLock_ConsulInterop(t *testing.T) {
 			return exec.Command(a.Binary, "lock", addr, "-timeout=3s", name, "touch "+file)
 		})
 }
+
+// SIGKILL of baton lock itself (a crash, the OOM killer) must take its
+// command along: the lease expires and the next holder's command starts,
+// and the old one, which traps SIGTERM and started a child, would run
+// beside it.
+func TestLock_KilledTakesItsCommand(t *testing.T) {
+	srv := etcdtest.Start(t)
+	dir := t.TempDir()
+	pids := filepath.Join(dir, "pids")
+	for trial := 1; trial <= 3; trial++ {
+		_ = os.Remove(pids)
+		p := startLock(t, os.Environ(), "lock", "--endpoints="+srv.Endpoint(), "--ttl=2s", "killed-holder", "--",
+			"sh", "-c", `trap '' TERM; sleep 600 & echo "$$ $!" > `+pids+`.tmp && mv `+pids+`.tmp `+pids+`; while :; do sleep 0.05; done`)
+		var procs []int
+		if !waitUntil(20*time.Second, func() bool {
+			b, err := os.ReadFile(pids)
+			if err != nil {
+				return false
+			}
+			for _, f := range strings.Fields(string(b)) {
+				n, _ := strconv.Atoi(f)
+				procs = append(procs, n)
+			}
+			return true
+		}) || len(procs) != 2 {
+			t.Fatalf("trial %d: the command did not write its pids:\n%s", trial, &p.stderr)
+		}
+		killed := time.Now()
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		<-p.exited
+		p.exited <- nil // for the cleanup
+		gone := waitUntil(2*time.Second, func() bool { return !alive(procs[0]) && !alive(procs[1]) })
+		for _, n := range procs {
+			_ = syscall.Kill(n, syscall.SIGKILL)
+		}
+		if !gone {
+			t.Fatalf("trial %d: the command's processes %v still run 2s after baton lock was killed", trial, procs)
+		}
+		t.Logf("trial %d: the command's processes were gone %v after baton lock was killed", trial, time.Since(killed).Round(time.Millisecond))
+	}
+}
+
+// alive reports whether process pid exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndex(s, ")")
+	return i >= 0 && len(s) > i+2 && s[i+2] != 'Z'
+}
