@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -101,27 +102,88 @@ func checkTermOverlap(r *Report, recs []Record) {
 	}
 }
 
+// maxStartLag bounds the time from a node's "run started" record to the
+// job's first line (fork and exec on a loaded machine) for the
+// after-pause rule's excuse of a run decided before the answer.
+const maxStartLag = time.Second
+
 // checkPauses enforces that no run of a job starts, by its own first
-// record, more than slack after a pause of the job was acknowledged and
-// before the resume that ended it was sent; unless its node logged the
-// run's start within the slack after the acknowledgement (Start.Logged:
-// decided around it, its first line late under load). A pause read an
-// instant before the answer may let a run start just after it; the
-// slack allows for that, not for a jitter's wait.
-func checkPauses(r *Report, starts []Start, pauses []Pause, slack time.Duration) {
+// record, after a pause of the job was acknowledged and before the
+// resume that ended it was sent, beyond an allowance: the slack, plus
+// four one-way delays of a latency fault the suite injected around it
+// (the pause read and the claim, each a round trip), plus the time the
+// run's instance was frozen (SIGSTOP) across it. A pause read an instant
+// before the answer may let a run start after it; the allowance is that
+// window's own bound, from the suite's faults, not from baton's log. A
+// run its node logged as started within the slack after the answer
+// (Start.Logged) is excused while its first line came at most
+// maxStartLag after that record.
+func checkPauses(r *Report, starts []Start, pauses []Pause, slack time.Duration, faults []Fault, frozen []Interval) {
+	delays := latencySpans(faults)
 	for _, p := range pauses {
 		for _, s := range starts {
-			if s.Job != p.Job || !s.At.After(p.Acked.Add(slack)) || (!p.Resumed.IsZero() && !s.At.Before(p.Resumed)) ||
-				(!s.Logged.IsZero() && !s.Logged.After(p.Acked.Add(slack))) {
+			if s.Job != p.Job || (!p.Resumed.IsZero() && !s.At.Before(p.Resumed)) {
+				continue
+			}
+			from := p.Acked.Add(-2 * time.Second)
+			allow := slack
+			var delay time.Duration
+			for _, d := range delays {
+				if d.from.Before(s.At) && d.to.After(from) {
+					delay = max(delay, d.delay)
+				}
+			}
+			allow += 4 * delay
+			for _, f := range frozen {
+				if f.Instance == s.Instance && f.From.Before(s.At) && f.To.After(from) {
+					allow += f.To.Sub(f.From)
+				}
+			}
+			if !s.At.After(p.Acked.Add(allow)) {
+				continue
+			}
+			if !s.Logged.IsZero() && !s.Logged.After(p.Acked.Add(slack)) && !s.At.After(s.Logged.Add(maxStartLag)) {
 				continue
 			}
 			resumed := "never resumed"
 			if !p.Resumed.IsZero() {
 				resumed = "resume sent " + p.Resumed.Format(time.RFC3339Nano)
 			}
-			r.add("after-pause", "line %d: %s started job %s tick %s (token %d) at %s, %v after its pause was acknowledged by %s at %s (%s)",
+			r.add("after-pause", "line %d: %s started job %s tick %s (token %d) at %s, %v after its pause was acknowledged by %s at %s (%s; allowance %v)",
 				s.Line, s.Instance, s.Job, s.Tick.Format(time.RFC3339), s.Token, s.At.Format(time.RFC3339Nano),
-				s.At.Sub(p.Acked), p.Via, p.Acked.Format(time.RFC3339Nano), resumed)
+				s.At.Sub(p.Acked), p.Via, p.Acked.Format(time.RFC3339Nano), resumed, allow)
 		}
 	}
+}
+
+// latencySpan is a latency fault: delay per chunk each way, from..to.
+type latencySpan struct {
+	from, to time.Time
+	delay    time.Duration
+}
+
+// latencySpans reads the latency faults of the timeline: a "latency"
+// fault whose detail begins with its delay, until the next
+// "latency-end" (or forever, if none came).
+func latencySpans(faults []Fault) []latencySpan {
+	var out []latencySpan
+	for i, f := range faults {
+		if f.Kind != "latency" {
+			continue
+		}
+		word, _, _ := strings.Cut(f.Detail, " ")
+		d, err := time.ParseDuration(word)
+		if err != nil {
+			continue
+		}
+		sp := latencySpan{from: f.At, to: time.Unix(1<<40, 0), delay: d}
+		for _, g := range faults[i+1:] {
+			if g.Kind == "latency-end" && !g.At.Before(f.At) {
+				sp.to = g.At
+				break
+			}
+		}
+		out = append(out, sp)
+	}
+	return out
 }

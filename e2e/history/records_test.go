@@ -133,3 +133,49 @@ func TestCheck_RunAfterAcknowledgedPause(t *testing.T) {
 		t.Fatalf("never resumed: %d after-pause (%v), want 12", r.AfterPause, r.Violations)
 	}
 }
+
+// The after-pause rule's allowance is bounded by what the suite itself
+// injected, not by baton's word: a run of the paused job may start up to
+// slack plus four one-way delays (the pause read and the claim, each a
+// round trip) after the answer while a latency fault is on, plus the
+// time its instance was frozen; one later is after the pause. A run the
+// node logged as started within the slack after the answer is excused
+// only while its first line follows the log by at most maxStartLag.
+func TestCheck_PauseAllowanceBounded(t *testing.T) {
+	in := clean()
+	in.Jobs = nil
+	in.Pauses = []Pause{{Job: "j", Acked: at(5.2), Resumed: at(8.5), Via: "b"}}
+	for i := range in.Starts {
+		if s := &in.Starts[i]; !s.Tick.Before(at(5)) && s.Tick.Before(at(9)) {
+			s.Job = "other"
+		}
+	}
+	run := Start{Job: "j", Tick: at(5), Token: 10, Instance: "a", Line: 100}
+	check := func(what string, runAt float64, logged float64, faults []Fault, frozen []Interval, want int) {
+		t.Helper()
+		in := in
+		r := run
+		r.At = at(runAt)
+		if logged > 0 {
+			r.Logged = at(logged)
+		}
+		in.Starts = append(append([]Start(nil), in.Starts...), r)
+		in.Faults = faults
+		in.Frozen = frozen
+		if rep := Check(in); rep.AfterPause != want {
+			got := rep.AfterPause
+			t.Errorf("%s: %d after-pause, want %d", what, got, want)
+		}
+	}
+	lat := []Fault{{At: at(4), Kind: "latency", Target: "a", Detail: "150ms per chunk each way on the leader's proxies for 4s"},
+		{At: at(8), Kind: "latency-end", Target: "a", Detail: "no delay"}}
+	check("no fault, 0.5 s after", 5.7, 0, nil, nil, 1)
+	// clean()'s slack is 100 ms: the allowance is 0.7 s with the latency.
+	check("150 ms latency, 0.65 s after", 5.85, 0, lat, nil, 0)
+	check("150 ms latency, 0.75 s after", 5.95, 0, lat, nil, 1)
+	check("latency that ended 2.7 s before the pause", 5.85, 0, []Fault{{At: at(1), Kind: "latency", Detail: lat[0].Detail}, {At: at(2.5), Kind: "latency-end"}}, nil, 1)
+	check("frozen 1 s in between, 1.1 s after", 6.3, 0, nil, []Interval{{Instance: "a", From: at(5.0), To: at(6.1)}}, 0)
+	check("another instance frozen", 6.3, 0, nil, []Interval{{Instance: "c", From: at(5.0), To: at(6.1)}}, 1)
+	check("logged before the answer, first line 0.4 s later", 5.6, 5.19, nil, nil, 0)
+	check("logged before the answer, first line 1.5 s later", 6.69, 5.19, nil, nil, 1)
+}
