@@ -22,7 +22,8 @@ type Program struct {
 	// Name is the command's name: "baton" or "demo".
 	Name string
 	// DefaultJobs is the jobs file used without --config, named
-	// DefaultJobsName in errors; nil makes --config required.
+	// DefaultJobsName in errors; nil makes --config and the election's
+	// name required (the demo's default election is "demo").
 	DefaultJobs     []byte
 	DefaultJobsName string
 	// DefaultHTTP is the default of --http; "" means 127.0.0.1:0 (any

@@ -82,6 +82,11 @@ func (p *Program) nodeSettings(sub string, args []string, stderr io.Writer) (*no
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	if _, given := src.from["election"]; p.DefaultJobs == nil && !given && !flagSet(fs, "election") {
+		// Two services that both left it out would share one leader.
+		return nil, nil, nil, fmt.Errorf("%s: election.name: required: the election this service's instances share, e.g. billing-jobs (or --election, $%s)",
+			f.Path, EnvName("election"))
+	}
 	return o, f, src, nil
 }
 

@@ -135,3 +135,30 @@ func TestSettings_Locate(t *testing.T) {
 		}
 	}
 }
+
+// `baton run` without election.name is refused, naming the field: two
+// services that both leave it out would share one leader. --election and
+// $BATON_ELECTION give it too. The demo keeps its default election.
+func TestSettings_ElectionNameRequired(t *testing.T) {
+	path := writeConfig(t, strings.Replace(config, "  name: orders\n", "", 1))
+	p := &Program{Name: "baton", Getenv: env(nil)}
+	_, _, _, err := p.nodeSettings("run", []string{"--config", path}, io.Discard)
+	want := path + ": election.name: required"
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("no election.name: err %v, want prefix %q", err, want)
+	}
+	o, _, _, err := p.nodeSettings("run", []string{"--config", path, "--election", "orders"}, io.Discard)
+	if err != nil || o.bf.Election != "orders" {
+		t.Errorf("--election orders: %v, election %q", err, o.bf.Election)
+	}
+	p.Getenv = env(map[string]string{"BATON_ELECTION": "billing"})
+	o, _, _, err = p.nodeSettings("run", []string{"--config", path}, io.Discard)
+	if err != nil || o.bf.Election != "billing" {
+		t.Errorf("$BATON_ELECTION=billing: %v, election %q", err, o.bf.Election)
+	}
+	demo := &Program{Name: "demo", Getenv: env(nil), DefaultJobs: []byte("jobs:\n  - {name: a, schedule: '@every 1s', builtin: log}\n"), DefaultJobsName: "built-in"}
+	o, _, _, err = demo.nodeSettings("node", nil, io.Discard)
+	if err != nil || o.bf.Election != "demo" {
+		t.Errorf("demo node: %v, election %q, want demo", err, o.bf.Election)
+	}
+}
