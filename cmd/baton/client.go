@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -35,6 +36,7 @@ const defaultNode = "http://" + cli.DefaultBatonHTTP
 type client struct {
 	base      string
 	tokenFile string
+	tokenFrom string // where tokenFile came from, for errors: FILE:LINE: field, or $VAR
 	config    string
 	json      bool
 	timeout   time.Duration
@@ -79,7 +81,9 @@ func (c *client) parse(fs *flag.FlagSet, args []string, want int, stdout, stderr
 		c.base = os.Getenv("BATON_NODE")
 	}
 	if c.tokenFile == "" {
-		c.tokenFile = os.Getenv(cli.EnvName("admin-token-file"))
+		if c.tokenFile = os.Getenv(cli.EnvName("admin-token-file")); c.tokenFile != "" {
+			c.tokenFrom = "$" + cli.EnvName("admin-token-file")
+		}
 	}
 	if c.base == "" || (c.tokenFile == "" && os.Getenv(node.AdminTokenEnv) == "") {
 		if err := c.fromConfig(); err != nil {
@@ -131,8 +135,12 @@ func (c *client) fromConfig() error {
 			}
 			c.base = "http://" + net.JoinHostPort(host, port)
 		case "node.admin_token_file":
-			if c.tokenFile == "" {
+			if c.tokenFile == "" && s.Value != "" {
 				c.tokenFile = s.Value
+				if !filepath.IsAbs(c.tokenFile) {
+					c.tokenFile = filepath.Join(filepath.Dir(path), c.tokenFile) // relative to the file, as for baton run
+				}
+				c.tokenFrom = fmt.Sprintf("%s:%d: %s", path, s.Line, s.Field())
 			}
 		}
 	}
@@ -168,6 +176,9 @@ func (c *client) do(ctx context.Context, method, path string, form url.Values, h
 	}
 	if admin {
 		tok, _, err := node.LoadAdminToken(c.tokenFile)
+		if err != nil && c.tokenFrom != "" {
+			return nil, 0, fmt.Errorf("%s: %w", c.tokenFrom, err)
+		}
 		if err != nil {
 			return nil, 0, err
 		}

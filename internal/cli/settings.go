@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -65,7 +66,11 @@ func apply(fs *flag.FlagSet, f *jobsfile.File, nodeFlags []string, getenv func(s
 			if onCmdLine[name] {
 				continue
 			}
-			if err := fs.Set(name, st.Value); err != nil {
+			v := st.Value
+			if isPathFlag(name) && v != "" && !filepath.IsAbs(v) {
+				v = filepath.Join(filepath.Dir(f.Path), v) // relative to the file, not to the working directory
+			}
+			if err := fs.Set(name, v); err != nil {
 				errs = append(errs, f.Errorf(st, "%q: %v", st.Value, unwrapFlagErr(err)))
 				continue
 			}
@@ -85,6 +90,17 @@ func apply(fs *flag.FlagSet, f *jobsfile.File, nodeFlags []string, getenv func(s
 		s.from[fl.Name] = source{env: env}
 	})
 	return s, errors.Join(errs...)
+}
+
+// isPathFlag reports whether flag name takes a file's path: a relative
+// one in a config file is relative to the file's directory.
+func isPathFlag(name string) bool {
+	for _, suffix := range []string{"-file", "-cacert", "-cert", "-key"} {
+		if strings.HasSuffix(name, suffix) {
+			return true
+		}
+	}
+	return false
 }
 
 // flagOf is the flag a setting stands for.

@@ -1,13 +1,17 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/batonhq/baton/election"
 )
 
 const config = `election:
@@ -160,5 +164,44 @@ func TestSettings_ElectionNameRequired(t *testing.T) {
 	o, _, _, err = demo.nodeSettings("node", nil, io.Discard)
 	if err != nil || o.bf.Election != "demo" {
 		t.Errorf("demo node: %v, election %q, want demo", err, o.bf.Election)
+	}
+}
+
+// A relative path in the config file is relative to the file's
+// directory, whatever the working directory: node.admin_token_file and
+// the backend's certificate and password files.
+func TestSettings_RelativePathsFromTheFile(t *testing.T) {
+	path := writeConfig(t, strings.Replace(config, "  standby: true\n",
+		"  standby: true\n  admin_token_file: admin-token\n", 1))
+	dir := filepath.Dir(path)
+	p := &Program{Name: "baton", Getenv: env(nil)}
+	o, _, _, err := p.nodeSettings("run", []string{"--config", path}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, "admin-token"); o.tokenFile != want {
+		t.Errorf("node.admin_token_file: %q, want %q", o.tokenFile, want)
+	}
+	// On the command line, a path stays relative to the working directory.
+	o, _, _, err = p.nodeSettings("run", []string{"--config", path, "--admin-token-file", "tok"}, io.Discard)
+	if err != nil || o.tokenFile != "tok" {
+		t.Errorf("--admin-token-file tok: %v, %q", err, o.tokenFile)
+	}
+
+	etcd := strings.Replace(strings.Replace(config, "  kind: postgres\n", "  kind: etcd\n  etcd_user: u\n  etcd_password_file: secrets/pw\n", 1),
+		"  dsn: postgres://baton@db:5432/prod\n  table: jobs_lease\n", "", 1)
+	path = writeConfig(t, etcd)
+	o, _, _, err = p.nodeSettings("run", []string{"--config", path}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	opened, err := o.bf.Open(ctx, election.Timing{}, 0, slog.New(slog.DiscardHandler))
+	if err == nil {
+		opened.Close()
+	}
+	if want := "open " + filepath.Join(filepath.Dir(path), "secrets", "pw") + ":"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("backend.etcd_password_file: %v, want %q", err, want)
 	}
 }

@@ -3,6 +3,7 @@ package jobsfile
 import (
 	"fmt"
 	"net/textproto"
+	"path/filepath"
 	"slices"
 	"strconv"
 
@@ -236,6 +237,9 @@ func (d *decoder) http(n *yaml.Node, path string) *HTTP {
 		"ca_cert": &h.CACert, "client_cert": &h.ClientCert, "client_key": &h.Key} {
 		if f, ok := fields[name]; ok {
 			*dst = d.str(f.val, path+"."+name)
+			if name != "body" && *dst != "" && !filepath.IsAbs(*dst) {
+				*dst = filepath.Join(filepath.Dir(d.file), *dst) // relative to the jobs file
+			}
 		}
 	}
 	if f, ok := fields["retry_statuses"]; ok {

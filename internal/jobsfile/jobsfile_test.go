@@ -328,3 +328,29 @@ func TestJobsHash(t *testing.T) {
 		}
 	}
 }
+
+// The files of an HTTP job (bearer_token_file, ca_cert, client_cert,
+// client_key) are relative to the jobs file's directory when relative.
+func TestParse_HTTPFilesRelativeToTheFile(t *testing.T) {
+	const y = `jobs:
+  - name: report
+    schedule: "@every 1m"
+    http:
+      url: https://127.0.0.1:8080/jobs/report
+      bearer_token_file: secrets/job-token
+      ca_cert: /etc/ssl/ca.pem
+      client_cert: tls/client.pem
+      client_key: tls/client.key
+`
+	path := filepath.Join("conf", "baton.yaml")
+	f, err := jobsfile.Parse(path, []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := f.Jobs[0].HTTP
+	want := jobsfile.HTTP{URL: "https://127.0.0.1:8080/jobs/report", BearerTokenFile: filepath.Join("conf", "secrets", "job-token"),
+		CACert: "/etc/ssl/ca.pem", ClientCert: filepath.Join("conf", "tls", "client.pem"), Key: filepath.Join("conf", "tls", "client.key")}
+	if h == nil || h.BearerTokenFile != want.BearerTokenFile || h.CACert != want.CACert || h.ClientCert != want.ClientCert || h.Key != want.Key {
+		t.Errorf("http = %+v\nwant %+v", h, want)
+	}
+}
