@@ -38,8 +38,9 @@ func runLock(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := flag.NewFlagSet("lock", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	bf, lf := new(node.BackendFlags), new(node.LogFlags)
-	bf.Register(fs)
+	registerLockBackendFlags(fs, bf)
 	lf.Register(fs)
+	config := fs.String("config", "", "config file whose backend section gives the backend flags (the command line's win)")
 	// Quiet unless something goes wrong: the output is the command's.
 	if f := fs.Lookup("log-level"); f != nil {
 		f.DefValue = "warn"
@@ -54,6 +55,9 @@ func runLock(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := applyLockConfig(fs, *config); err != nil {
 		return err
 	}
 	rest := fs.Args()

@@ -184,3 +184,19 @@ func CheckSettings(f *jobsfile.File) error {
 	_, _, _, err := p.nodeSettings("run", []string{"--config", f.Path}, io.Discard)
 	return err
 }
+
+// ApplyBackendSection sets on fs the values of f's backend section (as
+// `baton lock --config` reads a sidecar's file), skipping the flags set on
+// the command line. A relative path is relative to f's directory. Each
+// error names FILE:LINE and the field.
+func ApplyBackendSection(fs *flag.FlagSet, f *jobsfile.File) error {
+	g := *f
+	g.Settings = nil
+	for _, st := range f.Settings {
+		if st.Section == "backend" {
+			g.Settings = append(g.Settings, st)
+		}
+	}
+	_, err := apply(fs, &g, nil, func(string) string { return "" })
+	return err
+}
