@@ -354,3 +354,48 @@ func TestParse_HTTPFilesRelativeToTheFile(t *testing.T) {
 		t.Errorf("http = %+v\nwant %+v", h, want)
 	}
 }
+
+// Instances beside their own service differ in the job URL's host and
+// port, and in where their secrets and certificates are: the hash of the
+// job set ignores those, and still covers the URL's path and what every
+// instance must agree on.
+func TestJobsHash_IgnoresPerInstanceAddresses(t *testing.T) {
+	const y = `jobs:
+  - name: report
+    schedule: "@every 1m"
+    timeout: 10s
+    retries: 2
+    http:
+      url: http://127.0.0.1:8081/jobs/report?full=1
+      bearer_token_file: /etc/one/token
+`
+	hash := func(s string) string {
+		t.Helper()
+		f, err := jobsfile.Parse("baton.yaml", []byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f.JobsHash()
+	}
+	h := hash(y)
+	for _, other := range []string{
+		strings.Replace(y, "127.0.0.1:8081", "127.0.0.1:8082", 1),
+		strings.Replace(y, "http://127.0.0.1:8081", "https://app-2.internal", 1),
+		strings.Replace(y, "/etc/one/token", "/etc/two/token", 1),
+	} {
+		if got := hash(other); got != h {
+			t.Errorf("an instance's own address or files change the hash:\n%s", other)
+		}
+	}
+	for _, other := range []string{
+		strings.Replace(y, "/jobs/report", "/jobs/other", 1),
+		strings.Replace(y, "full=1", "full=0", 1),
+		strings.Replace(y, "@every 1m", "@every 2m", 1),
+		strings.Replace(y, "retries: 2", "retries: 3", 1),
+		strings.Replace(y, "timeout: 10s", "timeout: 11s", 1),
+	} {
+		if got := hash(other); got == h {
+			t.Errorf("same hash for another job:\n%s", other)
+		}
+	}
+}
