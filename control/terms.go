@@ -19,7 +19,7 @@ type Term struct {
 	Instance string    `json:"instance"`
 	Started  time.Time `json:"started"`
 	Ended    time.Time `json:"ended,omitzero"`
-	How      string    `json:"how,omitempty"` // how it ended: released, stepped down, lost: ..., unknown: ...
+	How      string    `json:"how,omitempty"` // how it ended: released, stepped down, shut down, lost: ..., unknown: ...
 	// Version is the entry's version when read.
 	Version int64 `json:"-"`
 }

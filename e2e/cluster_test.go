@@ -17,15 +17,15 @@ import (
 
 // event is one record of a node's JSON log, with the keys the suite reads.
 type event struct {
-	Time  time.Time       `json:"time"`
-	Msg   string          `json:"msg"`
-	Token uint64          `json:"token"`
-	Job   string          `json:"job"`
-	Tick  time.Time       `json:"tick"`
-	Err   string          `json:"err"`
-	HTTP  string          `json:"http"`
-	Took  json.RawMessage `json:"took"` // a duration in ns, or absent
-	Last  time.Time       `json:"last_claimed"`
+	Time       time.Time       `json:"time"`
+	Msg        string          `json:"msg"`
+	Token      uint64          `json:"token"`
+	Job        string          `json:"job"`
+	Tick       time.Time       `json:"tick"`
+	Err        string          `json:"err"`
+	HTTP       string          `json:"http"`
+	TermLength json.RawMessage `json:"term_length"` // the elector's record of a term's end: a duration in ns, or absent
+	Last       time.Time       `json:"last_claimed"`
 }
 
 // askedMsg is how a leader says that it asks again for a tick's claim
@@ -282,14 +282,14 @@ func (p *proc) terms() []history.Term {
 			}
 			// The first of these is when the lease ended (the SQL backend
 			// logs its release before the elector does); the elector's
-			// own record, with "took", closes the term.
+			// own record, with "term_length", closes the term.
 			earlier(&cur.End, ev.Time)
 			if ev.Msg == "lost leadership" {
 				lost = true
 				earlier(&cur.Stop, ev.Time)
 				earlier(&cur.Lost, ev.Time)
 			}
-			if len(ev.Took) == 0 {
+			if len(ev.TermLength) == 0 {
 				continue
 			}
 			cur.Graceful = ev.Msg == "released leadership" && stepping && !lost

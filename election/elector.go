@@ -168,7 +168,7 @@ func (e *Elector) runTerm(ctx context.Context, lease Lease, lead func(context.Co
 			case <-stopC:
 				stopping = true
 				log.Info("stepping down", "reason", "shutdown")
-				cancelTerm(ErrSteppingDown)
+				cancelTerm(ErrShuttingDown)
 			case <-sdC:
 				stopping = true
 				log.Info("stepping down", "reason", "step-down requested")
@@ -190,7 +190,9 @@ func (e *Elector) runTerm(ctx context.Context, lease Lease, lead func(context.Co
 	e.mu.Unlock()
 
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.ReleaseTimeout)
+	relStart := time.Now()
 	relErr := lease.Release(rctx)
+	relTook := time.Since(relStart).Round(time.Millisecond)
 	cancel()
 	lost := lease.Err()
 	cancelLease(lost)
@@ -199,13 +201,15 @@ func (e *Elector) runTerm(ctx context.Context, lease Lease, lead func(context.Co
 	if e.cfg.Observer != nil {
 		e.cfg.Observer.TermEnded(t.token, time.Since(t.since), errors.Is(lost, ErrLeadershipLost))
 	}
+	// term_length is the whole term; took is the release's own time.
+	termLength := time.Since(t.since).Round(time.Millisecond)
 	switch {
 	case errors.Is(lost, ErrLeadershipLost):
-		log.Warn("lost leadership", "err", lost, "took", time.Since(t.since).Round(time.Millisecond))
+		log.Warn("lost leadership", "err", lost, "term_length", termLength, "took", relTook)
 	case relErr != nil:
-		log.Warn("released leadership with error", "err", relErr, "took", time.Since(t.since).Round(time.Millisecond))
+		log.Warn("released leadership with error", "err", relErr, "term_length", termLength, "took", relTook)
 	default:
-		log.Info("released leadership", "took", time.Since(t.since).Round(time.Millisecond))
+		log.Info("released leadership", "term_length", termLength, "took", relTook)
 	}
 	if leadErr != nil && termLive && !errors.Is(leadErr, ErrLeadershipLost) {
 		return fmt.Errorf("election: lead: %w", leadErr)

@@ -1,7 +1,9 @@
 package election_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -285,4 +287,57 @@ func TestElector_Run_LeadErrorIsReturnedAfterRelease(t *testing.T) {
 
 func contains(s, sub string) bool {
 	return len(s) >= len(sub) && (s[:len(sub)] == sub || contains(s[1:], sub))
+}
+
+// The log of a term's end gives the term's length as term_length, and
+// took is the release's own time. A shutdown (Run's context ended) ends
+// the term with ErrShuttingDown, a step-down without it; both are
+// ErrSteppingDown.
+func TestElector_Run_LogsTermLengthAndReleaseTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
+		var logs bytes.Buffer
+		e, err := election.New(election.Config{Backend: m.Candidate(), Identity: election.Identity{ID: "a"},
+			Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		causes := make(chan error, 2)
+		done := make(chan error)
+		go func() {
+			done <- e.Run(ctx, func(tctx context.Context, _ election.Term) error {
+				<-tctx.Done()
+				causes <- context.Cause(tctx)
+				return nil
+			})
+		}()
+		synctest.Wait()
+		e.StepDown(time.Second)
+		if c := <-causes; !errors.Is(c, election.ErrSteppingDown) || errors.Is(c, election.ErrShuttingDown) {
+			t.Errorf("step-down: cause %v, want ErrSteppingDown and not ErrShuttingDown", c)
+		}
+		time.Sleep(3 * time.Second) // the cooldown ends; it leads again
+		time.Sleep(7 * time.Second) // a 7 s term
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		if c := <-causes; !errors.Is(c, election.ErrShuttingDown) || !errors.Is(c, election.ErrSteppingDown) {
+			t.Errorf("shutdown: cause %v, want ErrShuttingDown, an ErrSteppingDown", c)
+		}
+		var last map[string]any
+		for line := range bytes.Lines(logs.Bytes()) {
+			var rec map[string]any
+			if json.Unmarshal(line, &rec) == nil && rec["msg"] == "released leadership" {
+				last = rec
+			}
+		}
+		termLen, _ := last["term_length"].(float64)
+		took, ok := last["took"].(float64)
+		if time.Duration(termLen) < 7*time.Second || !ok || time.Duration(took) >= time.Second {
+			t.Errorf("released leadership: term_length %v, took %v; want the term (>= 7s) and the release (< 1s): %v",
+				time.Duration(termLen), time.Duration(took), last)
+		}
+	})
 }

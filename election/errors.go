@@ -1,6 +1,9 @@
 package election
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 var (
 	// ErrLeadershipLost is the cause of a term's end when the lease was lost:
@@ -13,6 +16,10 @@ var (
 	// was asked to stop (its Run context ended, or StepDown was called) while
 	// the lease is still held and renewed. Work may drain before the release.
 	ErrSteppingDown = errors.New("election: stepping down")
+	// ErrShuttingDown is the cause when the elector's Run context ended
+	// (the process shuts down): an ErrSteppingDown that no operator asked
+	// for.
+	ErrShuttingDown = fmt.Errorf("%w: shutdown", ErrSteppingDown)
 	// ErrNoLeader is returned by LeaderReader.Leader when nobody leads.
 	ErrNoLeader = errors.New("election: no leader")
 )

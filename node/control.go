@@ -259,6 +259,8 @@ func (n *Node) lead(ctx context.Context, term election.Term) error {
 		tm.How = "lost: " + err.Error()
 	case errors.Is(cause, election.ErrLeadershipLost):
 		tm.How = "lost: " + cause.Error()
+	case errors.Is(cause, election.ErrShuttingDown):
+		tm.How = "shut down" // SIGTERM, not an operator's step-down
 	case errors.Is(cause, election.ErrSteppingDown):
 		tm.How = "stepped down"
 	default:

@@ -205,3 +205,23 @@ func TestControl_NoStore(t *testing.T) {
 		t.Errorf("pause without a store: %d %s, want 501", code, body)
 	}
 }
+
+// A shutdown (SIGTERM: the node's context ends) is recorded as "shut
+// down", apart from an operator's step-down.
+func TestControl_ShutdownRecordedAsShutDown(t *testing.T) {
+	mem := electiontest.NewMemory(election.Timing{})
+	var rs jobRuns
+	a := newCtlNode(t, mem, "a", "hash-1", rs.job("report", "0 0 0 1 1 *"))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.n.Run(ctx, nil) }()
+	waitUntil(t, "a leads", a.el.IsLeader)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	ts, err := control.NewJobs(mem.Control()).Terms(context.Background())
+	if err != nil || len(ts) != 1 || ts[0].How != "shut down" || ts[0].Ended.IsZero() {
+		t.Errorf("terms = %+v (%v), want one ended, how \"shut down\"", ts, err)
+	}
+}
