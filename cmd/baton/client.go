@@ -257,7 +257,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if _, err := c.parse(fs, args, 0, stdout, stderr); err != nil {
 		return err
 	}
-	st, raw, err := c.status(ctx, 0)
+	// The last run is the cluster's, from the ledger (?history=1): a
+	// follower's own last run is that of its last term, if any.
+	st, raw, err := c.status(ctx, 1)
 	if err != nil {
 		return err
 	}
@@ -284,17 +286,21 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintln(w, "JOB\tSCHEDULE\tNEXT\tLAST RUN\tRESULT\tPAUSED")
 		for _, j := range st.Jobs {
 			last, result := "-", "-"
-			if j.LastRun != nil {
-				last, result = when(j.LastRun.Tick), string(j.LastRun.Result)
+			switch {
+			case len(j.History) > 0:
+				last, result = when(j.History[0].Tick), string(j.History[0].Result)
+			case j.HistoryErr != "" && j.LastRun != nil: // the ledger did not answer: this node's own
+				last, result = when(j.LastRun.Tick)+" (this node's)", string(j.LastRun.Result)
 			}
-			paused := "-"
+			next, paused := when(j.Next), "-"
 			if j.Paused != nil {
+				next = "paused" // every leader skips its ticks until resumed
 				paused = "by " + j.Paused.By + " at " + when(j.Paused.At)
 				if j.Paused.Note != "" {
 					paused += ": " + j.Paused.Note
 				}
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", j.Name, j.Schedule, when(j.Next), last, result, paused)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", j.Name, j.Schedule, next, last, result, paused)
 		}
 		if len(st.Instances) > 0 {
 			fmt.Fprintln(w)
