@@ -359,11 +359,16 @@ func (b *BackendFlags) Open(ctx context.Context, t election.Timing, poll time.Du
 			return nil, err
 		}
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err = be.EnsureSchema(sctx)
+		// A refused connection says so, not "ensure schema" with a statement.
+		if err = db.PingContext(sctx); err != nil {
+			err = fmt.Errorf("connect: %w", err)
+		} else {
+			err = be.EnsureSchema(sctx)
+		}
 		cancel()
 		if err != nil {
 			db.Close()
-			return nil, err
+			return nil, fmt.Errorf("--dsn: %s table %s: %w", b.Kind, b.table, err)
 		}
 		o = &Opened{Backend: be, Where: fmt.Sprintf("%s table %s, election %q", b.Kind, b.table, b.Election), close: func() { db.Close() }}
 	case "consul":
@@ -386,6 +391,7 @@ func (b *BackendFlags) Open(ctx context.Context, t election.Timing, poll time.Du
 			return nil, err
 		}
 		rcfg.Timing, rcfg.Logger = t, log
+		quietRedisClient(log)
 		be, err := batonredis.New(rcfg)
 		if err != nil {
 			return nil, err

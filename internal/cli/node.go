@@ -124,7 +124,7 @@ func (p *Program) Node(ctx context.Context, sub string, args []string, stdout, s
 		if f.Election.Line > 0 && strings.Contains(err.Error(), "invalid config") {
 			return fmt.Errorf("%s:%d: election: %w", f.Path, f.Election.Line, err)
 		}
-		return src.locate(err)
+		return fmt.Errorf("%s %s: %w", p.Name, sub, src.locate(err))
 	}
 	defer o.Close()
 	if ch, ok := o.Backend.(election.Checker); ok {
