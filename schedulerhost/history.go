@@ -101,10 +101,26 @@ func (t *termRun) record(j *jobState, r ledger.Run) {
 	if h.cfg.Ledger == nil {
 		return
 	}
-	if err := h.finishes.do(r, false); err != nil {
-		h.log.Warn("recording run failed", "job", r.Job, "tick", r.Tick, "err", err)
+	// Finish is idempotent: a failed write is asked again, with backoff,
+	// so that the entry does not stay "running" (bounded: finishRetries).
+	err := h.finishes.do(r, false)
+	for i, wait := 0, finishBackoff; err != nil && i < finishRetries; i, wait = i+1, 2*wait {
+		h.log.Warn("recording run failed: retrying", "job", r.Job, "tick", r.Tick, "retry_in", wait, "err", err)
+		time.Sleep(wait)
+		err = h.finishes.do(r, false)
+	}
+	if err != nil {
+		h.log.Error("recording run failed: gave up", "job", r.Job, "tick", r.Tick, "token", r.Token, "result", r.Result, "err", err)
 	}
 }
+
+// finishRetries and finishBackoff bound the retries of a history write
+// that failed: waits of 250 ms, 500 ms, 1 s, 2 s and 4 s, each attempt
+// itself bounded by ledgerTimeout.
+const (
+	finishRetries = 5
+	finishBackoff = 250 * time.Millisecond
+)
 
 // write records r, a finished run, if there is one; runTicks calls it
 // once the run no longer counts as active (run.go).
