@@ -59,7 +59,9 @@ import (
 // still going, or finished through another Ledger) does it first copy the
 // oldest into the ring: one more write for the chunk.
 //
-// Finish sends one write transaction per chunk of MaxBatch runs: a CAS of
+// Finish sends one write transaction per chunk of MaxBatch runs (an
+// agent's refusal of more than 64 operations lowers the limit for finishes
+// as for claims and reads, and the chunk goes again): a CAS of
 // each run's ring slot on the ModifyIndex this Ledger knows (cached from
 // its writes and reads: a job's first History runs need none, the slots
 // of a job claimed elsewhere before are read once, in one read-only
@@ -937,6 +939,9 @@ func (l *tickLedger) writeSlots(ctx context.Context, ws []slotWrite) []error {
 			}
 			ok, resp, err := l.txn(ctx, ops)
 			switch {
+			case errors.Is(err, errTooManyOps) && l.lower(len(ops)):
+				// Nothing applied: sent again, within the lowered limit.
+				send = append(slices.Clone(part), send...)
 			case err != nil:
 				// Written or not: read the slots again next time.
 				for _, i := range part {

@@ -699,3 +699,42 @@ func TestLedger_BatchLatency(t *testing.T) {
 		}
 	}
 }
+
+// TestLedger_AgentBefore114_FinishFirst: on an agent older than Consul
+// 1.14, a Finish call whose runs were claimed in small batches is the
+// first transaction over 64 operations. Its refusal lowers the limit as
+// a claim's does, and every finish is made.
+func TestLedger_AgentBefore114_FinishFirst(t *testing.T) {
+	a := sharedAgent(t)
+	b, ct := countingBackend(t, a, newKey(t), nil)
+	ct.setBefore(func(kind string, ops api.TxnOps) *http.Response {
+		if len(ops) <= 64 {
+			return nil
+		}
+		return &http.Response{StatusCode: http.StatusRequestEntityTooLarge, Status: "413 Request Entity Too Large",
+			Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: http.Header{},
+			Body: io.NopCloser(strings.NewReader(fmt.Sprintf("Transaction contains too many operations (%d > 64)", len(ops))))}
+	})
+	lg := b.Ledger()
+	ctx := bctx(t)
+	l := electiontest.Acquire(t, b, "a", 30*time.Second)
+	defer electiontest.Release(t, l)
+	jobs := jobNames(120)
+	cs := claimsAt(jobs, batchTick, l.Token(), "a")
+	for from := 0; from < len(cs); from += 40 { // 41 operations each: accepted
+		part := cs[from:min(from+40, len(cs))]
+		allNil(t, "Claim", lg.Claim(ctx, part), len(part))
+	}
+	if got := lg.MaxBatch(); got != 127 {
+		t.Fatalf("MaxBatch() before any refusal = %d, want 127", got)
+	}
+	allNil(t, "Finish", lg.Finish(ctx, finishesOf(cs, ledger.ResultOK)), len(cs))
+	if got := lg.MaxBatch(); got != 63 {
+		t.Errorf("MaxBatch() after the finish's refusal = %d, want 63", got)
+	}
+	for _, j := range []string{jobs[0], jobs[len(jobs)-1]} {
+		if h, err := lg.History(ctx, j, 10); err != nil || len(h) != 1 || h[0].Result != ledger.ResultOK {
+			t.Errorf("History(%s) = %+v, %v; want one run, ok", j, h, err)
+		}
+	}
+}
