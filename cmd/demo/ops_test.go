@@ -337,8 +337,8 @@ func TestNode_StepDown(t *testing.T) {
 var logKeys = map[string][]string{
 	"acquired leadership": {"token"},
 	"stepping down":       {"token", "reason"},
-	"released leadership": {"token", "took"},
-	"lost leadership":     {"token", "took", "err"},
+	"released leadership": {"token", "took", "term_length"},
+	"lost leadership":     {"token", "took", "term_length", "err"},
 	"step-down requested": {"cooldown", "until"},
 	"eligibility set":     {"eligible"},
 	"run started":         {"token", "job", "tick"},
