@@ -33,6 +33,7 @@ const defaultNode = "http://" + cli.DefaultBatonHTTP
 // client is a connection to one node's HTTP API.
 type client struct {
 	base      string
+	baseFrom  string // where base came from, for errors: FILE:LINE: node.http, or $BATON_NODE
 	tokenFile string
 	tokenFrom string // where tokenFile came from, for errors: FILE:LINE: field, or $VAR
 	config    string
@@ -76,7 +77,9 @@ func (c *client) parse(fs *flag.FlagSet, args []string, want int, stdout, stderr
 		return nil, fmt.Errorf("baton %s: want a job name: baton %s JOB", fs.Name(), fs.Name())
 	}
 	if c.base == "" {
-		c.base = os.Getenv("BATON_NODE")
+		if c.base = os.Getenv("BATON_NODE"); c.base != "" {
+			c.baseFrom = "$BATON_NODE"
+		}
 	}
 	if c.tokenFile == "" {
 		if c.tokenFile = os.Getenv(cli.EnvName("admin-token-file")); c.tokenFile != "" {
@@ -132,6 +135,7 @@ func (c *client) fromConfig() error {
 				host = "127.0.0.1" // listening on every address: this one too
 			}
 			c.base = "http://" + net.JoinHostPort(host, port)
+			c.baseFrom = fmt.Sprintf("%s:%d: %s", path, s.Line, s.Field())
 		case "node.admin_token_file":
 			if c.tokenFile == "" && s.Value != "" {
 				c.tokenFile = s.Value
@@ -187,6 +191,9 @@ func (c *client) do(ctx context.Context, method, path string, form url.Values, h
 		req.Header.Set("Authorization", "Bearer "+string(tok))
 	}
 	resp, err := http.DefaultClient.Do(req)
+	if err != nil && c.baseFrom != "" {
+		return nil, 0, fmt.Errorf("%s: %s %s: %w", c.baseFrom, method, c.base+path, err)
+	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s %s: %w", method, c.base+path, err)
 	}

@@ -33,8 +33,8 @@ jobs:
 	// the node (which is not there).
 	write(t, dir, "admin-token", "s3cret\n")
 	err = runPause(context.Background(), []string{"report", "--config", cfg}, io.Discard, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "connection refused") {
-		t.Errorf("token file beside the config: %v, want the node's connection refused", err)
+	if want := cfg + ":4: node.http: POST http://"; err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("token file beside the config: %v, want the node's connection refused, prefixed %q", err, want)
 	}
 	if _, serr := os.Stat("admin-token"); serr == nil {
 		t.Fatal("the package directory holds an admin-token file: the test proves nothing")
