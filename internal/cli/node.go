@@ -67,6 +67,9 @@ func (p *Program) nodeSettings(sub string, args []string, stderr io.Writer) (*no
 	fs.BoolVar(&o.standby, "standby", false, "start not eligible: follow, never campaign until POST /eligible")
 	fs.DurationVar(&o.cooldown, "step-down-cooldown", node.DefaultStepDownCooldown, "after POST /step-down, no campaign for this long (?cooldown= overrides)")
 	fs.StringVar(&o.tokenFile, "admin-token-file", "", "file holding the bearer token of the admin endpoints (default: env "+node.AdminTokenEnv+"; neither: admin endpoints disabled)")
+	if f := fs.Lookup("election"); p.DefaultJobs == nil && f != nil {
+		f.Usage, f.DefValue = "election name, shared by the instances of one service (required, here or as election.name in the config file)", ""
+	}
 	if err := p.ParseFlags(fs, args, stderr); err != nil {
 		return nil, nil, nil, err
 	}
