@@ -358,17 +358,9 @@ func (b *BackendFlags) Open(ctx context.Context, t election.Timing, poll time.Du
 			db.Close()
 			return nil, err
 		}
-		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		// A refused connection says so, not "ensure schema" with a statement.
-		if err = db.PingContext(sctx); err != nil {
-			err = fmt.Errorf("connect: %w", err)
-		} else {
-			err = be.EnsureSchema(sctx)
-		}
-		cancel()
-		if err != nil {
+		if err := b.ensureSQL(ctx, db, be); err != nil {
 			db.Close()
-			return nil, fmt.Errorf("--dsn: %s table %s: %w", b.Kind, b.table, err)
+			return nil, err
 		}
 		o = &Opened{Backend: be, Where: fmt.Sprintf("%s table %s, election %q", b.Kind, b.table, b.Election), close: func() { db.Close() }}
 	case "consul":
