@@ -22,12 +22,20 @@ func (n *Node) watchApp(ctx context.Context) {
 	n.cfg.App.Run(ctx, n.appChanged)
 }
 
-// appChanged follows a change of the application's verdict.
+// appChanged follows a change of the application's verdict or of its
+// campaign gate. A follower whose app failed its last check does not
+// campaign (an instance whose app may be down does not take over); a
+// leader steps down only when the verdict turns (UnhealthyAfter failures
+// in a row), so that one failed check does not move the leadership.
 func (n *Node) appChanged(st appcheck.State) {
 	el, log := n.cfg.Elector, n.cfg.Logger
-	if st.Healthy {
-		el.Hold("")
-		log.Info("application healthy: may campaign", "check", st.Check, "good_checks", st.Successes)
+	if gate := st.Gate(); st.Healthy {
+		el.Hold(gate)
+		if gate == "" {
+			log.Info("application healthy: may campaign", "check", st.Check, "good_checks", st.Successes)
+		} else if _, held := el.Term(); !held {
+			log.Warn("application suspect: not campaigning", "check", st.Check, "reason", st.Reason, "failed_checks", st.Failures)
+		}
 		return
 	}
 	el.Hold(st.Why())
@@ -67,7 +75,7 @@ func (n *Node) notEligible() string {
 		why = append(why, "standby (--standby or POST /standby)")
 	}
 	if n.cfg.App != nil {
-		if w := n.cfg.App.State().Why(); w != "" {
+		if w := n.cfg.App.State().Gate(); w != "" {
 			why = append(why, w)
 		}
 	} else if h := el.Held(); h != "" {

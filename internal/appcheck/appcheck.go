@@ -59,11 +59,32 @@ func (s State) Why() string {
 	if s.Checked.IsZero() {
 		return "app unhealthy: " + s.Check + ": not checked yet"
 	}
-	n := "checks"
-	if s.Failures == 1 {
-		n = "check"
+	if s.Failures == 0 {
+		return fmt.Sprintf("app unhealthy: %s (then %d good %s)", s.Reason, s.Successes, plural(s.Successes, "check"))
 	}
-	return fmt.Sprintf("app unhealthy: %s (%d %s)", s.Reason, s.Failures, n)
+	return fmt.Sprintf("app unhealthy: %s (%d %s)", s.Reason, s.Failures, plural(s.Failures, "check"))
+}
+
+// Gate is the reason an instance does not campaign, "" when it may. It
+// is stricter than the verdict: a healthy app whose last check failed
+// is suspect, and an instance whose app may be down does not take over
+// (a leader steps down only when the verdict turns, UnhealthyAfter
+// failures in a row).
+func (s State) Gate() string {
+	if !s.Healthy {
+		return s.Why()
+	}
+	if s.Failures > 0 {
+		return fmt.Sprintf("app suspect: %s (%d failed %s in a row)", s.Reason, s.Failures, plural(s.Failures, "check"))
+	}
+	return ""
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
 }
 
 // Checker runs the checks. Create it with New; call Run once.
@@ -129,7 +150,8 @@ func (c *Checker) State() State {
 
 // Run checks at once, then every Interval, until ctx ends. It calls
 // changed, on Run's goroutine, with the new state each time the verdict
-// changes, the first check included.
+// or the campaign gate (State.Gate) opens or closes, the first check
+// included.
 func (c *Checker) Run(ctx context.Context, changed func(State)) {
 	tk := time.NewTicker(c.cfg.Interval)
 	defer tk.Stop()
@@ -157,7 +179,7 @@ func (c *Checker) record(err error, now time.Time) (State, bool) {
 	st := &c.st
 	first := st.Checked.IsZero()
 	st.Checked = now
-	was := st.Healthy
+	was, wasOpen := st.Healthy, st.Healthy && st.Failures == 0
 	if err != nil {
 		st.Failures++
 		st.Successes = 0
@@ -172,14 +194,14 @@ func (c *Checker) record(err error, now time.Time) (State, bool) {
 			st.Healthy = true
 		}
 	}
-	if st.Healthy {
+	if st.Healthy && st.Failures == 0 {
 		st.Reason = ""
 	}
 	if first || st.Healthy != was {
 		st.Since = now
 		return *st, true
 	}
-	return *st, false
+	return *st, (st.Healthy && st.Failures == 0) != wasOpen
 }
 
 // check runs one check: nil when the app answered.

@@ -14,7 +14,9 @@ import (
 
 // The verdict needs UnhealthyAfter failures in a row to go down and
 // HealthyAfter successes in a row to come back; the first check decides
-// alone.
+// alone. The campaign gate is stricter: it closes on the first failed
+// check (an instance whose app may be down does not take over) and opens
+// with the verdict's next good check. A change of either is reported.
 func TestRecord_Hysteresis(t *testing.T) {
 	c, err := New(Config{URL: "http://127.0.0.1:1/healthz", UnhealthyAfter: 3, HealthyAfter: 2})
 	if err != nil {
@@ -25,25 +27,26 @@ func TestRecord_Hysteresis(t *testing.T) {
 	steps := []struct {
 		err     error
 		healthy bool
-		flipped bool
+		gate    string // "" while the instance may campaign
+		changed bool
 	}{
-		{nil, true, true}, // the first check decides
-		{bad, true, false},
-		{bad, true, false},
-		{nil, true, false}, // a success resets the failures
-		{bad, true, false},
-		{bad, true, false},
-		{bad, false, true}, // third failure in a row
-		{nil, false, false},
-		{bad, false, false}, // a failure resets the successes
-		{nil, false, false},
-		{nil, true, true}, // second success in a row
+		{nil, true, "", true}, // the first check decides
+		{bad, true, "app suspect: " + bad.Error() + " (1 failed check in a row)", true},
+		{bad, true, "app suspect: " + bad.Error() + " (2 failed checks in a row)", false},
+		{nil, true, "", true}, // a success resets the failures
+		{bad, true, "app suspect: " + bad.Error() + " (1 failed check in a row)", true},
+		{bad, true, "app suspect: " + bad.Error() + " (2 failed checks in a row)", false},
+		{bad, false, "app unhealthy: " + bad.Error() + " (3 checks)", true}, // third failure in a row
+		{nil, false, "app unhealthy: " + bad.Error() + " (then 1 good check)", false},
+		{bad, false, "app unhealthy: " + bad.Error() + " (1 check)", false}, // a failure resets the successes
+		{nil, false, "app unhealthy: " + bad.Error() + " (then 1 good check)", false},
+		{nil, true, "", true}, // second success in a row
 	}
 	for i, s := range steps {
 		now = now.Add(time.Second)
-		st, flipped := c.record(s.err, now)
-		if st.Healthy != s.healthy || flipped != s.flipped {
-			t.Fatalf("step %d (err %v): healthy %v flipped %v, want %v %v", i, s.err, st.Healthy, flipped, s.healthy, s.flipped)
+		st, changed := c.record(s.err, now)
+		if st.Healthy != s.healthy || st.Gate() != s.gate || changed != s.changed {
+			t.Fatalf("step %d (err %v): healthy %v gate %q changed %v, want %v %q %v", i, s.err, st.Healthy, st.Gate(), changed, s.healthy, s.gate, s.changed)
 		}
 	}
 	c2, _ := New(Config{Addrs: []string{"127.0.0.1:1"}})
@@ -73,13 +76,21 @@ func TestRun_RealServer(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	want := func(healthy bool, reason string) {
 		t.Helper()
-		select {
-		case s := <-changes:
-			if s.Healthy != healthy || !strings.Contains(s.Reason, reason) {
-				t.Fatalf("change: %+v, want healthy %v, reason with %q", s, healthy, reason)
+		// A healthy app's first failed check closes the gate before
+		// the verdict turns: the suspect state comes first.
+		for {
+			select {
+			case s := <-changes:
+				if s.Healthy && strings.HasPrefix(s.Gate(), "app suspect: ") {
+					continue
+				}
+				if s.Healthy != healthy || !strings.Contains(s.Reason, reason) || (healthy && s.Gate() != "") {
+					t.Fatalf("change: %+v, want healthy %v, reason with %q", s, healthy, reason)
+				}
+				return
+			case <-time.After(10 * time.Second):
+				t.Fatalf("no change to healthy=%v within 10 s", healthy)
 			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no change to healthy=%v within 10 s", healthy)
 		}
 	}
 	want(true, "")
