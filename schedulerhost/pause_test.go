@@ -132,3 +132,48 @@ func TestControl_PauseReadsPerInstant(t *testing.T) {
 		t.Logf("%d reads of the pauses over 10 instants of 200 jobs", got)
 	})
 }
+
+// TestControl_TermEndsDuringTheRetrysPauseRead: a retry reads the pauses
+// (one round trip) after its backoff; a term that ends during that read
+// makes no more attempts. The e2e control suite caught the attempt
+// started 47 ms after the loss (Redis, a partition during the read).
+func TestControl_TermEndsDuringTheRetrysPauseRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemory()
+		ctl := &countingStore{Store: m.Control()}
+		var mu sync.Mutex
+		var attempts []time.Time
+		var lost time.Time
+		flaky := schedulerhost.Job{Name: "flaky", Schedule: "@every 10s", Retries: 5, RetryBackoff: time.Second, Run: func(ctx context.Context) error {
+			mu.Lock()
+			attempts = append(attempts, time.Now())
+			mu.Unlock()
+			return errors.New("boom")
+		}}
+		n := startNode(t, m, "a", schedulerhost.Config{Control: ctl, Jobs: []schedulerhost.Job{flaky}})
+		// The first attempt is at +10 s, its retry's pause read at +11 s.
+		time.Sleep(10500 * time.Millisecond)
+		ctl.mu.Lock()
+		ctl.onList = func() {
+			n.backend.Cut()
+			time.Sleep(6 * time.Second) // past the lease's local deadline
+			mu.Lock()
+			lost = time.Now()
+			mu.Unlock()
+		}
+		ctl.mu.Unlock()
+		time.Sleep(8 * time.Second)
+		n.backend.Heal()
+		n.stop(t)
+		mu.Lock()
+		defer mu.Unlock()
+		for _, at := range attempts {
+			if !lost.IsZero() && !at.Before(lost) {
+				t.Errorf("an attempt at %v, after the term ended during its pause read (read done at %v)", at, lost)
+			}
+		}
+		if len(attempts) != 1 {
+			t.Errorf("%d attempts, want 1 (the retry's term ended before it)", len(attempts))
+		}
+	})
+}

@@ -132,7 +132,14 @@ func retryStep(next runFunc) runFunc {
 				r.err = fmt.Errorf("%w (not retried: %v)", r.err, err)
 				return
 			}
-			if why := r.pausedNow(); why != "" {
+			why := r.pausedNow()
+			// The read is a round trip: the term may have ended meanwhile.
+			if err := t.check(); err != nil {
+				h.log.Warn("retry not started: term over", "job", j.Name, "tick", r.tick.Time, "token", t.token, "attempt", attempt+1, "err", err)
+				r.err = fmt.Errorf("%w (not retried: %v)", r.err, err)
+				return
+			}
+			if why != "" {
 				h.log.Info("retry not started: job paused", "job", j.Name, "tick", r.tick.Time, "token", t.token, "attempt", attempt+1, "why", why)
 				r.err = fmt.Errorf("%w (not retried: %s)", r.err, why)
 				return
