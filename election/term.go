@@ -68,6 +68,19 @@ func LeaseDone(ctx context.Context) <-chan struct{} {
 	return nil
 }
 
+// LocalDeadline returns the local safe deadline of the term ctx derives
+// from, as its lease knows it now (Deadliner), and false when ctx carries
+// no lease or the lease cannot tell. A renewal moves it later. A read on
+// the term's behalf that should not outlast the term bounds itself by it:
+// a client that does not give up on a cancelled context (go-redis) still
+// gives up at a deadline.
+func LocalDeadline(ctx context.Context) (time.Time, bool) {
+	if d, ok := ctx.Value(leaseKey{}).(Deadliner); ok {
+		return d.Deadline(), true
+	}
+	return time.Time{}, false
+}
+
 // GoneBy tells how to stop what a term started once ctx, derived from the
 // term's Context, has ended. lost is true when the term was lost: ctx's
 // cause wraps ErrLeadershipLost, or the term's lease ended with a loss.

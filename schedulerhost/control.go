@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/control"
+	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/ledger"
 )
 
@@ -152,6 +153,14 @@ func (t *termRun) pausesAfter(mark uint64) (map[string]control.Pause, error) {
 func (t *termRun) readPauses() (map[string]control.Pause, error) {
 	ctx, cancel := context.WithTimeout(t.base, ledgerTimeout)
 	defer cancel()
+	// Not past the term's local deadline: the read is a step before a
+	// start, and a client that does not give up on a cancelled context
+	// (go-redis) would hold the run, and the drain, until its own timeout.
+	if d, ok := election.LocalDeadline(t.base); ok {
+		var cancelAt context.CancelFunc
+		ctx, cancelAt = context.WithDeadline(ctx, d)
+		defer cancelAt()
+	}
 	jobs := control.NewJobs(t.h.cfg.Control)
 	wait := 50 * time.Millisecond
 	for {
