@@ -243,10 +243,31 @@ func (t *termRun) runManual(jobs *control.Jobs, j *jobState, r control.RunReques
 	if run.err != nil {
 		fin.Error = run.err.Error()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
-	defer cancel()
-	if _, err := jobs.Update(ctx, fin, 0); err != nil {
-		h.log.Warn("recording a run-now run failed", "request", r.ID, "job", r.Job, "err", err)
+	// The write is unconditional and so idempotent: a failed one is asked
+	// again, bounded as a history write is (history.go), so that the
+	// request does not stay taken although it ran.
+	tried := false
+	update := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
+		defer cancel()
+		_, err := jobs.Update(ctx, fin, 0)
+		if tried && errors.Is(err, control.ErrVersionMismatch) {
+			// An earlier write whose answer was lost may have landed.
+			if cur, ok, rerr := jobs.Request(ctx, r.ID); rerr == nil && ok && cur.State == control.StateDone && cur.Token == fin.Token {
+				return nil
+			}
+		}
+		tried = true
+		return err
+	}
+	err := update()
+	for i, wait := 0, finishBackoff; err != nil && !errors.Is(err, control.ErrVersionMismatch) && i < finishRetries; i, wait = i+1, 2*wait {
+		h.log.Warn("recording a run-now run failed: retrying", "request", r.ID, "job", r.Job, "retry_in", wait, "err", err)
+		time.Sleep(wait)
+		err = update()
+	}
+	if err != nil {
+		h.log.Error("recording a run-now run failed: gave up", "request", r.ID, "job", r.Job, "err", err)
 	}
 	j.mu.Lock()
 	j.keep(fin.Run())
