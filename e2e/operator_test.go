@@ -180,6 +180,7 @@ func (op *operator) pause() bool {
 func (op *operator) resume() {
 	sc := op.sc
 	var first time.Time
+	unanswered := false
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		if p := op.node(); p != nil {
@@ -195,6 +196,13 @@ func (op *operator) resume() {
 				sc.note("info-resume", p.id, "resumed (200)")
 				return
 			}
+			// An earlier resume whose answer was lost (a timeout during
+			// a backend fault) was applied: the job is no longer paused.
+			if err == nil && code == http.StatusConflict && strings.Contains(body, "is not paused") && unanswered {
+				sc.note("info-resume", p.id, "resumed: an earlier resume, unanswered, was applied (409 %.60s)", body)
+				return
+			}
+			unanswered = unanswered || err != nil
 			sc.note("info-resume", p.id, "resume not acknowledged: %d %v %.80s", code, err, body)
 		}
 		time.Sleep(500 * time.Millisecond)
