@@ -1,12 +1,17 @@
 package schedulerhost_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/batonhq/baton/control"
+	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -105,4 +110,72 @@ func TestControl_RunNowIdempotencyBound(t *testing.T) {
 			t.Errorf("r50 ran %d times, want 2 (its id forgotten after a day)", got)
 		}
 	})
+}
+
+// doneWriteStore fails the writes that mark a run-now request done: the
+// first lost answers apply the write and report an error (a timeout
+// after the server applied it), the next failures apply nothing.
+type doneWriteStore struct {
+	control.Store
+	mu            sync.Mutex
+	lostAnswers   int
+	failsOutright int
+}
+
+func (s *doneWriteStore) Put(ctx context.Context, p control.Put) (int64, error) {
+	if !strings.Contains(string(p.Value), `"state":"done"`) || p.Token != 0 {
+		return s.Store.Put(ctx, p)
+	}
+	s.mu.Lock()
+	lost, fail := s.lostAnswers > 0, s.lostAnswers == 0 && s.failsOutright > 0
+	if lost {
+		s.lostAnswers--
+	} else if fail {
+		s.failsOutright--
+	}
+	s.mu.Unlock()
+	if fail {
+		return 0, errors.New("store unreachable")
+	}
+	v, err := s.Store.Put(ctx, p)
+	if lost && err == nil {
+		return 0, errors.New("answer lost")
+	}
+	return v, err
+}
+
+// A run-now request whose done write fails is asked again until it is
+// done: written after two outright failures, and recognised as written
+// when the first write's answer was lost (the retry finds the version
+// moved and the request done under this term's token).
+func TestControl_RunNowDoneWriteRetried(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		lost, fail int
+	}{{"failed twice", 0, 2}, {"answer lost", 1, 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := newMemory()
+				var rs ctlRuns
+				once := rs.job("once")
+				once.Schedule = "0 0 0 1 1 *"
+				st := &doneWriteStore{Store: m.Control(), lostAnswers: tc.lost, failsOutright: tc.fail}
+				a := startNode(t, m, "a", schedulerhost.Config{Control: st, Jobs: []schedulerhost.Job{once}})
+				time.Sleep(time.Second)
+				jobs := control.NewJobs(m.Control())
+				if _, _, err := jobs.RequestRun(t.Context(), control.RunRequest{ID: "req-1", Job: "once", By: "bob", At: time.Now(), Via: "a"}); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(5 * time.Second)
+				req, ok, err := jobs.Request(t.Context(), "req-1")
+				a.stop(t)
+				if n := len(rs.of("once")); n != 1 {
+					t.Errorf("once ran %d times, want 1", n)
+				}
+				if err != nil || !ok || req.State != control.StateDone || req.Result != ledger.ResultOK {
+					t.Errorf("request = %+v, %v, %v; want done, ok", req, ok, err)
+				}
+			})
+		})
+	}
 }
