@@ -34,22 +34,21 @@ func (sc *scenario) stopApp(l *proc) {
 		sc.problem("%s: no app on slot %d", fAppStop, l.slot.i+1)
 		return
 	}
-	// Between the app's long runs: a run whose app is killed never
-	// ends, and the drain check would count it.
-	if !waitFor(10*time.Second, func() bool {
-		return !sc.inFlight(l, "nap", 3*time.Second) && !sc.inFlight(l, "slow", 4*time.Second)
-	}) {
-		sc.note("info-"+fAppStop, l.id, "a run of nap or slow still in flight after 10 s")
-	}
-	// Not at a tick: a request the app took just before its death has
-	// a start line and no end, and the drain check would count it. The
-	// kill comes 1 to 3 s after a nap tick (every 5 s), mid-second (tick
-	// runs every second and takes milliseconds).
-	waitFor(6*time.Second, func() bool {
+	// Between the app's runs: a request the app took before its death
+	// has a start line and no end, and the drain check would count it.
+	// One moment must hold both: no run of nap or slow in flight, and
+	// mid-second 1 to 3 s after a nap tick (nap every 5 s, tick every
+	// second and done in milliseconds), so that no tick falls between
+	// the look and the kill. slow runs 3 s of every 4: such a moment
+	// comes at least every 12 s.
+	if !waitFor(30*time.Second, func() bool {
 		now := time.Now()
 		sec, ms := now.Unix()%5, now.Nanosecond()/int(time.Millisecond)
-		return sec >= 1 && sec <= 3 && ms >= 300 && ms <= 700
-	})
+		return sec >= 1 && sec <= 3 && ms >= 300 && ms <= 650 &&
+			!sc.inFlight(l, "nap", 3*time.Second) && !sc.inFlight(l, "slow", 4*time.Second)
+	}) {
+		sc.note("info-"+fAppStop, l.id, "no moment without a run of nap or slow in flight in 30 s")
+	}
 	from := time.Now()
 	a.stop()
 	sc.note(fAppStop, l.id, "its app killed (port %d)", a.port)
