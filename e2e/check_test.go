@@ -53,6 +53,7 @@ func (sc *scenario) check(from, to time.Time) string {
 		},
 		From: from, To: to,
 		HandoverBound: be.handoverBound,
+		CrashBound:    be.crashBound,
 		Slack:         slack,
 		Frozen:        sc.frozen,
 		Faults:        sc.timeline,
@@ -128,12 +129,12 @@ func (sc *scenario) check(from, to time.Time) string {
 	sum := fmt.Sprintf(`  %s: runtime %v, %d nodes, TTL %v, seed %d
     faults: %s
     runs %d in %d terms; duplicates %d, overlaps %d, missed beyond policy %d, outside-term %d, token-order %d, drain %d, slow handovers %d
-    from the jobs' own records (%d lines): term-overlaps %d, runs after an acknowledged pause %d (%d pauses)
+    from the jobs' own records (%d lines): term-overlaps %d, runs after an acknowledged pause %d (%d pauses), starts before their tick %d
     ticks not run, accounted for by the policy or a reason the leader logged: %s
-    max crash failover %v (documented bound %v), max graceful handover %v (bound %v), max start latency %v (slack %v)%s
+    max crash failover %v (documented bound %v, beyond it %d), max graceful handover %v (bound %v), max start latency %v (slack %v)%s
 `, name, runtime, be.nodes, be.ttl, sc.seed, faults, r.Runs, r.Terms, r.Duplicates, r.Overlaps, r.LostTicks, r.OutsideTerm,
-		r.TokenOrder, r.Drains, r.SlowHandovers, len(records), r.TermOverlaps, r.AfterPause, len(pauses), accounted,
-		r.MaxCrashFailover.Round(time.Millisecond), be.crashBound, r.MaxHandover.Round(time.Millisecond), be.handoverBound,
+		r.TokenOrder, r.Drains, r.SlowHandovers, len(records), r.TermOverlaps, r.AfterPause, len(pauses), r.EarlyStarts, accounted,
+		r.MaxCrashFailover.Round(time.Millisecond), be.crashBound, r.SlowFailovers, r.MaxHandover.Round(time.Millisecond), be.handoverBound,
 		maxLat.Round(time.Millisecond), slack, excusedNote(r.Excused, sc.lane, be.faultWake))
 	t.Logf("summary:\n%s", sum)
 	sc.outcome = &outcome{Backend: be.name, Topology: be.topology, Profile: sc.prof.name, Seed: sc.seed, Started: sc.started,

@@ -200,7 +200,7 @@ func (o *outcome) markdown(mach string) string {
 			total += n
 		}
 	}
-	crashOK := r.MaxCrashFailover <= o.CrashBound
+	crashOK := r.MaxCrashFailover <= o.CrashBound && r.SlowFailovers == 0
 	var b strings.Builder
 	fmt.Fprintf(&b, "<!-- backend: %s -->\n## %s\n", o.Backend, o.Backend)
 	fmt.Fprintf(&b, "<!-- row: | %s | %s, %v | %d | %d | %d | %d | %v (%v) | -->\n", o.Backend, o.Started.UTC().Format("2006-01-02 15:04 UTC"),
@@ -236,6 +236,7 @@ func (o *outcome) markdown(mach string) string {
 		{"runs drained before a graceful release", r.Drains},
 		{"no two terms' runs at once, by the jobs' own lines (term overlaps)", r.TermOverlaps},
 		{"no run started after an acknowledged pause", r.AfterPause},
+		{"no run started before its tick", r.EarlyStarts},
 		{"graceful handovers within their bound", r.SlowHandovers},
 		{"liveness: a leader running jobs after every fault", len(o.Problems)},
 	} {

@@ -101,6 +101,16 @@ func Check(in Input) Report {
 		}
 	}
 
+	// 3b. No run starts before its nominal tick: the schedule loop fires
+	// a tick once the wall clock has reached it, and the job's first line
+	// comes after that. A run-now run's tick is its request's time.
+	for _, s := range in.Starts {
+		if s.At.Before(s.Tick) {
+			r.add("early-start", "line %d: %s started job %s tick %s (token %d) at %s, %v before its tick",
+				s.Line, s.Instance, s.Job, s.Tick.Format(time.RFC3339Nano), s.Token, s.At.Format(time.RFC3339Nano), s.Tick.Sub(s.At))
+		}
+	}
+
 	// 4. No two terms overlap in job starts: ordered by token, the starts
 	// of one term all come before the starts of the next.
 	type span struct {
@@ -165,13 +175,19 @@ func Check(in Input) Report {
 		default:
 			r.MaxFailover = max(r.MaxFailover, next.Start.Sub(prev.Stop))
 			if prev.Killed {
-				r.MaxCrashFailover = max(r.MaxCrashFailover, next.Start.Sub(prev.Stop))
+				d := next.Start.Sub(prev.Stop)
+				r.MaxCrashFailover = max(r.MaxCrashFailover, d)
+				if in.CrashBound > 0 && d > in.CrashBound {
+					r.add("slow-failover", "%s was killed in term %d at %s; %s led only %v later (bound %v)",
+						prev.Instance, prev.Token, prev.Stop.Format(time.RFC3339Nano), next.Instance, d, in.CrashBound)
+				}
 			}
 		}
 	}
 
 	// 5b. A graceful term drains: every run it started has ended by its
-	// release.
+	// release. The job writes its end line before it exits, and the node
+	// releases after it has seen the exit: no slack.
 	if in.Ends != nil {
 		ended := map[runID]End{}
 		for _, e := range in.Ends {
@@ -187,7 +203,7 @@ func Check(in Input) Report {
 			case !ok:
 				r.add("drain", "line %d: %s's run of job %s tick %s (token %d) never ended, yet the term was released gracefully at %s",
 					s.Line, s.Instance, s.Job, s.Tick.Format(time.RFC3339), s.Token, t.End.Format(time.RFC3339Nano))
-			case e.At.After(t.End.Add(in.Slack)):
+			case e.At.After(t.End):
 				r.add("drain", "line %d: %s's run of job %s tick %s (token %d) ended at %s (line %d), after the graceful release at %s",
 					s.Line, s.Instance, s.Job, s.Tick.Format(time.RFC3339), s.Token, e.At.Format(time.RFC3339Nano), e.Line, t.End.Format(time.RFC3339Nano))
 			}

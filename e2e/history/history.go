@@ -142,6 +142,13 @@ type Input struct {
 	// HandoverBound is the longest allowed time from a graceful release to
 	// the next term's start.
 	HandoverBound time.Duration
-	// Slack absorbs the time between a decision and its log line.
+	// CrashBound is the documented crash failover bound: the longest
+	// allowed time from the kill of a leader to the next term's start.
+	// Zero: not judged (the maximum is still measured).
+	CrashBound time.Duration
+	// Slack absorbs the time between a decision and its log line. Where
+	// the records give the order (a run's first line comes after its
+	// tick; a run's end line comes before its graceful release) the
+	// checker judges by the order alone, without it.
 	Slack time.Duration
 }

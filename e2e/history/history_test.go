@@ -107,6 +107,22 @@ func TestCheck_ReportsEachViolation(t *testing.T) {
 		{"slow graceful handover", func(in *Input) {
 			in.Terms[0].Killed, in.Terms[0].Graceful, in.Terms[0].End = false, true, at(10.3)
 		}, "slow-handover", func(r Report) int { return r.SlowHandovers }},
+		{"run started before its tick", func(in *Input) {
+			// a's run of tick 5 wrote its first line 40 ms before 5 s,
+			// inside a's term and after its run of tick 4.
+			in.Starts[4].At = at(4.96)
+		}, "early-start", func(r Report) int { return r.EarlyStarts }},
+		{"run ending after its graceful release, within the slack", func(in *Input) {
+			in.Terms[0] = Term{Instance: "a", Token: 10, Start: at(0.5), Stop: at(10.2), End: at(10.4), Graceful: true, SteppedDown: true}
+			for _, s := range in.Starts {
+				in.Ends = append(in.Ends, End{Job: s.Job, Tick: s.Tick, Token: s.Token, Instance: s.Instance, At: s.At.Add(100 * time.Millisecond)})
+			}
+			in.Terms[1].Start = at(10.5)
+			in.Ends[9].At = at(10.45) // a's run of tick 10: 50 ms after the release
+		}, "drain", func(r Report) int { return r.Drains }},
+		{"crash failover beyond its bound", func(in *Input) {
+			in.CrashBound = 2 * time.Second // a killed at 10.2 s, b led at 12.5 s
+		}, "slow-failover", func(r Report) int { return r.SlowFailovers }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := clean()

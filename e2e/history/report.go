@@ -8,7 +8,8 @@ import (
 // Violation is one broken guarantee.
 type Violation struct {
 	// Kind: duplicate, overlap, token-order, outside-term, lost-tick,
-	// slow-handover, drain, term-overlap, after-pause.
+	// slow-handover, slow-failover, drain, term-overlap, after-pause,
+	// early-start.
 	Kind   string
 	Detail string
 }
@@ -25,7 +26,12 @@ type Report struct {
 	TokenOrder    int
 	LostTicks     int
 	SlowHandovers int
-	Drains        int // runs of a graceful term still going at its release
+	// SlowFailovers counts the crash failovers beyond Input.CrashBound.
+	SlowFailovers int
+	// EarlyStarts counts the runs whose first line came before their
+	// nominal tick.
+	EarlyStarts int
+	Drains      int // runs of a graceful term still going at its release
 	// TermOverlaps counts the terms whose first record came before the
 	// last record of an earlier term (Input.Records).
 	TermOverlaps int
@@ -65,6 +71,10 @@ func (r *Report) add(kind, format string, args ...any) {
 		r.LostTicks++
 	case "slow-handover":
 		r.SlowHandovers++
+	case "slow-failover":
+		r.SlowFailovers++
+	case "early-start":
+		r.EarlyStarts++
 	case "drain":
 		r.Drains++
 	case "term-overlap":
