@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -78,9 +79,12 @@ func genHistory(r *rand.Rand, nTerms int) Input {
 		in.Ends = append(in.Ends, End{Job: "j", Tick: tick, Token: tok, Instance: inst, At: at.Add(ms(5)), Line: line})
 	}
 	insts := []string{"a", "b", "c"}
-	prevStop, tok := t0, uint64(0)
+	prevStop, prevEnd, tok := t0, t0, uint64(0)
 	for i := range nTerms {
 		start := prevStop.Truncate(time.Second).Add(time.Duration(r.IntN(4))*time.Second + ms(150+r.IntN(700)))
+		if !start.After(prevEnd) { // a term begins after the last one ended
+			start = prevEnd.Add(ms(1 + r.IntN(50)))
+		}
 		tok += 1 + uint64(r.IntN(5))
 		tm := Term{Instance: insts[r.IntN(len(insts))], Token: tok, Start: start}
 		// Catch-up: the last tick in (prevStop, start], if any.
@@ -104,11 +108,163 @@ func genHistory(r *rand.Rand, nTerms int) Input {
 			tm.Stop, tm.End, tm.Graceful, tm.SteppedDown = stop, stop.Add(ms(20)), true, true
 		}
 		in.Terms = append(in.Terms, tm)
-		prevStop = stop
+		prevStop, prevEnd = stop, stop
+		if !tm.End.IsZero() {
+			prevEnd = tm.End
+		}
 		if in.To.IsZero() || in.To.Before(stop) {
 			in.To = stop.Truncate(time.Second)
 		}
 	}
+	in.Records = records(in.Starts, in.Ends)
+	return in
+}
+
+// records are the S and E records of starts and ends, as the run log
+// gives them.
+func records(starts []Start, ends []End) []Record {
+	var out []Record
+	for _, s := range starts {
+		out = append(out, Record{Kind: "S", Job: s.Job, Tick: s.Tick, Token: s.Token, Instance: s.Instance, At: s.At, Line: s.Line})
+	}
+	for _, e := range ends {
+		out = append(out, Record{Kind: "E", Job: e.Job, Tick: e.Tick, Token: e.Token, Instance: e.Instance, At: e.At, Line: e.Line})
+	}
+	return out
+}
+
+// injection is a fault put into a clean history, and how the report
+// counts it.
+type injection struct {
+	kind   string
+	inject func(r *rand.Rand, in *Input) bool // false: this history has no place for it
+	count  func(Report) int
+}
+
+// injections are the faults FuzzCheck puts into clean histories; the
+// checker must report each one. They change a copy (see clone).
+var injections = []injection{
+	{"lost-tick", func(r *rand.Rand, in *Input) bool {
+		// A term's run of a tick, not its catch-up, goes: the term was
+		// live and neither ran it nor logged why. Not the last tick of a
+		// killed term (its claim may have been in flight), and not the
+		// term's only scheduled run (its loop must have run).
+		i := pick(r, len(in.Starts), func(i int) bool {
+			s := in.Starts[i]
+			tm := termOf(in, s.Token)
+			if s.CatchUp || s.Tick.After(in.To) || (tm.Killed && !tm.Stop.After(s.Tick.Add(time.Second))) {
+				return false
+			}
+			for j, o := range in.Starts {
+				if j != i && o.Token == s.Token && !o.CatchUp {
+					return true
+				}
+			}
+			return false
+		})
+		if i < 0 {
+			return false
+		}
+		in.Starts = slices.Delete(in.Starts, i, i+1)
+		in.Ends = slices.Delete(in.Ends, i, i+1)
+		return true
+	}, func(rep Report) int { return rep.LostTicks }},
+	{"term-overlap", func(r *rand.Rand, in *Input) bool {
+		// A run of an earlier term writes a line after the next term's
+		// first line.
+		i := pick(r, len(in.Starts), func(i int) bool { return nextStart(in, in.Starts[i].Token) != nil })
+		if i < 0 {
+			return false
+		}
+		s, n := in.Starts[i], nextStart(in, in.Starts[i].Token)
+		in.Records = append(in.Records, Record{Kind: "H", Job: s.Job, Tick: s.Tick, Token: s.Token, Instance: s.Instance, At: n.At.Add(time.Millisecond)})
+		return true
+	}, func(rep Report) int { return rep.TermOverlaps }},
+	{"outside-term", func(r *rand.Rand, in *Input) bool {
+		// A deposed term starts a run after the next term's first start.
+		i := pick(r, len(in.Starts), func(i int) bool { return nextStart(in, in.Starts[i].Token) != nil })
+		if i < 0 {
+			return false
+		}
+		s, n := in.Starts[i], nextStart(in, in.Starts[i].Token)
+		s.Job, s.At, s.Line = "x", n.At.Add(time.Millisecond), len(in.Starts)+1
+		s.Tick = s.At.Truncate(time.Second)
+		in.Starts = append(in.Starts, s)
+		in.Ends = append(in.Ends, End{Job: s.Job, Tick: s.Tick, Token: s.Token, Instance: s.Instance, At: s.At.Add(time.Millisecond), Line: s.Line})
+		return true
+	}, func(rep Report) int { return rep.OutsideTerm }},
+	{"early-start", func(r *rand.Rand, in *Input) bool {
+		// A scheduled run writes its first line before its tick.
+		i := pick(r, len(in.Starts), func(i int) bool { return !in.Starts[i].CatchUp })
+		if i < 0 {
+			return false
+		}
+		in.Starts[i].At = in.Starts[i].Tick.Add(-time.Millisecond)
+		return true
+	}, func(rep Report) int { return rep.EarlyStarts }},
+	{"drain", func(r *rand.Rand, in *Input) bool {
+		// A run of a graceful term ends after the release.
+		i := pick(r, len(in.Starts), func(i int) bool { return termOf(in, in.Starts[i].Token).Graceful })
+		if i < 0 {
+			return false
+		}
+		in.Ends[i].At = termOf(in, in.Starts[i].Token).End.Add(time.Millisecond)
+		return true
+	}, func(rep Report) int { return rep.Drains }},
+	{"slow-failover", func(r *rand.Rand, in *Input) bool {
+		// The bound is a millisecond short of a crash failover.
+		for i, tm := range in.Terms[:len(in.Terms)-1] {
+			if d := in.Terms[i+1].Start.Sub(tm.Stop); tm.Killed && d > time.Millisecond {
+				in.CrashBound = d - time.Millisecond
+				return true
+			}
+		}
+		return false
+	}, func(rep Report) int { return rep.SlowFailovers }},
+}
+
+// pick returns a random index below n for which ok holds, or -1.
+func pick(r *rand.Rand, n int, ok func(int) bool) int {
+	var is []int
+	for i := range n {
+		if ok(i) {
+			is = append(is, i)
+		}
+	}
+	if len(is) == 0 {
+		return -1
+	}
+	return is[r.IntN(len(is))]
+}
+
+// termOf returns the term with token tok (genHistory's tokens are unique).
+func termOf(in *Input, tok uint64) Term {
+	for _, t := range in.Terms {
+		if t.Token == tok {
+			return t
+		}
+	}
+	return Term{}
+}
+
+// nextStart returns the first start of the term after the one with token
+// tok, nil if there is none.
+func nextStart(in *Input, tok uint64) *Start {
+	var next *Start
+	for i, s := range in.Starts {
+		if s.Token > tok && (next == nil || s.Token < next.Token || (s.Token == next.Token && s.At.Before(next.At))) {
+			next = &in.Starts[i]
+		}
+	}
+	return next
+}
+
+// clone copies in's slices, so that an injection changes only the copy.
+func clone(in Input) Input {
+	in.Starts = slices.Clone(in.Starts)
+	in.Ends = slices.Clone(in.Ends)
+	in.Terms = slices.Clone(in.Terms)
+	in.Records = slices.Clone(in.Records)
 	return in
 }
 
@@ -121,7 +277,8 @@ func counts(r Report) Report {
 // FuzzCheck: on histories with no violation (genHistory) the checker says
 // OK; its verdict does not change when the starts, ends and terms come in
 // another order, nor when the starts and ends go through the run log
-// format and back; a start run again by another term is one duplicate.
+// format and back; each fault of injections put into the history is
+// reported; a start run again by another term is one duplicate.
 func FuzzCheck(f *testing.F) {
 	for i := range 8 {
 		f.Add(uint64(i), uint64(i*7919), uint8(i%5+1))
@@ -165,6 +322,19 @@ func FuzzCheck(f *testing.F) {
 		}
 		if got := Check(parsed); !reflect.DeepEqual(counts(got), counts(rep)) {
 			t.Fatalf("through the run log: %+v, directly %+v", got, rep)
+		}
+		// Each injected fault is reported.
+		for _, inj := range injections {
+			bad := clone(in)
+			if !inj.inject(r, &bad) {
+				continue
+			}
+			if inj.kind != "term-overlap" {
+				bad.Records = records(bad.Starts, bad.Ends)
+			}
+			if got := Check(bad); inj.count(got) == 0 {
+				t.Fatalf("%s injected, not reported: %v\nterms %+v", inj.kind, got.Violations, bad.Terms)
+			}
 		}
 		// A duplicate: a later term runs an earlier term's tick.
 		if len(in.Terms) > 1 {
