@@ -3,7 +3,7 @@
 # because the etcdctl and Consul tests and the clustered e2e runs use them.
 GO ?= go
 
-.PHONY: test vet fmt-check tools demo soak bench fuzz
+.PHONY: test vet fmt-check tools demo soak bench fuzz mutate
 
 # Two tiers. The fast tier is `go test ./...`: the e2e fault suite skips
 # there unless BATON_E2E=1 (cleared here so that it does not run twice).
@@ -42,6 +42,14 @@ soak: tools
 	cd e2e && BATON_E2E=1 BATON_E2E_PROFILE=long BATON_E2E_DURATION=$(DURATION) BATON_E2E_BACKENDS=$(BATON_E2E_BACKENDS) \
 		BATON_E2E_LANES=$(SOAK_LANES) BATON_E2E_REPORT=$(SOAK_REPORT) \
 		$(GO) test -race -count=1 -parallel 8 -timeout $(SOAK_TIMEOUT) -run 'TestFaults$$'
+
+# The history checker's mutation score (tools/mutate): each small change
+# to a condition of e2e/history's rules, one at a time, against the
+# package's own tests; it lists the changes no test notices. About 10
+# minutes on 2 cores.
+MUTATE_FILES ?= e2e/history/check.go e2e/history/ticks.go e2e/history/records.go
+mutate:
+	$(GO) run ./tools/mutate e2e/history $(MUTATE_FILES)
 
 vet:
 	$(GO) vet ./...
