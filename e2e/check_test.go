@@ -110,9 +110,10 @@ func (sc *scenario) check(from, to time.Time) string {
 	in.Starts = starts
 	r := history.Check(in)
 	// The checker's whole input, to re-check or read a run later.
-	if b, err := json.MarshalIndent(in, "", " "); err != nil {
+	hist, err := json.MarshalIndent(in, "", " ")
+	if err != nil {
 		t.Errorf("%s: history.json: %v", sc.label(), err)
-	} else if err := os.WriteFile(filepath.Join(sc.dir, "history.json"), b, 0o644); err != nil {
+	} else if err := os.WriteFile(filepath.Join(sc.dir, "history.json"), hist, 0o644); err != nil {
 		t.Errorf("%s: history.json: %v", sc.label(), err)
 	}
 
@@ -140,6 +141,9 @@ func (sc *scenario) check(from, to time.Time) string {
 	sc.outcome = &outcome{Backend: be.name, Topology: be.topology, Profile: sc.prof.name, Seed: sc.seed, Started: sc.started,
 		Runtime: runtime, Nodes: be.nodes, TTL: be.ttl, Faults: maps.Clone(sc.counts), Report: r, Problems: slices.Clone(sc.problems),
 		MaxStartLatency: maxLat, CrashBound: be.crashBound, HandoverBound: be.handoverBound, FaultWake: be.faultWake, Lanes: 1}
+	if hist != nil {
+		sc.outcome.Histories = [][]byte{hist}
+	}
 
 	if sc.counts[fKillLeader] > 0 && r.MaxCrashFailover == 0 && r.Excused == 0 {
 		sc.problem("a leader was killed but no crash failover was measured")

@@ -9,13 +9,16 @@ import (
 )
 
 // TestRecheck runs the checker again over the history.json a scenario left
-// in its artifacts directory: BATON_E2E_RECHECK=/tmp/baton-e2e-.../history.json.
+// in its artifacts directory (BATON_E2E_RECHECK=/tmp/baton-e2e-.../history.json),
+// or over one a soak kept beside its report, gzipped
+// (BATON_E2E_RECHECK=$PWD/docs/reliability/redis.lane1.json.gz, from the
+// repository root: the test runs in e2e/).
 func TestRecheck(t *testing.T) {
 	path := os.Getenv("BATON_E2E_RECHECK")
 	if path == "" {
 		t.Skip("set BATON_E2E_RECHECK to a history.json to check it again")
 	}
-	b, err := os.ReadFile(path)
+	b, err := readHistory(path)
 	if err != nil {
 		t.Fatal(err)
 	}

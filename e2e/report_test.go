@@ -34,6 +34,10 @@ type outcome struct {
 	// Lanes is the number of groups of Nodes nodes that shared the
 	// backend, each with an election of its own (long profile).
 	Lanes int
+	// Histories are the checker's inputs, one per lane, as JSON: the
+	// report keeps them (evidence_test.go) so that a later checker can
+	// judge the same run again.
+	Histories [][]byte `json:"-"`
 }
 
 // mergeLanes merges the outcomes of the lanes of one backend: counts
@@ -62,6 +66,8 @@ func mergeLanes(lanes []*outcome) *outcome {
 		r.TokenOrder += l.TokenOrder
 		r.LostTicks += l.LostTicks
 		r.SlowHandovers += l.SlowHandovers
+		r.SlowFailovers += l.SlowFailovers
+		r.EarlyStarts += l.EarlyStarts
 		r.Drains += l.Drains
 		r.TermOverlaps += l.TermOverlaps
 		r.AfterPause += l.AfterPause
@@ -78,6 +84,10 @@ func mergeLanes(lanes []*outcome) *outcome {
 		}
 	}
 	m.Report = r
+	m.Histories = nil
+	for _, o := range lanes {
+		m.Histories = append(m.Histories, o.Histories...)
+	}
 	return &m
 }
 
@@ -103,7 +113,11 @@ func writeReport(path string, outs []*outcome) error {
 	}
 	mach := machine()
 	for _, o := range outs {
-		sections[o.Backend] = o.markdown(mach)
+		files, err := keepHistories(filepath.Dir(path), o)
+		if err != nil {
+			return err
+		}
+		sections[o.Backend] = o.markdown(mach) + historiesNote(files)
 	}
 	var b strings.Builder
 	b.WriteString(reportHeader)
