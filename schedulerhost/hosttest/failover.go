@@ -300,7 +300,21 @@ func testCrashManyJobs(t *testing.T, h Harness, n int) {
 	a := startHostNode(t, newC(t, "a"), "a", jobs("a")...)
 	waitLeader(t, 10*ttl, a)
 	b := startHostNode(t, newC(t, "b"), "b", jobs("b")...)
-	time.Sleep(3500 * time.Millisecond) // a runs a few instants
+	// a runs every job at least once before the cut: on a loaded machine,
+	// with the race detector, its first instants can take seconds.
+	ranByA := func() bool {
+		seen := map[string]bool{}
+		for _, r := range rec.snapshot() {
+			if r.by == "a" {
+				seen[r.job] = true
+			}
+		}
+		return len(seen) == n
+	}
+	for deadline := time.Now().Add(60 * time.Second); !ranByA() && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // and one instant more
 	if a.c.Cut == nil {
 		t.Skip("harness cannot cut a candidate off")
 	}
