@@ -9,6 +9,20 @@ import (
 	"github.com/robfig/cron/v3"
 )
 
+// msgMissedWhileNobodyLed is how a new term logs, for each job whose
+// last claimed tick it read, the ticks missed since (at Warn), or that
+// none were (at Debug, msgNoneMissed).
+const (
+	msgMissedWhileNobodyLed = "missed ticks while nobody led"
+	msgNoneMissed           = "no ticks missed while nobody led"
+)
+
+// coverKey names a catch-up run: its job and tick (UnixNano).
+type coverKey struct {
+	job  string
+	tick int64
+}
+
 const (
 	// catchUpWorkers bounds the ledger reads a new term makes at once.
 	catchUpWorkers = 16
@@ -44,7 +58,7 @@ func (t *termRun) catchUp(ctx context.Context, termStart time.Time) {
 		if j.since.After(from) {
 			from = j.since
 		}
-		run, _ := t.missed(j, j.sched.Next(from.In(h.cfg.Location)), termStart, "missed ticks while nobody led", "last_claimed", last[i])
+		run, _ := t.missed(j, j.sched.Next(from.In(h.cfg.Location)), termStart, msgMissedWhileNobodyLed, "last_claimed", last[i])
 		// The batch is admitted as one run (a run abandoned by an earlier
 		// term may still be going), its ticks claimed in order now, before
 		// the schedule loop starts; the runs then start one after another.
@@ -170,8 +184,12 @@ func (t *termRun) skipOver(j *jobState, first, until time.Time) (next time.Time)
 
 // missed applies j's Misfire policy to its ticks from first through until
 // (missed while nobody led, or skipped over by a forward step of the wall
-// clock): it logs them with msg and attrs, counts the misfires, and returns
-// the ticks to run, oldest first, and j's first tick after until.
+// clock): it logs them with msg and attrs (and the first missed tick the
+// catch-up runs stand for, covers_from), counts the misfires, and returns
+// the ticks to run, oldest first, and j's first tick after until. A
+// term's catch-up that finds none missed says so at Debug
+// (msgNoneMissed), so that every job whose last claim was read has a
+// line.
 func (t *termRun) missed(j *jobState, first, until time.Time, msg string, attrs ...any) (run []time.Time, next time.Time) {
 	h := t.h
 	until = until.In(h.cfg.Location)
@@ -180,20 +198,32 @@ func (t *termRun) missed(j *jobState, first, until time.Time, msg string, attrs 
 		grace = defaultGrace(j.sched, until)
 	}
 	inGrace, total, next := missedTicks(j.sched, first, until, grace)
+	args := append([]any{"job", j.Name, "token", t.token}, attrs...)
 	if total == 0 {
+		if msg == msgMissedWhileNobodyLed {
+			h.log.Debug(msgNoneMissed, args...)
+		}
 		return nil, next
 	}
+	var from time.Time // the first missed tick the catch-up runs stand for
 	switch j.Misfire {
 	case MisfireRunOnce:
 		if len(inGrace) > 0 {
-			run = inGrace[len(inGrace)-1:]
+			run, from = inGrace[len(inGrace)-1:], inGrace[0]
+			t.covers.Store(coverKey{j.Name, run[0].UnixNano()}, from)
 		}
 	case MisfireRunAll:
 		run = inGrace[max(0, len(inGrace)-j.MaxCatchUp):]
+		if len(run) > 0 {
+			from = run[0]
+		}
 	}
-	args := append([]any{"job", j.Name, "token", t.token}, attrs...)
-	h.log.Warn(msg, append(args, "missed", total, "within_grace", len(inGrace), "grace", grace, "policy", j.Misfire,
-		"catch_up_runs", len(run))...)
+	args = append(args, "missed", total, "within_grace", len(inGrace), "grace", grace, "policy", j.Misfire,
+		"catch_up_runs", len(run))
+	if len(run) > 0 {
+		args = append(args, "covers_from", from)
+	}
+	h.log.Warn(msg, args...)
 	if misfired := total - len(run); misfired > 0 && h.cfg.Observer != nil {
 		h.cfg.Observer.Misfired(j.Name, misfired)
 	}

@@ -110,9 +110,23 @@ func TestHost_CatchUpAfterCrash(t *testing.T) {
 					t.Fatalf("catch-up runs = %d (%v), want %d", len(catchUps), catchUps, want)
 				}
 				// Catch-up runs are the newest missed ticks, oldest first.
+				// A run-once run stands for every missed tick from the first
+				// after a's last (Tick.CatchUpFrom); a run-all run for its own.
 				for i, c := range catchUps {
 					if wantT := regularB.Add(-time.Duration(len(catchUps)-i) * time.Second); !c.Time.Equal(wantT) {
 						t.Errorf("catch-up %d has tick %v, want %v", i, c.Time, wantT)
+					}
+					from := c.Time
+					if tc.policy == schedulerhost.MisfireRunOnce {
+						from = lastA.Add(time.Second)
+					}
+					if !c.CatchUpFrom.Equal(from) {
+						t.Errorf("catch-up %d (tick %v) stands for the ticks from %v, want from %v", i, c.Time, c.CatchUpFrom, from)
+					}
+				}
+				for i, r := range runs {
+					if !r.CatchUp && !r.CatchUpFrom.IsZero() {
+						t.Errorf("run %d (tick %v, not a catch-up) has CatchUpFrom %v", i, r.Time, r.CatchUpFrom)
 					}
 				}
 				a.backend.Heal()

@@ -144,11 +144,15 @@ func observeStep(next runFunc) runFunc {
 		}
 		logInfo := h.log.Enabled(context.Background(), slog.LevelInfo)
 		if logInfo {
-			if r.delay > 0 {
-				h.log.Info("run started", "job", j.Name, "tick", tick, "token", r.t.token, "catch_up", r.tick.CatchUp, "late", lateness.Round(time.Microsecond), "jitter", r.delay)
-			} else {
-				h.log.Info("run started", "job", j.Name, "tick", tick, "token", r.t.token, "catch_up", r.tick.CatchUp, "late", lateness.Round(time.Microsecond))
+			args := []any{"job", j.Name, "tick", tick, "token", r.t.token, "catch_up", r.tick.CatchUp}
+			if r.tick.CatchUp {
+				args = append(args, "catch_up_from", r.tick.CatchUpFrom)
 			}
+			args = append(args, "late", lateness.Round(time.Microsecond))
+			if r.delay > 0 {
+				args = append(args, "jitter", r.delay)
+			}
+			h.log.Info("run started", args...)
 		}
 		next(r)
 		if !r.ran {

@@ -14,6 +14,12 @@ type Tick struct {
 	Job     string
 	Time    time.Time
 	CatchUp bool // the run stands for ticks missed while nobody led, or skipped over by a wall-clock step
+	// CatchUpFrom is, for a catch-up run, the earliest missed tick it
+	// stands for: with MisfireRunOnce the first missed tick within the
+	// misfire grace (Time is the last), with MisfireRunAll the run's own
+	// Time. The missed ticks from CatchUpFrom through Time are the ones
+	// the run covers. Zero for other runs.
+	CatchUpFrom time.Time
 }
 
 type tickKey struct{}
@@ -68,6 +74,12 @@ type tickRun struct {
 
 func (t *termRun) newRun(j *jobState, tick time.Time, catchUp, claimed bool, tn turn) *tickRun {
 	r := &tickRun{Context: t.base, tick: Tick{Job: j.Name, Time: tick, CatchUp: catchUp}, t: t, job: j, claimed: claimed, tn: tn}
+	if catchUp {
+		r.tick.CatchUpFrom = tick
+		if from, ok := t.covers.Load(coverKey{j.Name, tick.UnixNano()}); ok {
+			r.tick.CatchUpFrom = from.(time.Time)
+		}
+	}
 	r.ctx = r
 	r.attempt.Store(1)
 	return r

@@ -52,6 +52,11 @@ type termRun struct {
 	// shows it taken by the term again. Only the run-now poll's goroutine
 	// uses it.
 	startedRequests map[string]bool
+
+	// covers holds, by coverKey, the first missed tick a run-once
+	// catch-up run stands for (catchup.go); newRun puts it in the run's
+	// Tick.
+	covers sync.Map
 }
 
 // newTerm returns the state of term, led under ctx, Lead's context. Runs go

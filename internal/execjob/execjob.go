@@ -41,6 +41,10 @@ const (
 	EnvCatchUp  = "BATON_CATCH_UP" // "1" for a catch-up run (ticks missed while nobody led), else "0"
 	EnvAttempt  = "BATON_ATTEMPT"  // the attempt of the tick's run, from 1 (schedulerhost.Job.Retries)
 	EnvRunKind  = "BATON_RUN_KIND" // "scheduled", "catch-up" or "manual" (a run now)
+	// EnvCatchUpFrom is, for a catch-up run, the earliest missed tick it
+	// stands for (RFC 3339, UTC; schedulerhost.Tick.CatchUpFrom): the
+	// missed ticks from it through BATON_TICK. Empty for other runs.
+	EnvCatchUpFrom = "BATON_CATCH_UP_FROM"
 	// A run now's request id and who asked for it (empty otherwise).
 	EnvRequestID   = "BATON_REQUEST_ID"
 	EnvRequestedBy = "BATON_REQUESTED_BY"
@@ -124,10 +128,14 @@ func (c *Command) Run(ctx context.Context) error {
 		EnvCatchUp+"="+catchUp(tick),
 		EnvAttempt+"="+strconv.Itoa(max(1, schedulerhost.AttemptFromContext(ctx))),
 	)
-	kind := "scheduled"
+	kind, from := "scheduled", ""
 	if tick.CatchUp {
 		kind = "catch-up"
+		if !tick.CatchUpFrom.IsZero() {
+			from = tick.CatchUpFrom.UTC().Format(time.RFC3339)
+		}
 	}
+	env = append(env, EnvCatchUpFrom+"="+from)
 	if m, ok := schedulerhost.ManualFromContext(ctx); ok {
 		kind = "manual"
 		env = append(env, EnvRequestID+"="+m.RequestID, EnvRequestedBy+"="+m.By)

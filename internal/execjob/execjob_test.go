@@ -234,12 +234,13 @@ while :; do sleep 0.1; done`}
 
 // TestCommand_EnvCatchUp checks BATON_CATCH_UP: "1" on the catch-up run a
 // new term makes for a tick missed while nobody led, "0" on the regular
-// runs after it.
+// runs after it; and BATON_CATCH_UP_FROM: on the catch-up run (run-once)
+// the first tick missed after the last claim, empty on the others.
 func TestCommand_EnvCatchUp(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "catchup")
 	cmd := &execjob.Command{
 		Job:    "cu",
-		Script: `echo "$BATON_CATCH_UP $BATON_TICK" >> "$OUT"`,
+		Script: `echo "$BATON_CATCH_UP $BATON_TICK ${BATON_CATCH_UP_FROM:--}" >> "$OUT"`,
 		Env:    append(os.Environ(), "OUT="+out),
 		Logger: slog.New(slog.DiscardHandler),
 	}
@@ -278,7 +279,14 @@ func TestCommand_EnvCatchUp(t *testing.T) {
 	}
 	stop()
 	if len(got) < 2 || !strings.HasPrefix(got[0], "1 ") || !strings.HasPrefix(got[1], "0 ") {
-		t.Fatalf("runs (BATON_CATCH_UP BATON_TICK): %q; want a catch-up run (1) then a regular one (0)", got)
+		t.Fatalf("runs (BATON_CATCH_UP BATON_TICK BATON_CATCH_UP_FROM): %q; want a catch-up run (1) then a regular one (0)", got)
+	}
+	f := strings.Fields(got[0])
+	if want := old.Add(time.Second).UTC().Format(time.RFC3339); len(f) != 3 || f[2] != want || f[1] <= want {
+		t.Errorf("catch-up run %q: want BATON_CATCH_UP_FROM %s, the tick after the last claim, before its own tick", got[0], want)
+	}
+	if f := strings.Fields(got[1]); len(f) != 3 || f[2] != "-" {
+		t.Errorf("regular run %q: want no BATON_CATCH_UP_FROM", got[1])
 	}
 }
 

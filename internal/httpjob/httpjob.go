@@ -32,13 +32,17 @@ import (
 // Request headers set on every request. They mirror the environment of a
 // command job (BATON_JOB and so on).
 const (
-	HeaderJob         = "Baton-Job"          // the job's name
-	HeaderToken       = "Baton-Token"        // the term's fencing token, decimal
-	HeaderTick        = "Baton-Tick"         // the nominal time of the tick, RFC 3339, UTC
-	HeaderAttempt     = "Baton-Attempt"      // the attempt of the tick's run, from 1
-	HeaderInstance    = "Baton-Instance"     // the identity of the instance sending it
-	HeaderElection    = "Baton-Election"     // the election's name
-	HeaderRunKind     = "Baton-Run-Kind"     // "scheduled", "catch-up" or "manual"
+	HeaderJob      = "Baton-Job"      // the job's name
+	HeaderToken    = "Baton-Token"    // the term's fencing token, decimal
+	HeaderTick     = "Baton-Tick"     // the nominal time of the tick, RFC 3339, UTC
+	HeaderAttempt  = "Baton-Attempt"  // the attempt of the tick's run, from 1
+	HeaderInstance = "Baton-Instance" // the identity of the instance sending it
+	HeaderElection = "Baton-Election" // the election's name
+	HeaderRunKind  = "Baton-Run-Kind" // "scheduled", "catch-up" or "manual"
+	// HeaderCatchUpFrom is, on a catch-up run, the earliest missed tick
+	// it stands for (RFC 3339, UTC): the missed ticks from it through
+	// Baton-Tick. Absent on other runs.
+	HeaderCatchUpFrom = "Baton-Catch-Up-From"
 	HeaderRequestID   = "Baton-Request-Id"   // a run now's request id (manual runs only)
 	HeaderRequestedBy = "Baton-Requested-By" // who asked for a run now (manual runs only)
 	HeaderRunID       = "Baton-Run-Id"       // the run: the same on every attempt of one tick or run now
@@ -290,6 +294,9 @@ func SetHeaders(ctx context.Context, h http.Header, job, electionName, instance 
 	kind := "scheduled"
 	if tick.CatchUp {
 		kind = "catch-up"
+		if !tick.CatchUpFrom.IsZero() {
+			h.Set(HeaderCatchUpFrom, tick.CatchUpFrom.UTC().Format(time.RFC3339))
+		}
 	}
 	runID := electionName + "/" + job + "/" + tick.Time.UTC().Format(time.RFC3339Nano)
 	if m, ok := schedulerhost.ManualFromContext(ctx); ok {

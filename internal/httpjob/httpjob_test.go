@@ -70,9 +70,22 @@ func TestRun_RequestCarriesTheRun(t *testing.T) {
 	if v := s.h.Get(HeaderRequestID); v != "" {
 		t.Errorf("scheduled run has %s %q", HeaderRequestID, v)
 	}
+	if v := s.h.Get(HeaderCatchUpFrom); v != "" {
+		t.Errorf("scheduled run has %s %q", HeaderCatchUpFrom, v)
+	}
+
+	// A catch-up run says the first missed tick it stands for.
+	ctx := schedulerhost.ContextWithTick(runCtx(42, 1), schedulerhost.Tick{Job: "report", Time: tick, CatchUp: true, CatchUpFrom: tick.Add(-3 * time.Minute)})
+	if err := j.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s = <-got
+	if s.h.Get(HeaderRunKind) != "catch-up" || s.h.Get(HeaderCatchUpFrom) != "2026-11-24T06:57:00Z" {
+		t.Errorf("catch-up run headers: kind %q from %q", s.h.Get(HeaderRunKind), s.h.Get(HeaderCatchUpFrom))
+	}
 
 	// A run now names its request and who asked.
-	ctx := schedulerhost.ContextWithManual(runCtx(43, 1), schedulerhost.Manual{RequestID: "r-7", By: "ops"})
+	ctx = schedulerhost.ContextWithManual(runCtx(43, 1), schedulerhost.Manual{RequestID: "r-7", By: "ops"})
 	if err := j.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
