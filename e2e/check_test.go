@@ -71,6 +71,15 @@ func (sc *scenario) check(from, to time.Time) string {
 	case be.faultWake > 0:
 		in.Excused = be.excused(be.faultWake)
 	}
+	catchUps, said := 0, 0 // catch-up runs, and those that recorded what they stand for
+	for _, s := range starts {
+		if s.CatchUp {
+			catchUps++
+			if !s.CatchUpFrom.IsZero() {
+				said++
+			}
+		}
+	}
 	var maxLat time.Duration
 	logged := map[runKey]time.Time{}
 	ran := map[runKey]bool{}
@@ -130,11 +139,11 @@ func (sc *scenario) check(from, to time.Time) string {
 	sum := fmt.Sprintf(`  %s: runtime %v, %d nodes, TTL %v, seed %d
     faults: %s
     runs %d in %d terms; duplicates %d, overlaps %d, missed beyond policy %d, outside-term %d, token-order %d, drain %d, slow handovers %d
-    from the jobs' own records (%d lines): term-overlaps %d, runs after an acknowledged pause %d (%d pauses), starts before their tick %d
+    from the jobs' own records (%d lines): term-overlaps %d, runs after an acknowledged pause %d (%d pauses), starts before their tick %d, catch-ups standing for claimed or later ticks %d (%d of %d catch-up runs recorded what they stand for)
     ticks not run, accounted for by the policy or a reason the leader logged: %s
     max crash failover %v (documented bound %v, beyond it %d), max graceful handover %v (bound %v), max start latency %v (slack %v)%s
 `, name, runtime, be.nodes, be.ttl, sc.seed, faults, r.Runs, r.Terms, r.Duplicates, r.Overlaps, r.LostTicks, r.OutsideTerm,
-		r.TokenOrder, r.Drains, r.SlowHandovers, len(records), r.TermOverlaps, r.AfterPause, len(pauses), r.EarlyStarts, accounted,
+		r.TokenOrder, r.Drains, r.SlowHandovers, len(records), r.TermOverlaps, r.AfterPause, len(pauses), r.EarlyStarts, r.CatchUpCovers, said, catchUps, accounted,
 		r.MaxCrashFailover.Round(time.Millisecond), be.crashBound, r.SlowFailovers, r.MaxHandover.Round(time.Millisecond), be.handoverBound,
 		maxLat.Round(time.Millisecond), slack, excusedNote(r.Excused, sc.lane, be.faultWake))
 	t.Logf("summary:\n%s", sum)

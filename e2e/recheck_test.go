@@ -27,8 +27,8 @@ func TestRecheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := history.Check(in)
-	t.Logf("runs %d terms %d duplicates %d overlaps %d lost %d outside-term %d token-order %d drain %d slow handovers %d slow failovers %d early starts %d term overlaps %d; accounted %v; max crash failover %v, max handover %v",
-		r.Runs, r.Terms, r.Duplicates, r.Overlaps, r.LostTicks, r.OutsideTerm, r.TokenOrder, r.Drains, r.SlowHandovers, r.SlowFailovers, r.EarlyStarts, r.TermOverlaps, r.Accounted, r.MaxCrashFailover, r.MaxHandover)
+	t.Logf("runs %d terms %d duplicates %d overlaps %d lost %d outside-term %d token-order %d drain %d slow handovers %d slow failovers %d early starts %d catch-up covers %d term overlaps %d; accounted %v; max crash failover %v, max handover %v",
+		r.Runs, r.Terms, r.Duplicates, r.Overlaps, r.LostTicks, r.OutsideTerm, r.TokenOrder, r.Drains, r.SlowHandovers, r.SlowFailovers, r.EarlyStarts, r.CatchUpCovers, r.TermOverlaps, r.Accounted, r.MaxCrashFailover, r.MaxHandover)
 	for _, v := range r.Violations {
 		t.Errorf("violation: %s", v)
 	}

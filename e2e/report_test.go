@@ -68,6 +68,7 @@ func mergeLanes(lanes []*outcome) *outcome {
 		r.SlowHandovers += l.SlowHandovers
 		r.SlowFailovers += l.SlowFailovers
 		r.EarlyStarts += l.EarlyStarts
+		r.CatchUpCovers += l.CatchUpCovers
 		r.Drains += l.Drains
 		r.TermOverlaps += l.TermOverlaps
 		r.AfterPause += l.AfterPause
@@ -251,6 +252,7 @@ func (o *outcome) markdown(mach string) string {
 		{"no two terms' runs at once, by the jobs' own lines (term overlaps)", r.TermOverlaps},
 		{"no run started after an acknowledged pause", r.AfterPause},
 		{"no run started before its tick", r.EarlyStarts},
+		{"catch-up runs stand for missed ticks only", r.CatchUpCovers},
 		{"graceful handovers within their bound", r.SlowHandovers},
 		{"liveness: a leader running jobs after every fault", len(o.Problems)},
 	} {

@@ -828,7 +828,9 @@ func (sc *scenario) cleanup() {
 }
 
 // jobsFile is the nodes' jobs file: a job every second and a sleeping job
-// every 5 s, each appending a start and an end line to runs (O_APPEND);
+// every 5 s, each appending a start and an end line to runs (O_APPEND;
+// the start line ends with 0, or with BATON_CATCH_UP_FROM on a catch-up
+// run);
 // "drain", every 3 s, which works 2.5 s and traps SIGTERM to keep working
 // 3 s after it, appending a heartbeat line ("H") every 250 ms, as a
 // draining script does (kill_grace 2 s cuts it; on a loss, the margin;
@@ -838,7 +840,7 @@ func (sc *scenario) cleanup() {
 // asked, whose start line ends with the run-now request's id.
 func jobsFile(be *backend, runs string) string {
 	rec := func(kind string) string {
-		return fmt.Sprintf(`printf '%s %%s %%s %%s %%s %%s %%s\n' "$BATON_JOB" "$BATON_TICK" "$BATON_TOKEN" "$BATON_INSTANCE" "$(date +%%s%%N)" "$BATON_CATCH_UP" >> '%s'`, kind, runs)
+		return fmt.Sprintf(`printf '%s %%s %%s %%s %%s %%s %%s\n' "$BATON_JOB" "$BATON_TICK" "$BATON_TOKEN" "$BATON_INSTANCE" "$(date +%%s%%N)" "${BATON_CATCH_UP_FROM:-$BATON_CATCH_UP}" >> '%s'`, kind, runs)
 	}
 	poll := ""
 	if be.poll > 0 {
@@ -872,7 +874,7 @@ func jobsFile(be *backend, runs string) string {
       rec() { printf '%%s %%s %%s %%s %%s %%s %%s\n' "$1" "$BATON_JOB" "$BATON_TICK" "$BATON_TOKEN" "$BATON_INSTANCE" "$(date +%%s%%N)" "$2" >> '%[6]s'; }
       cleanup() { i=0; while [ $i -lt 12 ]; do rec H term; sleep 0.25; i=$((i+1)); done; rec E term; exit 0; }
       trap cleanup TERM
-      rec S "$BATON_CATCH_UP"
+      rec S "${BATON_CATCH_UP_FROM:-$BATON_CATCH_UP}"
       i=0
       while [ $i -lt 10 ]; do
         rec H work; sleep 0.25; i=$((i+1))
@@ -891,5 +893,5 @@ func jobsFile(be *backend, runs string) string {
     command: |
       %[7]s
       %[4]s
-`, be.ttl, poll, rec("S"), rec("E"), be.grace, runs, strings.Replace(rec("S"), `"$BATON_CATCH_UP"`, `"${BATON_REQUEST_ID:--}"`, 1))
+`, be.ttl, poll, rec("S"), rec("E"), be.grace, runs, strings.Replace(rec("S"), `"${BATON_CATCH_UP_FROM:-$BATON_CATCH_UP}"`, `"${BATON_REQUEST_ID:--}"`, 1))
 }

@@ -111,6 +111,27 @@ func Check(in Input) Report {
 		}
 	}
 
+	// 3c. A catch-up run stands for missed ticks only: the first tick it
+	// says it stands for (its own record) is not after its tick, and
+	// comes after the last claimed tick its term read for the job (the
+	// node's log).
+	for _, s := range in.Starts {
+		if !s.CatchUp || s.CatchUpFrom.IsZero() {
+			continue
+		}
+		if s.CatchUpFrom.After(s.Tick) {
+			r.add("catch-up-cover", "line %d: %s's catch-up run of job %s tick %s (token %d) says it stands for the ticks from %s, after its own",
+				s.Line, s.Instance, s.Job, s.Tick.Format(time.RFC3339), s.Token, s.CatchUpFrom.Format(time.RFC3339))
+			continue
+		}
+		for _, c := range in.LastClaims {
+			if c.Token == s.Token && c.Instance == s.Instance && c.Job == s.Job && !s.CatchUpFrom.After(c.Tick) {
+				r.add("catch-up-cover", "line %d: %s's catch-up run of job %s tick %s (token %d) says it stands for the ticks from %s, yet its term read %s as the job's last claimed tick",
+					s.Line, s.Instance, s.Job, s.Tick.Format(time.RFC3339), s.Token, s.CatchUpFrom.Format(time.RFC3339), c.Tick.Format(time.RFC3339))
+			}
+		}
+	}
+
 	// 4. No two terms overlap in job starts: ordered by token, the starts
 	// of one term all come before the starts of the next.
 	type span struct {

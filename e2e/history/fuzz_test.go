@@ -22,10 +22,7 @@ func FuzzParseRunLog(f *testing.F) {
 		ends, eerr := ParseEnds(strings.NewReader(string(data)))
 		var b strings.Builder
 		for _, s := range starts {
-			c := "0"
-			if s.CatchUp {
-				c = "1"
-			}
+			c := catchUpField(s)
 			fmt.Fprintf(&b, "S %s %s %d %s %d %s\n", s.Job, s.Tick.Format(time.RFC3339Nano), s.Token, s.Instance, s.At.UnixNano(), c)
 		}
 		for _, e := range ends {
@@ -38,7 +35,8 @@ func FuzzParseRunLog(f *testing.F) {
 			}
 			for i, s := range starts {
 				a := again[i]
-				if a.Job != s.Job || !a.Tick.Equal(s.Tick) || a.Token != s.Token || a.Instance != s.Instance || !a.At.Equal(s.At) || a.CatchUp != s.CatchUp {
+				if a.Job != s.Job || !a.Tick.Equal(s.Tick) || a.Token != s.Token || a.Instance != s.Instance || !a.At.Equal(s.At) || a.CatchUp != s.CatchUp ||
+					!a.CatchUpFrom.Equal(s.CatchUpFrom) {
 					t.Fatalf("start %d: %+v, written back and parsed %+v", i, s, a)
 				}
 			}
@@ -87,9 +85,11 @@ func genHistory(r *rand.Rand, nTerms int) Input {
 		}
 		tok += 1 + uint64(r.IntN(5))
 		tm := Term{Instance: insts[r.IntN(len(insts))], Token: tok, Start: start}
-		// Catch-up: the last tick in (prevStop, start], if any.
+		// Catch-up: the last tick in (prevStop, start], if any, standing
+		// for every tick since the previous term's last.
 		if last := start.Truncate(time.Second); last.After(prevStop) {
 			run(tm.Instance, tok, last, start.Add(ms(10)), true)
+			in.Starts[len(in.Starts)-1].CatchUpFrom = prevStop.Truncate(time.Second).Add(time.Second)
 		}
 		n := 1 + r.IntN(8)
 		tick := start.Truncate(time.Second).Add(time.Second)
@@ -118,6 +118,18 @@ func genHistory(r *rand.Rand, nTerms int) Input {
 	}
 	in.Records = records(in.Starts, in.Ends)
 	return in
+}
+
+// catchUpField is the last field of s's start line: 0, or for a catch-up
+// run the first tick it stands for, or 1 if it does not say.
+func catchUpField(s Start) string {
+	switch {
+	case !s.CatchUp:
+		return "0"
+	case s.CatchUpFrom.IsZero():
+		return "1"
+	}
+	return s.CatchUpFrom.Format(time.RFC3339Nano)
 }
 
 // records are the S and E records of starts and ends, as the run log
@@ -211,6 +223,15 @@ var injections = []injection{
 		in.Ends[i].At = termOf(in, in.Starts[i].Token).End.Add(time.Millisecond)
 		return true
 	}, func(rep Report) int { return rep.Drains }},
+	{"catch-up-cover", func(r *rand.Rand, in *Input) bool {
+		// A catch-up run says it stands for a tick after its own.
+		i := pick(r, len(in.Starts), func(i int) bool { return in.Starts[i].CatchUp })
+		if i < 0 {
+			return false
+		}
+		in.Starts[i].CatchUpFrom = in.Starts[i].Tick.Add(time.Second)
+		return true
+	}, func(rep Report) int { return rep.CatchUpCovers }},
 	{"slow-failover", func(r *rand.Rand, in *Input) bool {
 		// The bound is a millisecond short of a crash failover.
 		for i, tm := range in.Terms[:len(in.Terms)-1] {
@@ -304,10 +325,7 @@ func FuzzCheck(f *testing.F) {
 		// Through the run log.
 		var b strings.Builder
 		for i, s := range in.Starts {
-			c := "0"
-			if s.CatchUp {
-				c = "1"
-			}
+			c := catchUpField(s)
 			fmt.Fprintf(&b, "S %s %s %d %s %d %s\n", s.Job, s.Tick.Format(time.RFC3339Nano), s.Token, s.Instance, s.At.UnixNano(), c)
 			e := in.Ends[i]
 			fmt.Fprintf(&b, "E %s %s %d %s %d ok\n", e.Job, e.Tick.Format(time.RFC3339Nano), e.Token, e.Instance, e.At.UnixNano())

@@ -16,7 +16,11 @@ type Start struct {
 	Instance string
 	At       time.Time // wall clock when the run started
 	CatchUp  bool
-	Line     int // line in the run log, for reports
+	// CatchUpFrom is, for a catch-up run, the first missed tick it says
+	// it stands for (BATON_CATCH_UP_FROM, recorded by the job); zero if
+	// the record does not say.
+	CatchUpFrom time.Time `json:",omitzero"`
+	Line        int       // line in the run log, for reports
 	// Logged is when the node logged that it started the run (zero if
 	// unknown): a run it decided before a pause was acknowledged is not
 	// after the pause, however late its first line.

@@ -12,8 +12,9 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 func at(sec float64) time.Time { return t0.Add(time.Duration(sec * float64(time.Second))) }
 
 // clean is a history with no violation: a runs ticks 1..10 with token 10
-// and is killed at 10.2 s; b leads at 12.5 s with token 20, runs one
-// catch-up for the missed ticks 11 and 12 (as 12), then 13..20.
+// and is killed at 10.2 s; b leads at 12.5 s with token 20, reads 10 as
+// the last claimed tick, runs one catch-up for the missed ticks 11 and 12
+// (as 12, standing for the ticks from 11), then 13..20.
 func clean() Input {
 	in := Input{
 		Jobs:          map[string]Policy{"j": {Every: time.Second, Misfire: "run-once", Grace: 5 * time.Second}},
@@ -35,9 +36,11 @@ func clean() Input {
 		add("a", 10, float64(s), float64(s)+0.001, false)
 	}
 	add("b", 20, 12, 12.51, true)
+	in.Starts[len(in.Starts)-1].CatchUpFrom = at(11)
 	for s := 13; s <= 20; s++ {
 		add("b", 20, float64(s), float64(s)+0.001, false)
 	}
+	in.LastClaims = []LastClaim{{Instance: "b", Token: 20, Job: "j", Tick: at(10)}}
 	return in
 }
 
@@ -120,6 +123,15 @@ func TestCheck_ReportsEachViolation(t *testing.T) {
 			in.Terms[1].Start = at(10.5)
 			in.Ends[9].At = at(10.45) // a's run of tick 10: 50 ms after the release
 		}, "drain", func(r Report) int { return r.Drains }},
+		{"catch-up standing for a tick after its own", func(in *Input) {
+			in.Starts[10].CatchUpFrom = at(13) // b's catch-up of tick 12
+		}, "catch-up-cover", func(r Report) int { return r.CatchUpCovers }},
+		{"catch-up standing for a tick its term read as claimed", func(in *Input) {
+			// b read tick 10 as the last claimed, and says its catch-up
+			// stands for the ticks from 10.
+			in.Starts[10].CatchUpFrom = at(10)
+			in.LastClaims = []LastClaim{{Instance: "b", Token: 20, Job: "j", Tick: at(10)}}
+		}, "catch-up-cover", func(r Report) int { return r.CatchUpCovers }},
 		{"crash failover beyond its bound", func(in *Input) {
 			in.CrashBound = 2 * time.Second // a killed at 10.2 s, b led at 12.5 s
 		}, "slow-failover", func(r Report) int { return r.SlowFailovers }},
@@ -557,6 +569,7 @@ func TestCheck_TermKilledJustAfterATick(t *testing.T) {
 	// 11.03 s, its claim of tick 11 landed and its run not started. b led
 	// at 11.5 s and found no tick missed: at most once.
 	in := clean()
+	in.LastClaims = nil // b found no tick missed
 	in.Terms[0].Stop = at(10.05)
 	in.Terms[1].Start = at(11.5)
 	in.Terms = append(in.Terms, Term{Instance: "c", Token: 15, Start: at(10.95), Stop: at(11.03), Killed: true})

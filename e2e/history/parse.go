@@ -57,11 +57,17 @@ func parseRunLines[T any](rd io.Reader, kind, atName string, conv func(runLine) 
 }
 
 // ParseRunLog reads the lines jobs append: "S <job> <tick RFC3339> <token>
-// <instance> <start unix ns> <catch-up 0|1>" at the start of a run, and
-// "E ..." lines at the end (ignored here).
+// <instance> <start unix ns> <catch-up>" at the start of a run, and "E
+// ..." lines at the end (ignored here). The last field of a start is 0,
+// or for a catch-up run 1 or the first missed tick it stands for (RFC
+// 3339: BATON_CATCH_UP_FROM).
 func ParseRunLog(rd io.Reader) ([]Start, error) {
 	return parseRunLines(rd, "S", "start", func(l runLine) Start {
-		return Start{Job: l.job, Tick: l.tick, Token: l.token, Instance: l.instance, At: l.at, CatchUp: l.last == "1", Line: l.line}
+		s := Start{Job: l.job, Tick: l.tick, Token: l.token, Instance: l.instance, At: l.at, CatchUp: l.last == "1", Line: l.line}
+		if from, err := time.Parse(time.RFC3339Nano, l.last); err == nil {
+			s.CatchUp, s.CatchUpFrom = true, from
+		}
+		return s
 	})
 }
 

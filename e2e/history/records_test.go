@@ -57,6 +57,28 @@ func TestCheck_TermOverlap(t *testing.T) {
 	if r := Check(in); r.TermOverlaps != 1 {
 		t.Fatalf("term 15 inside term 10's run: %d term-overlaps (%v), want 1", r.TermOverlaps, r.Violations)
 	}
+	// Term 20 then starts at 12 s: after term 15's last record, still
+	// inside term 10's trapped job (until 12.25 s).
+	recs = append(lostTermRecords(12), recs[len(recs)-1])
+	in.Records = recs
+	if r := Check(in); r.TermOverlaps != 2 {
+		t.Fatalf("terms 15 and 20 inside term 10's run: %d term-overlaps (%v), want 2", r.TermOverlaps, r.Violations)
+	}
+	// The order of the records in the input does not matter: a term's
+	// span is from its earliest record to its latest.
+	for i, j := 0, len(recs)-1; i < j; i, j = i+1, j-1 {
+		recs[i], recs[j] = recs[j], recs[i]
+	}
+	if r := Check(in); r.TermOverlaps != 2 {
+		t.Fatalf("the same records backwards: %d term-overlaps (%v), want 2", r.TermOverlaps, r.Violations)
+	}
+	in.Records = lostTermRecords(11.5)
+	for i, j := 0, len(in.Records)-1; i < j; i, j = i+1, j-1 {
+		in.Records[i], in.Records[j] = in.Records[j], in.Records[i]
+	}
+	if r := Check(in); r.TermOverlaps != 1 {
+		t.Fatalf("overlapping terms, records backwards: %d term-overlaps (%v), want 1", r.TermOverlaps, r.Violations)
+	}
 }
 
 func TestParseRecords(t *testing.T) {
@@ -129,8 +151,8 @@ func TestCheck_RunAfterAcknowledgedPause(t *testing.T) {
 	// A pause never resumed holds to the end of the history: the run at
 	// 8.5 s and the 11 from 9 s on are after it.
 	in.Pauses[0].Resumed = time.Time{}
-	if r := Check(in); r.AfterPause != 12 {
-		t.Fatalf("never resumed: %d after-pause (%v), want 12", r.AfterPause, r.Violations)
+	if r := Check(in); r.AfterPause != 12 || !strings.Contains(r.Violations[0].Detail, "never resumed") {
+		t.Fatalf("never resumed: %d after-pause (%v), want 12, saying it was never resumed", r.AfterPause, r.Violations)
 	}
 }
 
@@ -174,6 +196,12 @@ func TestCheck_PauseAllowanceBounded(t *testing.T) {
 	check("150 ms latency, 0.65 s after", 5.85, 0, lat, nil, 0)
 	check("150 ms latency, 0.75 s after", 5.95, 0, lat, nil, 1)
 	check("latency that ended 2.7 s before the pause", 5.85, 0, []Fault{{At: at(1), Kind: "latency", Detail: lat[0].Detail}, {At: at(2.5), Kind: "latency-end"}}, nil, 1)
+	// Only a latency-end ends a latency: a fault of another kind between
+	// them does not.
+	check("latency with another fault before its end", 5.85, 0, []Fault{{At: at(1), Kind: "latency", Detail: lat[0].Detail},
+		{At: at(2), Kind: "kill-follower", Detail: "pid 7"}, {At: at(8), Kind: "latency-end"}}, nil, 0)
+	// Only a latency fault delays, whatever its detail says.
+	check("a partition whose detail starts with a duration", 5.85, 0, []Fault{{At: at(4), Kind: "partition", Detail: "150ms"}}, nil, 1)
 	check("frozen 1 s in between, 1.1 s after", 6.3, 0, nil, []Interval{{Instance: "a", From: at(5.0), To: at(6.1)}}, 0)
 	check("another instance frozen", 6.3, 0, nil, []Interval{{Instance: "c", From: at(5.0), To: at(6.1)}}, 1)
 	check("logged before the answer, first line 0.4 s later", 5.6, 5.19, nil, nil, 0)

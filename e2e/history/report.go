@@ -9,7 +9,7 @@ import (
 type Violation struct {
 	// Kind: duplicate, overlap, token-order, outside-term, lost-tick,
 	// slow-handover, slow-failover, drain, term-overlap, after-pause,
-	// early-start.
+	// early-start, catch-up-cover.
 	Kind   string
 	Detail string
 }
@@ -31,7 +31,10 @@ type Report struct {
 	// EarlyStarts counts the runs whose first line came before their
 	// nominal tick.
 	EarlyStarts int
-	Drains      int // runs of a graceful term still going at its release
+	// CatchUpCovers counts the catch-up runs that said they stood for a
+	// tick after their own, or for one their term read as claimed.
+	CatchUpCovers int
+	Drains        int // runs of a graceful term still going at its release
 	// TermOverlaps counts the terms whose first record came before the
 	// last record of an earlier term (Input.Records).
 	TermOverlaps int
@@ -75,6 +78,8 @@ func (r *Report) add(kind, format string, args ...any) {
 		r.SlowFailovers++
 	case "early-start":
 		r.EarlyStarts++
+	case "catch-up-cover":
+		r.CatchUpCovers++
 	case "drain":
 		r.Drains++
 	case "term-overlap":

@@ -96,7 +96,10 @@ class Handler(BaseHTTPRequestHandler):
         self.rfile.read(int(h.get("Content-Length") or 0))
         job, tick, token = h["Baton-Job"], h["Baton-Tick"], h["Baton-Token"]
         instance, attempt = h["Baton-Instance"], int(h["Baton-Attempt"])
-        catch_up = "1" if h.get("Baton-Run-Kind") == "catch-up" else "0"
+        catch_up = "0"
+        if h.get("Baton-Run-Kind") == "catch-up":
+            # the first missed tick the run stands for
+            catch_up = h.get("Baton-Catch-Up-From") or "1"
 
         def line(kind, last=catch_up):
             return "%s %s %s %s %s %d %s" % (kind, job, tick, token, instance, time.time_ns(), last)
