@@ -31,16 +31,20 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
-// mutant is one change to one file: the bytes [from, to) become repl.
+// mutant is one change to one file: the bytes [from, to) of src become
+// repl.
 type mutant struct {
 	file     string // path as given
+	src      []byte // the file as it was when the run began
 	line     int
 	from, to int
 	repl     string
@@ -57,7 +61,10 @@ const (
 )
 
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "mutate:", err)
 		os.Exit(1)
 	}
@@ -90,10 +97,16 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
+	// Every Go file of the package as it is now, so that edits made to
+	// the working tree while the run goes on change nothing.
+	base, err := snapshot(pkg, filepath.Join(tmp, "base"))
+	if err != nil {
+		return err
+	}
 
 	// The tests must pass on the source as it is, or no figure means
 	// anything.
-	if o, text := test(ctx, pkg, "", *timeout); o != survived {
+	if o, text := test(ctx, pkg, overlay(filepath.Join(tmp, "base.json"), base), *timeout); o != survived {
 		return fmt.Errorf("the tests of %s do not pass on the unchanged source:\n%s", pkg, text)
 	}
 	results := make([]outcome, len(all))
@@ -104,15 +117,21 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				results[i] = try(ctx, pkg, filepath.Join(tmp, fmt.Sprint(w)), all[i], *timeout)
+				results[i] = try(ctx, pkg, filepath.Join(tmp, fmt.Sprint(w)), base, all[i], *timeout)
 			}
 		}()
 	}
 	for i := range all {
+		if ctx.Err() != nil {
+			break
+		}
 		next <- i
 	}
 	close(next)
 	wg.Wait()
+	if ctx.Err() != nil {
+		return ctx.Err() // stopped: no figure
+	}
 
 	var n [3]int
 	var lost []mutant
@@ -142,16 +161,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 }
 
 // try writes m's file to dir and runs the tests with it in place of the
-// original.
-func try(ctx context.Context, pkg, dir string, m mutant, timeout time.Duration) outcome {
+// original, and the other files of the package as in base.
+func try(ctx context.Context, pkg, dir string, base map[string]string, m mutant, timeout time.Duration) outcome {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return noBuild
 	}
-	src, err := os.ReadFile(m.file)
-	if err != nil {
-		return noBuild
-	}
-	mut := append(append(append([]byte{}, src[:m.from]...), m.repl...), src[m.to:]...)
+	mut := append(append(append([]byte{}, m.src[:m.from]...), m.repl...), m.src[m.to:]...)
 	abs, err := filepath.Abs(m.file)
 	if err != nil {
 		return noBuild
@@ -160,13 +175,56 @@ func try(ctx context.Context, pkg, dir string, m mutant, timeout time.Duration) 
 	if err := os.WriteFile(mf, mut, 0o644); err != nil {
 		return noBuild
 	}
-	ov, _ := json.Marshal(map[string]map[string]string{"Replace": {abs: mf}})
-	of := filepath.Join(dir, "overlay.json")
-	if err := os.WriteFile(of, ov, 0o644); err != nil {
+	files := map[string]string{}
+	for k, v := range base {
+		files[k] = v
+	}
+	files[abs] = mf
+	of := overlay(filepath.Join(dir, "overlay.json"), files)
+	if of == "" {
 		return noBuild
 	}
 	o, _ := test(ctx, pkg, of, timeout)
 	return o
+}
+
+// snapshot copies the Go files of dir into to and returns the overlay
+// that puts the copies in place of the files: absolute path → copy.
+func snapshot(dir, to string) (map[string]string, error) {
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		return nil, err
+	}
+	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, n := range names {
+		b, err := os.ReadFile(n)
+		if err != nil {
+			return nil, err
+		}
+		abs, err := filepath.Abs(n)
+		if err != nil {
+			return nil, err
+		}
+		c := filepath.Join(to, filepath.Base(n))
+		if err := os.WriteFile(c, b, 0o644); err != nil {
+			return nil, err
+		}
+		out[abs] = c
+	}
+	return out, nil
+}
+
+// overlay writes go's overlay file for files at path and returns path
+// ("" if it could not be written).
+func overlay(path string, files map[string]string) string {
+	b, err := json.Marshal(map[string]map[string]string{"Replace": files})
+	if err != nil || os.WriteFile(path, b, 0o644) != nil {
+		return ""
+	}
+	return path
 }
 
 // test runs the tests of pkg, with the overlay file if one is given:
@@ -210,7 +268,7 @@ func mutants(file string) ([]mutant, error) {
 	}
 	add := func(pos, end token.Pos, repl, what string) {
 		p := fset.Position(pos)
-		out = append(out, mutant{file: file, line: p.Line, from: p.Offset, to: fset.Position(end).Offset, repl: repl, what: what})
+		out = append(out, mutant{file: file, src: src, line: p.Line, from: p.Offset, to: fset.Position(end).Offset, repl: repl, what: what})
 	}
 	cond := func(e ast.Expr) {
 		if e == nil {
