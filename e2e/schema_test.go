@@ -6,33 +6,15 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
 )
-
-// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestLogSchema runs a term on the in-memory backend with a JSON logger,
 // as a node logs, and reads its lines with the suite's own event: the
@@ -40,7 +22,7 @@ func (s *syncBuffer) String() string {
 // must be there under the names the suite reads. Renaming one in the
 // code, which no message test would notice, fails here.
 func TestLogSchema(t *testing.T) {
-	var out syncBuffer
+	var out testenv.Buffer
 	log := slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	mem := electiontest.NewMemory(election.Timing{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

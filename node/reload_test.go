@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -11,33 +10,15 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/internal/jobsfile"
+	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/schedulerhost"
 )
-
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 const reloadJobsV1 = `jobs:
   - name: a
@@ -80,7 +61,7 @@ type fileNode struct {
 	host *schedulerhost.Host
 	srv  *httptest.Server
 	path string
-	logs *syncBuffer
+	logs *testenv.Buffer
 }
 
 func startFileNode(t *testing.T, jobs string, token []byte) *fileNode {
@@ -93,7 +74,7 @@ func startFileNode(t *testing.T, jobs string, token []byte) *fileNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := new(syncBuffer)
+	logs := new(testenv.Buffer)
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	mem := electiontest.NewMemory(election.Timing{})
 	hcfg, _ := HostConfig(f, "e", "n1", log)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/internal/testcerts"
+	"github.com/batonhq/baton/internal/testenv"
 )
 
 const rootPassword = "root-secret"
@@ -248,22 +248,7 @@ func TestSecurity_Password(t *testing.T) {
 }
 
 // lines collects log output for a test, safe for concurrent writes.
-type lines struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (l *lines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lines) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+type lines struct{ testenv.Buffer }
 
 func (l *lines) contains(s string) bool { return strings.Contains(l.String(), s) }
 

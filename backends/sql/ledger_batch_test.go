@@ -1,7 +1,6 @@
 package sql_test
 
 import (
-	"bytes"
 	"context"
 	dbsql "database/sql"
 	"errors"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/batonhq/baton/backends/sql"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/ledger/ledgertest"
 )
@@ -197,24 +197,6 @@ func TestLedger_BatchHistoryBounded(t *testing.T) {
 	})
 }
 
-// syncBuffer is a log destination written from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestLedger_ConcurrentBatches: Claim calls whose jobs overlap, given in
 // opposite orders, and chunks of one call, run side by side with Finish
 // calls of the runs their trims delete (History 1), without a deadlock
@@ -227,7 +209,7 @@ func TestLedger_ConcurrentBatches(t *testing.T) {
 		a := s.candidate(t, table, "concurrent-batches", candOpts{timing: &election.Timing{TTL: 20 * time.Second}})
 		la := acquire(t, a, "a")
 		defer release(t, la)
-		var logs syncBuffer
+		var logs testenv.Buffer
 		db, _ := s.countingDB(t)
 		b := s.backend(t, db, table, "concurrent-batches", func(c *testConfig) {
 			c.History = 1

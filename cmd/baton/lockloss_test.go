@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -53,26 +52,8 @@ func TestLock_LostCommandGoneBeforeNextHolder(t *testing.T) {
 // lockProc is a running baton lock.
 type lockProc struct {
 	cmd    *exec.Cmd
-	stderr lockedBuf
+	stderr testenv.Buffer
 	exited chan error
-}
-
-// lockedBuf is a strings.Builder safe for a writer and a reader at once.
-type lockedBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func startLock(t *testing.T, env []string, args ...string) *lockProc {
