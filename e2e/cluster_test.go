@@ -28,13 +28,28 @@ type event struct {
 	Last       time.Time       `json:"last_claimed"`
 }
 
+// logLevel is the nodes' log level: debug, for the catch-up's line on
+// every job (noneMissedMsg), unless BATON_E2E_LOG_LEVEL says otherwise.
+func logLevel() string {
+	if lvl := os.Getenv("BATON_E2E_LOG_LEVEL"); lvl != "" {
+		return lvl
+	}
+	return "debug"
+}
+
 // askedMsg is how a leader says that it asks again for a tick's claim
 // whose answer was lost.
 const askedMsg = "claim failed, asking again"
 
 // missedMsg is how a new leader's catch-up says which ticks of a job it
-// found missed, after the last claimed tick it read.
-const missedMsg = "missed ticks while nobody led"
+// found missed, after the last claimed tick it read; noneMissedMsg (at
+// Debug: the nodes run at debug level) that it found none. Every job
+// with a claim has one of the two, so the checker never reads a claim
+// from a line's absence.
+const (
+	missedMsg     = "missed ticks while nobody led"
+	noneMissedMsg = "no ticks missed while nobody led"
+)
 
 // misfireMsgs are the messages with which a node says it did not start a
 // tick (with job and tick), and why.
@@ -221,7 +236,7 @@ func (p *proc) poll() {
 			p.misfires = append(p.misfires, history.Misfire{Instance: p.id, Token: tok, Job: ev.Job, Tick: ev.Tick, At: ev.Time, Reason: ev.Msg})
 		case ev.Msg == askedMsg && ev.Job != "" && !ev.Tick.IsZero():
 			p.asked = append(p.asked, history.Misfire{Instance: p.id, Token: ev.Token, Job: ev.Job, Tick: ev.Tick, At: ev.Time})
-		case ev.Msg == missedMsg && ev.Job != "" && !ev.Last.IsZero():
+		case (ev.Msg == missedMsg || ev.Msg == noneMissedMsg) && ev.Job != "" && !ev.Last.IsZero():
 			p.lastClaims = append(p.lastClaims, history.LastClaim{Instance: p.id, Token: ev.Token, Job: ev.Job, Tick: ev.Last})
 		case ev.Msg == catchUpFailed:
 			// A page of jobs has no catch-up this term; the suite's
@@ -368,9 +383,7 @@ func (sc *scenario) startProc(s *slot) (*proc, error) {
 		args := append([]string{"node"}, sc.be.args(s.addrs())...)
 		args = append(args, "--election", sc.election, "--id", id, "--config", sc.jobsPath, "--http", "127.0.0.1:0",
 			"--log-format", "json", "--stop-on-stdin-eof")
-		if lvl := os.Getenv("BATON_E2E_LOG_LEVEL"); lvl != "" {
-			args = append(args, "--log-level", lvl)
-		}
+		args = append(args, "--log-level", logLevel())
 		args = append(args, sc.extraArgs...)
 		cmd = exec.Command(demoBin, args...)
 	}

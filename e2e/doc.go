@@ -63,8 +63,9 @@
 //	                    servers)
 //	BATON_E2E_SEED      replays the fault choices of an earlier run
 //	BATON_E2E_KEEP=1    keeps the artifacts directory of a passing run
-//	BATON_E2E_LOG_LEVEL the nodes' --log-level (debug shows, say, a
-//	                    Consul candidate's refusals during a lock-delay)
+//	BATON_E2E_LOG_LEVEL the nodes' --log-level (default debug: the
+//	                    checker reads the catch-up's line on every job,
+//	                    which says "none missed" at debug)
 //	BATON_E2E_REPORT    a markdown file (make soak: docs/reliability.md)
 //	                    where TestFaults writes each backend's section
 package e2e

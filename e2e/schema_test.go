@@ -34,8 +34,14 @@ func TestLogSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := time.Now().Add(-3 * time.Second).Truncate(time.Second)
-	if err := mem.Ledger().Claim(ctx, []ledger.Claim{{Job: "j", Tick: last, Token: old.Token(), Instance: "old"}})[0]; err != nil {
-		t.Fatal(err)
+	// Job k's last claim is its hourly tick before now: none missed.
+	hour := time.Now().Truncate(time.Hour)
+	for _, err := range mem.Ledger().Claim(ctx, []ledger.Claim{
+		{Job: "j", Tick: last, Token: old.Token(), Instance: "old"},
+		{Job: "k", Tick: hour, Token: old.Token(), Instance: "old"}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := old.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -43,7 +49,8 @@ func TestLogSchema(t *testing.T) {
 	ran := make(chan struct{}, 16)
 	host, err := schedulerhost.New(schedulerhost.Config{
 		Jobs: []schedulerhost.Job{{Name: "j", Schedule: "* * * * * *", Misfire: schedulerhost.MisfireRunOnce, MisfireGrace: time.Minute,
-			Run: func(context.Context) error { ran <- struct{}{}; return nil }}},
+			Run: func(context.Context) error { ran <- struct{}{}; return nil }},
+			{Name: "k", Schedule: "0 0 * * * *", Misfire: schedulerhost.MisfireRunOnce, Run: func(context.Context) error { return nil }}},
 		Ledger: mem.Ledger(), Instance: "new", Logger: log,
 	})
 	if err != nil {
@@ -82,6 +89,7 @@ func TestLogSchema(t *testing.T) {
 	for msg, ok := range map[string]func(event) bool{
 		"acquired leadership": func(e event) bool { return e.Token > 0 },
 		missedMsg:             func(e event) bool { return e.Token > 0 && e.Job == "j" && e.Last.Equal(last) },
+		noneMissedMsg:         func(e event) bool { return e.Token > 0 && e.Job == "k" && e.Last.Equal(hour) },
 		"run started":         func(e event) bool { return e.Token > 0 && e.Job == "j" && !e.Tick.IsZero() },
 		"released leadership": func(e event) bool { return e.Token > 0 && len(e.TermLength) > 0 },
 	} {

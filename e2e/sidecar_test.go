@@ -117,7 +117,7 @@ func (sc *scenario) sidecarConfig(s *slot) (string, error) {
 		}
 		fmt.Fprintf(&b, "  %s: %s\n", key, strconv.Quote(args[i+1]))
 	}
-	b.WriteString("node:\n  http: 127.0.0.1:0\n  log_format: json\n")
+	fmt.Fprintf(&b, "node:\n  http: 127.0.0.1:0\n  log_format: json\n  log_level: %s\n", logLevel())
 	fmt.Fprintf(&b, appHealthYAML, fmt.Sprintf("http://127.0.0.1:%d/healthz", port))
 	url := fmt.Sprintf("http://127.0.0.1:%d/jobs/", port)
 	fmt.Fprintf(&b, `jobs:
