@@ -55,6 +55,7 @@ func (sc *scenario) check(from, to time.Time) string {
 		HandoverBound: be.handoverBound,
 		CrashBound:    be.crashBound,
 		Slack:         slack,
+		ClaimTimeout:  claimTimeout,
 		Frozen:        sc.frozen,
 		Faults:        sc.timeline,
 	}

@@ -41,6 +41,10 @@ var faultKinds = []string{fKillLeader, fKillFollower, fTermLeader, fStopLeader, 
 // latency observed (job's start line minus the node's "run started").
 const slack = 200 * time.Millisecond
 
+// claimTimeout is the longest a node's claim, its retries included, is
+// in flight (schedulerhost's ledgerTimeout).
+const claimTimeout = 5 * time.Second
+
 type profile struct {
 	name     string
 	duration time.Duration // long: inject faults until it has passed

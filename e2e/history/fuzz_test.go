@@ -60,15 +60,17 @@ func FuzzParseRunLog(f *testing.F) {
 // another (each killed, or released gracefully after a step-down, the
 // last possibly open), each running the ticks of its time on the second
 // (job j, @every 1s, run-once) and at its start one catch-up for the ticks
-// since the previous term stopped; every run ends 5 ms after it starts.
+// since the previous term stopped, after it read the previous term's last
+// tick as the last claim; every run ends 5 ms after it starts.
 func genHistory(r *rand.Rand, nTerms int) Input {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	in := Input{
-		Jobs:  map[string]Policy{"j": {Every: time.Second, Misfire: "run-once", Grace: 5 * time.Second}},
-		From:  t0,
-		Slack: 100 * time.Millisecond,
-		Ends:  []End{},
+		Jobs:         map[string]Policy{"j": {Every: time.Second, Misfire: "run-once", Grace: 5 * time.Second}},
+		From:         t0,
+		Slack:        100 * time.Millisecond,
+		ClaimTimeout: 5 * time.Second,
+		Ends:         []End{},
 	}
 	line := 0
 	run := func(inst string, tok uint64, tick, at time.Time, catchUp bool) {
@@ -85,6 +87,9 @@ func genHistory(r *rand.Rand, nTerms int) Input {
 		}
 		tok += 1 + uint64(r.IntN(5))
 		tm := Term{Instance: insts[r.IntN(len(insts))], Token: tok, Start: start}
+		if i > 0 { // its catch-up's line: the last claim is the previous term's last tick
+			in.LastClaims = append(in.LastClaims, LastClaim{Instance: tm.Instance, Token: tok, Job: "j", Tick: prevStop.Truncate(time.Second)})
+		}
 		// Catch-up: the last tick in (prevStop, start], if any, standing
 		// for every tick since the previous term's last.
 		if last := start.Truncate(time.Second); last.After(prevStop) {

@@ -83,9 +83,10 @@ type Misfire struct {
 const StillGoing = "tick skipped: previous run still going"
 
 // LastClaim is what a new leader's catch-up read as a job's last claimed
-// tick, from its "missed ticks while nobody led" line. A term logs one
-// only for a job with ticks missed: none means that the last claim it
-// read was at or after the job's last tick before the term began.
+// tick, from its "missed ticks while nobody led" line or, when it found
+// none missed, its "no ticks missed while nobody led" line. A term that
+// read a job's claim logs one of the two: the checker never takes a claim
+// from a line's absence.
 type LastClaim struct {
 	Instance string
 	Token    uint64
@@ -150,6 +151,10 @@ type Input struct {
 	// allowed time from the kill of a leader to the next term's start.
 	// Zero: not judged (the maximum is still measured).
 	CrashBound time.Duration
+	// ClaimTimeout bounds a claim with its retries (schedulerhost's
+	// ledgerTimeout): a claim still in flight when its instance was killed
+	// was sent at most this long before. Zero: claims are never in flight.
+	ClaimTimeout time.Duration
 	// Slack absorbs the time between a decision and its log line. Where
 	// the records give the order (a run's first line comes after its
 	// tick; a run's end line comes before its graceful release) the

@@ -22,6 +22,7 @@ func clean() Input {
 		To:            at(20),
 		HandoverBound: time.Second,
 		Slack:         100 * time.Millisecond,
+		ClaimTimeout:  5 * time.Second,
 		Terms: []Term{
 			{Instance: "a", Token: 10, Start: at(0.5), Stop: at(10.2), Killed: true},
 			{Instance: "b", Token: 20, Start: at(12.5)},
@@ -213,7 +214,7 @@ func frozenLeader() Input {
 			keep = append(keep, s)
 		}
 	}
-	in.Starts = append(keep, Start{Job: "j", Tick: at(14), Token: 20, Instance: "b", At: at(14.51), CatchUp: true, Line: 50})
+	in.Starts = append(keep, Start{Job: "j", Tick: at(14), Token: 20, Instance: "b", At: at(14.51), CatchUp: true, CatchUpFrom: at(11), Line: 50})
 	return in
 }
 
@@ -510,13 +511,13 @@ func TestCheck_TermOverBeforeItsLoop(t *testing.T) {
 	in.Terms[1].Start = at(13.5)
 	slices.SortFunc(in.Terms, func(x, y Term) int { return x.Start.Compare(y.Start) })
 	in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Tick.Compare(at(11)) >= 0 && s.Tick.Compare(at(13)) <= 0 })
-	in.Starts = append(in.Starts, Start{Job: "j", Tick: at(13), Token: 20, Instance: "b", At: at(13.51), CatchUp: true, Line: 99})
+	in.Starts = append(in.Starts, Start{Job: "j", Tick: at(13), Token: 20, Instance: "b", At: at(13.51), CatchUp: true, CatchUpFrom: at(11), Line: 99})
 	r := Check(in)
 	if !r.OK() || r.Accounted["term over before its schedule loop began, then catch-up"] != 2 {
 		t.Errorf("violations %v, accounted %v; want ticks 11 and 12 accounted for by b's catch-up", r.Violations, r.Accounted)
 	}
 	// Had c's loop decided a tick, ticks 11 and 12 would be c's to run.
-	in.Misfires = []Misfire{{Instance: "c", Token: 15, Job: "j", Tick: at(11), At: at(11.01), Reason: "tick skipped: previous run still going"}}
+	in.Misfires = []Misfire{{Instance: "c", Token: 15, Job: "j", Tick: at(11), At: at(11.01), Reason: "run not started: claim failed"}}
 	if r := Check(in); r.LostTicks != 1 {
 		t.Errorf("c's loop ran: lost %d, want 1 (tick 12): %v", r.LostTicks, r.Violations)
 	}
@@ -547,7 +548,7 @@ func TestCheck_KilledWhileAskingAClaimAgain(t *testing.T) {
 	caught := slices.Clone(in.Starts)
 	for i := range caught {
 		if caught[i].Instance == "b" && caught[i].Tick.Equal(at(11)) {
-			caught[i].CatchUp = true
+			caught[i].CatchUp, caught[i].CatchUpFrom = true, at(10)
 		}
 	}
 	saved := in.Starts
@@ -569,7 +570,7 @@ func TestCheck_TermKilledJustAfterATick(t *testing.T) {
 	// 11.03 s, its claim of tick 11 landed and its run not started. b led
 	// at 11.5 s and found no tick missed: at most once.
 	in := clean()
-	in.LastClaims = nil // b found no tick missed
+	in.LastClaims[0].Tick = at(11) // b found no tick missed after 11
 	in.Terms[0].Stop = at(10.05)
 	in.Terms[1].Start = at(11.5)
 	in.Terms = append(in.Terms, Term{Instance: "c", Token: 15, Start: at(10.95), Stop: at(11.03), Killed: true})
@@ -674,6 +675,11 @@ func TestCheck_KilledBeforeTheJobsNextTick(t *testing.T) {
 	// b read tick 9 as the last claim: tick 10's claim never landed, and
 	// b's catch-up (tick 12, run-once) covers it.
 	in.LastClaims = []LastClaim{{Instance: "b", Token: 20, Job: "j", Tick: at(9)}}
+	for i := range in.Starts {
+		if in.Starts[i].CatchUp {
+			in.Starts[i].CatchUpFrom = at(10)
+		}
+	}
 	if r := Check(in); !r.OK() {
 		t.Errorf("claim not landed, caught up: violations %v", r.Violations)
 	}

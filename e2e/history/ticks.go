@@ -50,10 +50,11 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 		logged[m.Tick.UnixNano()] = append(logged[m.Tick.UnixNano()], m)
 	}
 	// loggedBy returns the reason inst logged for not starting t, or, if
-	// inst is empty, the reason any instance logged.
+	// inst is empty, the reason any instance logged; a reason the records
+	// contradict (backed) is no reason.
 	loggedBy := func(inst string, t time.Time) (string, bool) {
 		for _, m := range logged[t.UnixNano()] {
-			if inst == "" || m.Instance == inst {
+			if (inst == "" || m.Instance == inst) && backed(in, terms, p, m) {
 				return m.Reason, true
 			}
 		}
@@ -65,11 +66,44 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 			catchUps = append(catchUps, s)
 		}
 	}
-	until := bounds(terms)
-	frozen := func(inst string, t time.Time) bool {
-		for _, f := range in.Frozen {
-			if f.Instance == inst && !t.Before(f.From.Add(-in.Slack)) && !t.After(f.To.Add(in.Slack)) {
+	// covers reports whether catch-up run c stands for t: t is among the
+	// ticks from the first it says it stands for (its own tick if it does
+	// not say) through its own (run-all: its own tick only).
+	covers := func(c Start, t time.Time) bool {
+		from := c.CatchUpFrom
+		if from.IsZero() || p.Misfire == "run-all" {
+			from = c.Tick
+		}
+		return !t.Before(from) && !t.After(c.Tick)
+	}
+	// readClaimed reports whether next logged that it read the job's last
+	// claim at or after t (a line saying none was missed carries it too):
+	// a claim is never read from a line's absence.
+	readClaimed := func(next *Term, t time.Time) bool {
+		for _, c := range in.LastClaims {
+			if c.Token == next.Token && c.Instance == next.Instance && c.Job == job && !c.Tick.Before(t) {
 				return true
+			}
+		}
+		return false
+	}
+	until := bounds(terms)
+	// frozen reports whether tm's instance was frozen at t and tm did not
+	// survive it: tm ended by the SIGCONT, or a later term had begun by
+	// then. A term that outlived its freeze runs its late ticks on waking.
+	frozen := func(tm *Term, t time.Time) bool {
+		for _, f := range in.Frozen {
+			if f.Instance != tm.Instance || t.Before(f.From.Add(-in.Slack)) || t.After(f.To.Add(in.Slack)) {
+				continue
+			}
+			wake := f.To.Add(in.Slack)
+			if !tm.Stop.IsZero() && !tm.Stop.After(wake) {
+				return true
+			}
+			for _, o := range terms {
+				if o.Token > tm.Token && !o.Start.After(wake) {
+					return true
+				}
 			}
 		}
 		return false
@@ -91,7 +125,7 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 			return "beyond grace"
 		}
 		for _, c := range catchUps {
-			if c.Token == next.Token && !c.Tick.Before(t) && (p.Misfire != "run-all" || c.Tick.Equal(t)) {
+			if c.Token == next.Token && covers(c, t) {
 				return "catch-up"
 			}
 		}
@@ -124,12 +158,7 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 		if prev == nil || !prev.Killed || prev.Stop.Before(t.Add(-in.Slack)) || prev.Stop.After(t.Add(in.Slack)) {
 			return false
 		}
-		for _, c := range in.LastClaims {
-			if c.Token == next.Token && c.Instance == next.Instance && c.Job == job && c.Tick.Before(t) {
-				return false
-			}
-		}
-		return true
+		return readClaimed(next, t)
 	}
 	// active reports whether tm decided any tick of any job, its catch-up
 	// included.
@@ -162,11 +191,14 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 		}
 		return false
 	}
-	// inFlight reports whether tm had t's claim in flight: it asked for
-	// it again, or it skipped a later tick of the job because a run was
-	// still going and started none since t (t was admitted and its run
-	// had not started).
+	// inFlight reports whether tm had t's claim in flight: tm stopped
+	// within the claim timeout after t, and it asked for it again, or it
+	// skipped a later tick of the job because a run was still going and
+	// started none since t (t was admitted and its run had not started).
 	inFlight := func(tm *Term, t time.Time) bool {
+		if tm.Stop.After(t.Add(in.ClaimTimeout + in.Slack)) {
+			return false // the claim had been decided, one way or the other
+		}
 		for _, a := range in.Asked {
 			if a.Instance == tm.Instance && a.Token == tm.Token && a.Job == job && a.Tick.Equal(t) {
 				return true
@@ -187,16 +219,6 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 			}
 		}
 		return false
-	}
-	// readClaimed reports whether next read the job's last claim at or
-	// after t, or found none of its ticks missed.
-	readClaimed := func(next *Term, t time.Time) bool {
-		for _, c := range in.LastClaims {
-			if c.Token == next.Token && c.Instance == next.Instance && c.Job == job && c.Tick.Before(t) {
-				return false
-			}
-		}
-		return true
 	}
 	// byNext reports whether the first term starting after t accounts for
 	// t, and how; "" if it does not (or there is no such term: next nil).
@@ -234,7 +256,7 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 				// as it began): the term after it accounts for t.
 			case !tm.Start.Before(t):
 				return "", next
-			case frozen(tm.Instance, t):
+			case frozen(&terms[i], t):
 				prefix = "frozen, then "
 			case tm.Killed && !tm.Stop.After(t.Add(in.Slack)):
 				// Killed within the slack after t: it may have claimed t
@@ -279,7 +301,7 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 		if live != nil && p.Misfire != "skip" {
 			own := false
 			for _, c := range catchUps {
-				if c.Token == live.Token && !c.Tick.Before(t) && (p.Misfire != "run-all" || c.Tick.Equal(t)) {
+				if c.Token == live.Token && covers(c, t) {
 					own = true
 					break
 				}
@@ -291,17 +313,21 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 		}
 		how, next := byNext(t)
 		switch {
-		case live != nil && !frozen(live.Instance, t):
+		case live != nil && !frozen(live, t):
 			excuse := ""
 			switch {
 			case live.Killed && inFlight(live, t):
 				excuse = "claim in flight when its instance was killed"
-			case live.Killed && live.Stop.Before(t.Add(p.Every)):
-				// Killed before the job's next tick: its claim of t may
-				// have been on the wire (a slow link: one attempt, no
-				// retry logged, no later tick to skip).
+			case live.Killed && live.Stop.Before(t.Add(min(p.Every, in.ClaimTimeout))):
+				// Killed before the job's next tick, within the claim
+				// timeout: its claim of t may have been on the wire (a
+				// slow link: one attempt, no retry logged, no later tick
+				// to skip).
 				excuse = "killed before the job's next tick, its claim possibly in flight"
-			case !live.Stop.IsZero() && !loopRan(live):
+			case !live.Stop.IsZero() && !loopRan(live) && !t.After(live.Start.Add(2*in.ClaimTimeout+in.Slack)):
+				// The catch-up holds the loop back by at most its read of
+				// the last claims and its claims, each within the claim
+				// timeout.
 				excuse = "term over before its schedule loop began"
 			}
 			if excuse != "" {
@@ -344,4 +370,94 @@ func stamp(t time.Time) string {
 		return "open"
 	}
 	return t.Format(time.RFC3339Nano)
+}
+
+// AlreadyClaimed is the reason with which an instance does not start a
+// tick whose claim the ledger refused: another term had claimed it.
+const AlreadyClaimed = "run not started: tick already claimed"
+
+// backed reports whether the records agree with the reason m gives for
+// not starting its tick; a reason they cannot check is taken as logged.
+//   - StillGoing: the job's latest run on m's instance before the tick
+//     had not ended (its end line, if the history has them, came after
+//     the skip, less the slack; its process had not been killed); or m's
+//     term let a tick of the job go by unstarted, and not skipped, within
+//     the claim timeout before (its claim in flight: the run admitted,
+//     not started).
+//   - AlreadyClaimed: another term, with a lower token, was live at the
+//     tick (it began before the refusal and had not stopped before the
+//     tick): it may have claimed the tick and died before the run.
+func backed(in Input, terms []Term, p Policy, m Misfire) bool {
+	switch m.Reason {
+	case StillGoing:
+		// The job's runs on an instance go one at a time: the one that
+		// could be going is its latest before the tick.
+		var last *Start
+		for i, s := range in.Starts {
+			if s.Job == m.Job && s.Instance == m.Instance && s.Tick.Before(m.Tick) && !s.At.After(m.At.Add(in.Slack)) &&
+				(last == nil || s.Tick.After(last.Tick)) {
+				last = &in.Starts[i]
+			}
+		}
+		if last != nil {
+			going := true
+			for _, e := range in.Ends {
+				if e.Job == last.Job && e.Token == last.Token && e.Instance == last.Instance && e.Tick.Equal(last.Tick) && e.At.Before(m.At.Add(-in.Slack)) {
+					going = false // it had ended
+				}
+			}
+			for _, tm := range terms {
+				if tm.Token == last.Token && tm.Instance == last.Instance && tm.Killed && tm.Stop.Before(m.At) {
+					going = false // its process had been killed
+				}
+			}
+			if going {
+				return true
+			}
+		}
+		if p.Every <= 0 {
+			return false
+		}
+		var term *Term
+		for i, tm := range terms {
+			if tm.Token == m.Token && tm.Instance == m.Instance {
+				term = &terms[i]
+			}
+		}
+		if term == nil {
+			return false
+		}
+		// The job's ticks before m's, back to the claim timeout: one
+		// that m's term was live for and neither started nor logged, with
+		// no start of the job by the term after it, was still being
+		// claimed.
+		for t := m.Tick.Add(-p.Every); !t.Before(m.Tick.Add(-in.ClaimTimeout - in.Slack)); t = t.Add(-p.Every) {
+			if t.Before(term.Start.Add(-in.Slack)) {
+				break
+			}
+			decided := false // started since t, or t skipped
+			for _, s := range in.Starts {
+				if s.Job == m.Job && s.Token == m.Token && !s.Tick.Before(t) && s.Tick.Before(m.Tick) {
+					decided = true
+				}
+			}
+			for _, o := range in.Misfires {
+				if o.Job == m.Job && o.Token == m.Token && o.Instance == m.Instance && o.Tick.Equal(t) && !o.At.After(m.At) {
+					decided = true
+				}
+			}
+			if !decided {
+				return true
+			}
+		}
+		return false
+	case AlreadyClaimed:
+		for _, tm := range terms {
+			if tm.Token < m.Token && !tm.Start.After(m.At) && (tm.Stop.IsZero() || !tm.Stop.Before(m.Tick.Add(-in.Slack))) {
+				return true
+			}
+		}
+		return false
+	}
+	return true
 }

@@ -1,0 +1,149 @@
+package history
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// Each case is a history in which a tick was lost, that the checker
+// passed while an excuse was taken at baton's word, from a line's
+// absence, or without a bound. Each must be reported as a lost tick.
+func TestCheck_ExcusesNeedEvidence(t *testing.T) {
+	drop := func(in *Input, ticks ...float64) {
+		in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool {
+			for _, tk := range ticks {
+				if s.Tick.Equal(at(tk)) && !s.CatchUp {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	for _, c := range []struct {
+		name string
+		in   func() Input
+	}{
+		{"catch-up stands for later ticks only", func() Input {
+			// b read 11 as the last claim (nobody claimed 11: a was
+			// killed at 10.2 s) and says its catch-up stands for 12 on:
+			// tick 11 is nobody's.
+			in := clean()
+			in.Starts[10].CatchUpFrom = at(12)
+			in.LastClaims[0].Tick = at(11)
+			return in
+		}},
+		{"claim read from silence", func() Input {
+			// c was killed at 11.03 s; b logged no line for j, so it read
+			// no claim of tick 11.
+			in := clean()
+			in.LastClaims = nil
+			in.Terms[0].Stop = at(10.05)
+			in.Terms[1].Start = at(11.5)
+			in.Terms = append(in.Terms, Term{Instance: "c", Token: 15, Start: at(10.95), Stop: at(11.03), Killed: true})
+			slices.SortFunc(in.Terms, func(x, y Term) int { return x.Start.Compare(y.Start) })
+			in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Tick.Equal(at(10)) || s.CatchUp })
+			in.Starts = append(in.Starts, Start{Job: "j", Tick: at(10), Token: 15, Instance: "c", At: at(10.96), CatchUp: true, Line: 98},
+				Start{Job: "j", Tick: at(12), Token: 20, Instance: "b", At: at(12.001), Line: 99})
+			return in
+		}},
+		{"still going, though the run had ended", func() Input {
+			// a skipped tick 5 as "still going", but its run of tick 4
+			// had ended at 4.006 s.
+			in := withEnds(clean())
+			drop(&in, 5)
+			in.Misfires = []Misfire{{Instance: "a", Token: 10, Job: "j", Tick: at(5), At: at(5.001), Reason: StillGoing}}
+			return in
+		}},
+		{"still going after the pending claim was decided", func() Input {
+			// a admitted tick 3, whose claim failed at 7.9 s, and skipped
+			// 4..9 as "still going": from tick 8 on nothing was going.
+			in := withEnds(clean())
+			drop(&in, 3, 4, 5, 6, 7, 8, 9)
+			in.Misfires = []Misfire{{Instance: "a", Token: 10, Job: "j", Tick: at(3), At: at(7.9), Reason: "run not started: claim failed"}}
+			for tk := 4; tk <= 9; tk++ {
+				in.Misfires = append(in.Misfires, Misfire{Instance: "a", Token: 10, Job: "j", Tick: at(float64(tk)), At: at(float64(tk) + 0.001), Reason: StillGoing})
+			}
+			return in
+		}},
+		{"already claimed, and nobody else led", func() Input {
+			in := clean()
+			drop(&in, 15)
+			in.Misfires = []Misfire{{Instance: "b", Token: 20, Job: "j", Tick: at(15), At: at(15.002), Reason: AlreadyClaimed}}
+			return in
+		}},
+		{"frozen, but the term outlived the freeze", func() Input {
+			// a was stopped from 10.2 s to 13 s and led on until 20.2 s:
+			// it should have run ticks 11 and 12 on waking.
+			in := clean()
+			in.Terms[0].Stop = at(20.2)
+			in.Terms[1].Start = at(20.5)
+			in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Instance == "b" || s.Tick.Equal(at(11)) || s.Tick.Equal(at(12)) })
+			for tk := 13; tk <= 20; tk++ {
+				in.Starts = append(in.Starts, Start{Job: "j", Tick: at(float64(tk)), Token: 10, Instance: "a", At: at(float64(tk) + 0.001), Line: 100 + tk})
+			}
+			in.LastClaims = []LastClaim{{Instance: "b", Token: 20, Job: "j", Tick: at(20)}}
+			in.Frozen = []Interval{{Instance: "a", From: at(10.2), To: at(13)}}
+			return in
+		}},
+		{"killed with a claim in flight past its timeout", func() Input {
+			// a was killed 0.6 s after tick 10, which it never started; a
+			// claim gives up after 0.5 s here.
+			in := clean()
+			in.ClaimTimeout = 500 * time.Millisecond
+			in.Terms[0].Stop = at(10.6)
+			drop(&in, 10)
+			return in
+		}},
+		{"term over long after its loop should have begun", func() Input {
+			// c led from 10.5 s to 12.3 s and ran nothing; with 0.5 s
+			// claims its loop began by 11.6 s: tick 12 was c's.
+			in := clean()
+			in.ClaimTimeout = 500 * time.Millisecond
+			in.Terms[0].Stop = at(10.2)
+			in.Terms = append(in.Terms, Term{Instance: "c", Token: 15, Start: at(10.5), Stop: at(12.3), End: at(12.31)})
+			in.Terms[1].Start = at(13.5)
+			slices.SortFunc(in.Terms, func(x, y Term) int { return x.Start.Compare(y.Start) })
+			in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Tick.Compare(at(11)) >= 0 && s.Tick.Compare(at(13)) <= 0 })
+			in.Starts = append(in.Starts, Start{Job: "j", Tick: at(13), Token: 20, Instance: "b", At: at(13.51), CatchUp: true, CatchUpFrom: at(11), Line: 99})
+			return in
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := Check(c.in())
+			if r.LostTicks == 0 {
+				t.Errorf("no lost tick reported; accounted %v, violations %v", r.Accounted, r.Violations)
+			}
+		})
+	}
+}
+
+// withEnds gives every run of in an end line 5 ms after its start.
+func withEnds(in Input) Input {
+	for _, s := range in.Starts {
+		in.Ends = append(in.Ends, End{Job: s.Job, Tick: s.Tick, Token: s.Token, Instance: s.Instance, At: s.At.Add(5 * time.Millisecond)})
+	}
+	return in
+}
+
+// The evidence each excuse needs, present: the same histories pass.
+func TestCheck_ExcusesWithEvidencePass(t *testing.T) {
+	// a's run of tick 4 lasted until 5.5 s: tick 5 was skipped with cause.
+	in := clean()
+	in.Ends = []End{{Job: "j", Tick: at(4), Token: 10, Instance: "a", At: at(5.5)}}
+	in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Tick.Equal(at(5)) })
+	in.Misfires = []Misfire{{Instance: "a", Token: 10, Job: "j", Tick: at(5), At: at(5.001), Reason: StillGoing}}
+	if r := Check(in); !r.OK() {
+		t.Errorf("run still going: %v", r.Violations)
+	}
+	// c led at 14.9 s and was killed at 15.05 s: it may have claimed 15,
+	// which b's claim then found taken.
+	in = clean()
+	in.Terms = append(in.Terms, Term{Instance: "c", Token: 15, Start: at(14.9), Stop: at(15.05), Killed: true})
+	in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Tick.Equal(at(15)) })
+	in.Misfires = []Misfire{{Instance: "b", Token: 20, Job: "j", Tick: at(15), At: at(15.002), Reason: AlreadyClaimed}}
+	// c's token is below b's: c's term is the earlier claimant.
+	if r := Check(in); r.LostTicks != 0 {
+		t.Errorf("already claimed by c: %v", r.Violations)
+	}
+}
