@@ -1,0 +1,91 @@
+package history
+
+// AlreadyClaimed is the reason with which an instance does not start a
+// tick whose claim the ledger refused: another term had claimed it.
+const AlreadyClaimed = "run not started: tick already claimed"
+
+// backed reports whether the records agree with the reason m gives for
+// not starting its tick; a reason they cannot check is taken as logged.
+//   - StillGoing: the job's latest run on m's instance before the tick
+//     had not ended (its end line, if the history has them, came after
+//     the skip, less the slack; its process had not been killed); or m's
+//     term let a tick of the job go by unstarted, and not skipped, within
+//     the claim timeout before (its claim in flight: the run admitted,
+//     not started).
+//   - AlreadyClaimed: another term, with a lower token, was live at the
+//     tick (it began before the refusal and had not stopped before the
+//     tick): it may have claimed the tick and died before the run.
+func backed(in Input, terms []Term, p Policy, m Misfire) bool {
+	switch m.Reason {
+	case StillGoing:
+		// The job's runs on an instance go one at a time: the one that
+		// could be going is its latest before the tick.
+		var last *Start
+		for i, s := range in.Starts {
+			if s.Job == m.Job && s.Instance == m.Instance && s.Tick.Before(m.Tick) && !s.At.After(m.At.Add(in.Slack)) &&
+				(last == nil || s.Tick.After(last.Tick)) {
+				last = &in.Starts[i]
+			}
+		}
+		if last != nil {
+			going := true
+			for _, e := range in.Ends {
+				if e.Job == last.Job && e.Token == last.Token && e.Instance == last.Instance && e.Tick.Equal(last.Tick) && e.At.Before(m.At.Add(-in.Slack)) {
+					going = false // it had ended
+				}
+			}
+			for _, tm := range terms {
+				if tm.Token == last.Token && tm.Instance == last.Instance && tm.Killed && tm.Stop.Before(m.At) {
+					going = false // its process had been killed
+				}
+			}
+			if going {
+				return true
+			}
+		}
+		if p.Every <= 0 {
+			return false
+		}
+		var term *Term
+		for i, tm := range terms {
+			if tm.Token == m.Token && tm.Instance == m.Instance {
+				term = &terms[i]
+			}
+		}
+		if term == nil {
+			return false
+		}
+		// The job's ticks before m's, back to the claim timeout: one
+		// that m's term was live for and neither started nor logged, with
+		// no start of the job by the term after it, was still being
+		// claimed.
+		for t := m.Tick.Add(-p.Every); !t.Before(m.Tick.Add(-in.ClaimTimeout - in.Slack)); t = t.Add(-p.Every) {
+			if t.Before(term.Start.Add(-in.Slack)) {
+				break
+			}
+			decided := false // started since t, or t skipped
+			for _, s := range in.Starts {
+				if s.Job == m.Job && s.Token == m.Token && !s.Tick.Before(t) && s.Tick.Before(m.Tick) {
+					decided = true
+				}
+			}
+			for _, o := range in.Misfires {
+				if o.Job == m.Job && o.Token == m.Token && o.Instance == m.Instance && o.Tick.Equal(t) && !o.At.After(m.At) {
+					decided = true
+				}
+			}
+			if !decided {
+				return true
+			}
+		}
+		return false
+	case AlreadyClaimed:
+		for _, tm := range terms {
+			if tm.Token < m.Token && !tm.Start.After(m.At) && (tm.Stop.IsZero() || !tm.Stop.Before(m.Tick.Add(-in.Slack))) {
+				return true
+			}
+		}
+		return false
+	}
+	return true
+}
