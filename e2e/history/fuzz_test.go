@@ -163,27 +163,12 @@ type injection struct {
 var injections = []injection{
 	{"lost-tick", func(r *rand.Rand, in *Input) bool {
 		// A term's run of a tick, not its catch-up, goes: the term was
-		// live and neither ran it nor logged why. Not the last tick of a
-		// killed term (its claim may have been in flight), and not the
-		// term's only scheduled run (its loop must have run).
-		i := pick(r, len(in.Starts), func(i int) bool {
-			s := in.Starts[i]
-			tm := termOf(in, s.Token)
-			if s.CatchUp || s.Tick.After(in.To) || (tm.Killed && !tm.Stop.After(s.Tick.Add(time.Second))) {
-				return false
-			}
-			for j, o := range in.Starts {
-				if j != i && o.Token == s.Token && !o.CatchUp {
-					return true
-				}
-			}
-			return false
-		})
+		// live and neither ran it nor logged why (see removable).
+		i := pick(r, len(in.Starts), func(i int) bool { return removable(in, i) })
 		if i < 0 {
 			return false
 		}
-		in.Starts = slices.Delete(in.Starts, i, i+1)
-		in.Ends = slices.Delete(in.Ends, i, i+1)
+		dropStart(in, i)
 		return true
 	}, func(rep Report) int { return rep.LostTicks }},
 	{"term-overlap", func(r *rand.Rand, in *Input) bool {
@@ -291,6 +276,10 @@ func clone(in Input) Input {
 	in.Ends = slices.Clone(in.Ends)
 	in.Terms = slices.Clone(in.Terms)
 	in.Records = slices.Clone(in.Records)
+	in.Misfires = slices.Clone(in.Misfires)
+	in.LastClaims = slices.Clone(in.LastClaims)
+	in.Asked = slices.Clone(in.Asked)
+	in.Frozen = slices.Clone(in.Frozen)
 	return in
 }
 
@@ -347,7 +336,7 @@ func FuzzCheck(f *testing.F) {
 			t.Fatalf("through the run log: %+v, directly %+v", got, rep)
 		}
 		// Each injected fault is reported.
-		for _, inj := range injections {
+		for _, inj := range slices.Concat(injections, excuseInjections) {
 			bad := clone(in)
 			if !inj.inject(r, &bad) {
 				continue
