@@ -1,5 +1,10 @@
 package history
 
+// StaleRefused is the reason with which an instance does not start a tick
+// whose claim the ledger refused because a later term had fenced it: not
+// an excuse by itself, the later term must then account for the tick.
+const StaleRefused = "claim refused: term is stale; stopping"
+
 // AlreadyClaimed is the reason with which an instance does not start a
 // tick whose claim the ledger refused: another term had claimed it.
 const AlreadyClaimed = "run not started: tick already claimed"

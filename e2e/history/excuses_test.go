@@ -86,6 +86,21 @@ func TestCheck_ExcusesNeedEvidence(t *testing.T) {
 			in.Frozen = []Interval{{Instance: "a", From: at(10.2), To: at(13)}}
 			return in
 		}},
+		{"refused as stale, and nobody caught it up", func() Input {
+			// a's claim of tick 10 was refused as stale at 10.01 s: b,
+			// which fenced the ledger, led from 10.3 s but ran no
+			// catch-up for tick 10.
+			in := clean()
+			in.Terms[0].Stop, in.Terms[0].Killed = at(10.02), false
+			in.Terms[1].Start = at(10.3)
+			in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Tick.Equal(at(10)) || s.CatchUp })
+			for tk := 11; tk <= 12; tk++ {
+				in.Starts = append(in.Starts, Start{Job: "j", Tick: at(float64(tk)), Token: 20, Instance: "b", At: at(float64(tk) + 0.001), Line: 90 + tk})
+			}
+			in.LastClaims[0].Tick = at(9)
+			in.Misfires = []Misfire{{Instance: "a", Token: 10, Job: "j", Tick: at(10), At: at(10.01), Reason: StaleRefused}}
+			return in
+		}},
 		{"killed with a claim in flight past its timeout", func() Input {
 			// a was killed 0.6 s after tick 10, which it never started; a
 			// claim gives up after 0.5 s here.
@@ -135,6 +150,19 @@ func TestCheck_ExcusesWithEvidencePass(t *testing.T) {
 	in.Misfires = []Misfire{{Instance: "a", Token: 10, Job: "j", Tick: at(5), At: at(5.001), Reason: StillGoing}}
 	if r := Check(in); !r.OK() {
 		t.Errorf("run still going: %v", r.Violations)
+	}
+	// a's claim of tick 10 was refused as stale; b's catch-up covers it.
+	in = clean()
+	in.Terms[0].Stop, in.Terms[0].Killed = at(10.02), false
+	in.Terms[1].Start = at(10.3)
+	in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Tick.Compare(at(10)) >= 0 && s.Tick.Compare(at(12)) <= 0 })
+	in.Starts = append(in.Starts, Start{Job: "j", Tick: at(10), Token: 20, Instance: "b", At: at(10.31), CatchUp: true, CatchUpFrom: at(10), Line: 90},
+		Start{Job: "j", Tick: at(11), Token: 20, Instance: "b", At: at(11.001), Line: 91},
+		Start{Job: "j", Tick: at(12), Token: 20, Instance: "b", At: at(12.001), Line: 92})
+	in.LastClaims[0].Tick = at(9)
+	in.Misfires = []Misfire{{Instance: "a", Token: 10, Job: "j", Tick: at(10), At: at(10.01), Reason: StaleRefused}}
+	if r := Check(in); !r.OK() {
+		t.Errorf("refused as stale, caught up: %v", r.Violations)
 	}
 	// c led at 14.9 s and was killed at 15.05 s: it may have claimed 15,
 	// which b's claim then found taken.

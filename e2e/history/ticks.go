@@ -9,29 +9,35 @@ import (
 // checkTicks accounts for every tick of a fixed-period job in the window.
 // A tick not run is accounted for when:
 //   - the instance of the term live at the tick (any instance, if none was
-//     live) logged why it did not start it (Input.Misfires);
-//   - the live term's own catch-up ran a tick at or after it (the tick
+//     live) logged why it did not start it (Input.Misfires), and the
+//     records back the reason (excuses.go: a run still going, another
+//     claimant); a refusal as stale passes the tick to the next term;
+//   - the live term's own catch-up ran a run standing for it (the tick
 //     came between the term's start and its schedule loop's);
 //   - a term was live at the tick (or began within the slack before it),
-//     its instance was frozen then, and the next term accounts for it as
-//     below;
+//     its instance was frozen then and the term did not outlive the
+//     freeze, and the next term accounts for it as below;
 //   - no term was live: the next term started beyond the grace, or the
-//     policy is skip, or its catch-up ran a tick at or after this one
-//     (run-once; run-all needs this very tick), or it logged that its
-//     catch-up failed, or that a catch-up tick's claim failed, or the term
-//     before was killed within the slack around the tick (its claim may
-//     have landed and the run not started: at most once) and the next
-//     term's catch-up read a last claim at or after the tick.
+//     policy is skip, or one of its catch-up runs says it stands for the
+//     tick (from Start.CatchUpFrom through its own tick; run-all: its own
+//     tick only), or it logged that its catch-up failed, or that a
+//     catch-up tick's claim failed, or the term before was killed within
+//     the slack around the tick (its claim may have landed and the run
+//     not started: at most once) and the next term logged that it read
+//     a last claim at or after the tick. A claim is never read from a
+//     line's absence.
 //
 // A live, unfrozen term that neither ran a tick nor logged why is a lost
-// tick, whatever later terms did, but for three cases, in which the next
-// term must account for it as above: the term ended before its schedule
-// loop began (its catch-up claims still pending: it decided no tick after
-// its start), or its instance was killed with the tick's claim in flight
-// (it asked again, or skipped later ticks while it was pending), or killed
-// before the job's next tick (the claim may have been on a slow link). In
-// the last two the claim may have landed: then the next term read a last
-// claim at or after the tick.
+// tick, whatever later terms did, but for these cases, in which the next
+// term must account for it as above: its claim was refused as stale; the
+// term ended before its schedule loop began, within two claim timeouts
+// of its start (its catch-up's read and claims); its instance was killed
+// within the claim timeout after the tick with the tick's claim in
+// flight (it asked again, or skipped later ticks while it was pending);
+// or it was killed before the job's next tick and within the claim
+// timeout (the claim may have been on a slow link). In the last two the
+// claim may have landed: then the next term read a last claim at or
+// after the tick.
 func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first map[tickID]Start) {
 	ran := func(t time.Time) bool {
 		_, ok := first[tickID{job, t.UnixNano()}]
@@ -51,10 +57,11 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 	}
 	// loggedBy returns the reason inst logged for not starting t, or, if
 	// inst is empty, the reason any instance logged; a reason the records
-	// contradict (backed) is no reason.
+	// contradict (backed) is no reason, and a refusal as stale passes the
+	// tick to the term that fenced it (refusedStale).
 	loggedBy := func(inst string, t time.Time) (string, bool) {
 		for _, m := range logged[t.UnixNano()] {
-			if (inst == "" || m.Instance == inst) && backed(in, terms, p, m) {
+			if (inst == "" || m.Instance == inst) && m.Reason != StaleRefused && backed(in, terms, p, m) {
 				return m.Reason, true
 			}
 		}
@@ -75,6 +82,16 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 			from = c.Tick
 		}
 		return !t.Before(from) && !t.After(c.Tick)
+	}
+	// refusedStale reports whether tm's claim of t was refused because a
+	// later term had fenced the ledger.
+	refusedStale := func(tm *Term, t time.Time) bool {
+		for _, m := range logged[t.UnixNano()] {
+			if m.Instance == tm.Instance && m.Token == tm.Token && m.Reason == StaleRefused {
+				return true
+			}
+		}
+		return false
 	}
 	// readClaimed reports whether next logged that it read the job's last
 	// claim at or after t (a line saying none was missed carries it too):
@@ -316,6 +333,9 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 		case live != nil && !frozen(live, t):
 			excuse := ""
 			switch {
+			case refusedStale(live, t):
+				// A later term had fenced the ledger: it accounts for t.
+				excuse = "claim refused as stale"
 			case live.Killed && inFlight(live, t):
 				excuse = "claim in flight when its instance was killed"
 			case live.Killed && live.Stop.Before(t.Add(min(p.Every, in.ClaimTimeout))):
