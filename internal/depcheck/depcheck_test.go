@@ -1,9 +1,10 @@
-// Package depcheck holds tests of the dependency direction: the core
-// packages (election, ledger, schedulerhost) import no backend SDK
-// (backends -> election, never the other way), schedulerhost -> ledger ->
-// election, never the other way (no package under election/ or ledger/
-// depends on schedulerhost, not even in its tests), and each SQL dialect
-// links none of the other's driver.
+// Package depcheck holds tests of the dependency direction: every
+// package's imports against the table of docs/ARCHITECTURE.md
+// (architecture_test.go); the core packages (election, ledger, control,
+// schedulerhost) import no backend SDK (backends -> election, never the
+// other way); no package under election/ or ledger/ depends on
+// schedulerhost, not even in its tests; and each SQL dialect links none
+// of the other's driver.
 package depcheck
 
 import (
