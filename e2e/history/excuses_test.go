@@ -2,6 +2,7 @@ package history
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -22,9 +23,10 @@ func TestCheck_ExcusesNeedEvidence(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name string
+		lost float64 // the tick that must be reported
 		in   func() Input
 	}{
-		{"catch-up stands for later ticks only", func() Input {
+		{"catch-up stands for later ticks only", 11, func() Input {
 			// b read 11 as the last claim (nobody claimed 11: a was
 			// killed at 10.2 s) and says its catch-up stands for 12 on:
 			// tick 11 is nobody's.
@@ -33,7 +35,7 @@ func TestCheck_ExcusesNeedEvidence(t *testing.T) {
 			in.LastClaims[0].Tick = at(11)
 			return in
 		}},
-		{"claim read from silence", func() Input {
+		{"claim read from silence", 11, func() Input {
 			// c was killed at 11.03 s; b logged no line for j, so it read
 			// no claim of tick 11.
 			in := clean()
@@ -47,7 +49,7 @@ func TestCheck_ExcusesNeedEvidence(t *testing.T) {
 				Start{Job: "j", Tick: at(12), Token: 20, Instance: "b", At: at(12.001), Line: 99})
 			return in
 		}},
-		{"still going, though the run had ended", func() Input {
+		{"still going, though the run had ended", 5, func() Input {
 			// a skipped tick 5 as "still going", but its run of tick 4
 			// had ended at 4.006 s.
 			in := withEnds(clean())
@@ -55,7 +57,7 @@ func TestCheck_ExcusesNeedEvidence(t *testing.T) {
 			in.Misfires = []Misfire{{Instance: "a", Token: 10, Job: "j", Tick: at(5), At: at(5.001), Reason: StillGoing}}
 			return in
 		}},
-		{"still going after the pending claim was decided", func() Input {
+		{"still going after the pending claim was decided", 8, func() Input {
 			// a admitted tick 3, whose claim failed at 7.9 s, and skipped
 			// 4..9 as "still going": from tick 8 on nothing was going.
 			in := withEnds(clean())
@@ -66,13 +68,13 @@ func TestCheck_ExcusesNeedEvidence(t *testing.T) {
 			}
 			return in
 		}},
-		{"already claimed, and nobody else led", func() Input {
+		{"already claimed, and nobody else led", 15, func() Input {
 			in := clean()
 			drop(&in, 15)
 			in.Misfires = []Misfire{{Instance: "b", Token: 20, Job: "j", Tick: at(15), At: at(15.002), Reason: AlreadyClaimed}}
 			return in
 		}},
-		{"frozen, but the term outlived the freeze", func() Input {
+		{"frozen, but the term outlived the freeze", 11, func() Input {
 			// a was stopped from 10.2 s to 13 s and led on until 20.2 s:
 			// it should have run ticks 11 and 12 on waking.
 			in := clean()
@@ -86,7 +88,7 @@ func TestCheck_ExcusesNeedEvidence(t *testing.T) {
 			in.Frozen = []Interval{{Instance: "a", From: at(10.2), To: at(13)}}
 			return in
 		}},
-		{"refused as stale, and nobody caught it up", func() Input {
+		{"refused as stale, and nobody caught it up", 10, func() Input {
 			// a's claim of tick 10 was refused as stale at 10.01 s: b,
 			// which fenced the ledger, led from 10.3 s but ran no
 			// catch-up for tick 10.
@@ -101,7 +103,46 @@ func TestCheck_ExcusesNeedEvidence(t *testing.T) {
 			in.Misfires = []Misfire{{Instance: "a", Token: 10, Job: "j", Tick: at(10), At: at(10.01), Reason: StaleRefused}}
 			return in
 		}},
-		{"killed with a claim in flight past its timeout", func() Input {
+		{"still going, though its process had been killed", 13, func() Input {
+			// a's run of tick 10 wrote no end line: a was killed at 10.2
+			// s. a, restarted, led again from 12.5 s (token 20) and
+			// skipped tick 13 as "still going".
+			in := withEnds(clean())
+			in.Ends = slices.DeleteFunc(in.Ends, func(e End) bool { return e.Tick.Equal(at(10)) })
+			in.Terms[1].Instance = "a"
+			for i := range in.Starts {
+				if in.Starts[i].Token == 20 {
+					in.Starts[i].Instance = "a"
+				}
+			}
+			for i := range in.Ends {
+				if in.Ends[i].Token == 20 {
+					in.Ends[i].Instance = "a"
+				}
+			}
+			in.LastClaims[0].Instance = "a"
+			drop(&in, 13)
+			in.Misfires = []Misfire{{Instance: "a", Token: 20, Job: "j", Tick: at(13), At: at(13.001), Reason: StillGoing}}
+			return in
+		}},
+		{"still going, with no claim before the term began", 13, func() Input {
+			// b led from 12.5 s, ran no catch-up, and skipped tick 13 as
+			// "still going": its term had no earlier tick to claim.
+			in := withEnds(clean())
+			in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.CatchUp })
+			in.Ends = slices.DeleteFunc(in.Ends, func(e End) bool { return e.Token == 20 && e.Tick.Equal(at(12)) })
+			in.LastClaims[0].Tick = at(12) // b read 12: nothing missed
+			drop(&in, 13)
+			in.Misfires = []Misfire{{Instance: "b", Token: 20, Job: "j", Tick: at(13), At: at(13.001), Reason: StillGoing}}
+			return in
+		}},
+		{"a catch-up does not stand for ticks after its own", 14, func() Input {
+			// b's catch-up ran tick 12 (from 11); b's loop lost tick 14.
+			in := clean()
+			drop(&in, 14)
+			return in
+		}},
+		{"killed with a claim in flight past its timeout", 10, func() Input {
 			// a was killed 0.6 s after tick 10, which it never started; a
 			// claim gives up after 0.5 s here.
 			in := clean()
@@ -110,7 +151,7 @@ func TestCheck_ExcusesNeedEvidence(t *testing.T) {
 			drop(&in, 10)
 			return in
 		}},
-		{"term over long after its loop should have begun", func() Input {
+		{"term over long after its loop should have begun", 12, func() Input {
 			// c led from 10.5 s to 12.3 s and ran nothing; with 0.5 s
 			// claims its loop began by 11.6 s: tick 12 was c's.
 			in := clean()
@@ -126,8 +167,9 @@ func TestCheck_ExcusesNeedEvidence(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := Check(c.in())
-			if r.LostTicks == 0 {
-				t.Errorf("no lost tick reported; accounted %v, violations %v", r.Accounted, r.Violations)
+			want := "tick " + at(c.lost).Format(time.RFC3339Nano) + ":"
+			if !slices.ContainsFunc(r.Violations, func(v Violation) bool { return v.Kind == "lost-tick" && strings.Contains(v.Detail, want) }) {
+				t.Errorf("tick %v not reported lost; accounted %v, violations %v", c.lost, r.Accounted, r.Violations)
 			}
 		})
 	}

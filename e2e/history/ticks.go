@@ -210,8 +210,9 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 	}
 	// inFlight reports whether tm had t's claim in flight: tm stopped
 	// within the claim timeout after t, and it asked for it again, or it
-	// skipped a later tick of the job because a run was still going and
-	// started none since t (t was admitted and its run had not started).
+	// skipped a later tick of the job because a run was still going (as
+	// the records back) and started none since t (t was admitted and its
+	// run had not started).
 	inFlight := func(tm *Term, t time.Time) bool {
 		if tm.Stop.After(t.Add(in.ClaimTimeout + in.Slack)) {
 			return false // the claim had been decided, one way or the other
@@ -222,7 +223,7 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 			}
 		}
 		for _, m := range in.Misfires {
-			if m.Instance != tm.Instance || m.Token != tm.Token || m.Job != job || !m.Tick.After(t) || m.Reason != StillGoing {
+			if m.Instance != tm.Instance || m.Token != tm.Token || m.Job != job || !m.Tick.After(t) || m.Reason != StillGoing || !backed(in, terms, p, m) {
 				continue
 			}
 			started := false
