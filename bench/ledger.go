@@ -506,7 +506,7 @@ func (r *results) ledgerTargetRows() []target {
 		if l.err == nil && l.d.n() > 0 {
 			t.known, t.met = true, l.d.p99() <= bound && l.missing == 0 && l.extra == 0
 			t.measured = fmt.Sprintf("p99 %s (p50 %s, max %s), %d missing, %d extra", fmtDur(l.d.p99()), fmtDur(l.d.p50()), fmtDur(l.d.max()), l.missing, l.extra)
-			t.note = ledgerLatenessNote(l)
+			t.note, t.why = ledgerLatenessNote(l), "ledger"
 		} else if l.err != nil {
 			t.measured = "error: " + l.err.Error()
 		}
@@ -520,7 +520,8 @@ func (r *results) ledgerTargetRows() []target {
 		t := target{what: fmt.Sprintf("Claim round trips per instant, %s, %d jobs", backendNames[l.backend], l.jobs),
 			bound: fmt.Sprintf("≤ ceil(N/%d) + 1 = %d", l.batch, b), known: true}
 		t.met = l.claimWrites <= float64(b)+0.01
-		t.note = fmt.Sprintf("%.1f Claim calls per instant against ceil(N/MaxBatch) = %d full batches: a batch goes before it is full only when the runs expected at the instant stop arriving for 250 ms (the claim queue's linger, counted from the last arrival), so the extra calls are partial batches sent while the %d run goroutines of an instant were still starting on the 2 busy cores.", l.claimWrites, b-1, l.jobs)
+		t.note = fmt.Sprintf("%.1f Claim calls per instant against ceil(N/MaxBatch) = %d full batches, for %d run goroutines an instant.", l.claimWrites, b-1, l.jobs)
+		t.why = "claims"
 		t.measured = fmt.Sprintf("%.1f claim calls, %.1f finish calls; %.1f writes and %.1f requests of any kind at the proxy", l.claimWrites, l.finishCalls, l.writes, l.requests)
 		ts = append(ts, t)
 	}
@@ -532,7 +533,8 @@ func (r *results) ledgerTargetRows() []target {
 		if c.err == nil && c.runs > 0 {
 			t.known, t.met = true, c.took <= time.Second && c.runs == c.jobs && c.extra == 0
 			t.measured = fmt.Sprintf("%s (%d of %d runs, %d run twice)", fmtDur(c.took), c.runs, c.jobs, c.extra)
-			t.note = fmt.Sprintf("The new leader reads the last claimed ticks a page of MaxBatch jobs per read, 16 pages at once, and claims all jobs' catch-up runs in shared batches before its loop starts. In this trial the first catch-up run started %s after the term start and the last %s after it: the claim batches of %d jobs are applied one after another by the server, on the 2 cores the new leader shares with it.", fmtDur(c.claimed), fmtDur(c.took), c.jobs)
+			t.note = fmt.Sprintf("In this trial the first catch-up run started %s after the term start and the last %s after it, for %d jobs.", fmtDur(c.claimed), fmtDur(c.took), c.jobs)
+			t.why = "catch-up"
 		} else if c.err != nil {
 			t.measured = "error: " + c.err.Error()
 		}
@@ -546,7 +548,8 @@ func (r *results) ledgerTargetRows() []target {
 			t.known = true
 			t.met = float64(b.d.p99()) <= 1.25*float64(f.d.p99())
 			t.measured = fmt.Sprintf("%s vs %s (%.2f×)", fmtDur(b.d.p99()), fmtDur(f.d.p99()), float64(b.d.p99())/float64(f.d.p99()))
-			t.note = fmt.Sprintf("At %d jobs a second's burst costs %d goroutine starts plus the Host's per-run work (a term check, the run's context, the overlap bookkeeping, the run's record) on 2 cores; the floor does only the starts: here %s against %s at p99. This ratio moves by a factor of two between runs on this machine (at 10,000 jobs it was 3.21× and 1.98× in two development runs); the Host's run path without a Ledger was not changed by this round.", jobs, jobs, fmtDur(b.d.p99()), fmtDur(f.d.p99()))
+			t.note = fmt.Sprintf("Here %s against %s at p99.", fmtDur(b.d.p99()), fmtDur(f.d.p99()))
+			t.why = "no-ledger"
 		}
 		ts = append(ts, t)
 	}
@@ -617,25 +620,22 @@ func (r *results) ledgerMarkdown(w func(string, ...any)) {
 // run).
 const ledgerTried = "Tried, in development runs: batches per instant instead of a round trip per claim (PostgreSQL at 1,000 jobs: from p99 4.77 s with 3,906 of 5,000 runs missing to 64 ms with none missing); MaxBatch from 100 to 1,000 on SQL (no change per claim); 2 instead of 4 SQL round trips at once (4 doubled the time through pool churn); one CAS per claim on Consul instead of two operations; history entries held back while claims are on the wire (PostgreSQL 10,000: 486 to 396 ms, but etcd 10,000: 0.79 to 1.87 s, so reverted); an etcd claim without its history trim (no delete, no read of the oldest entries; not bounded, so not kept): p99 46 to 39 ms at 1,000 jobs and 411 to 363 ms at 10,000, server CPU per instant 444 to 372 ms, so the trim is about a sixth of the server's work. A CPU profile of the bench process (`-cpuprofile`, etcd and PostgreSQL at 1,000 and 10,000 jobs) has the Host's claim path (queueing, the ledger call, gRPC or pgx encoding) at a third of its samples and the garbage collector (stack scans of 10,000 run goroutines) at a seventh; the process used 12% of a core over the run, so the Host is not what the runs wait for."
 
-// ledgerLatenessNote says, from l's own figures, what bounds a ledger
-// lateness target that was not met.
+// ledgerBound is what bounds lateness with the ledger, on every backend.
+const ledgerBound = "Every tick is claimed in the backend before its run starts, so the p99 is the time the backend takes to serve all of an instant's claims (up to 8 Claim calls on the wire at once), beside the Finish calls for the history entries of the runs before. Where the server's CPU time per instant is measured (etcd, Redis), what bounds it is the server's own work, on the same 2 cores as the Host: etcd applies transactions one at a time, and Redis runs one script at a time. One Claim call of a full batch is MaxBatch claims, each checked against the term, stored as the job's last tick, written as a run entry and trimmed to the job's history."
+
+// ledgerLatenessNote gives l's own figures for a ledger lateness target
+// that was not met; ledgerBound and ledgerTried say what bounds it.
 func ledgerLatenessNote(l ledRow) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Every tick is claimed in the backend before its run starts, so the p99 is the time the backend takes to serve all of an instant's claims: %.1f Claim calls per instant here (MaxBatch %d, up to 8 on the wire at once), beside %.1f Finish calls for the history entries of the runs before. ", l.claimWrites, l.batch, l.finishCalls)
+	fmt.Fprintf(&b, "%.1f Claim calls per instant here (MaxBatch %d), beside %.1f Finish calls.", l.claimWrites, l.batch, l.finishCalls)
 	if l.cpu > 0 {
-		what := "it applies transactions one at a time"
-		if l.backend == "redis" {
-			what = "it runs one script at a time"
-		}
-		fmt.Fprintf(&b, "What bounds it is the %s server's own work: its CPU time per instant was %s in this trial (p99 lateness %s), and %s, on the same 2 cores as the Host. ", backendNames[l.backend], fmtDur(l.cpu), fmtDur(l.d.p99()), what)
+		fmt.Fprintf(&b, " The %s server's CPU time per instant was %s in this trial (p99 lateness %s).", backendNames[l.backend], fmtDur(l.cpu), fmtDur(l.d.p99()))
 	}
 	if l.fullBatch.n() > 0 {
-		fmt.Fprintf(&b, "One Claim call of a full batch (%d claims, each checked against the term, stored as the job's last tick, written as a run entry and trimmed to the job's history) took %s p50 / %s max over %d calls in this trial. ", l.batch, fmtDur(l.fullBatch.p50()), fmtDur(l.fullBatch.max()), l.fullBatch.n())
+		fmt.Fprintf(&b, " One Claim call of a full batch (%d claims) took %s p50 / %s max over %d calls in this trial.", l.batch, fmtDur(l.fullBatch.p50()), fmtDur(l.fullBatch.max()), l.fullBatch.n())
 	}
 	if l.backend == "redis" {
-		b.WriteString("Nothing has been tried against this target on Redis yet: the backend is new; the figures above are where to start.")
-	} else {
-		b.WriteString(ledgerTried)
+		b.WriteString(" Nothing has been tried against this target on Redis yet: the backend is new; the figures above are where to start.")
 	}
 	return b.String()
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 )
 
 type latRow struct {
@@ -123,7 +124,8 @@ func (r *results) lat(runner string, jobs int) (latRow, bool) {
 
 type target struct {
 	what, bound, measured string
-	note                  string // what bounds it, from this run's figures, when not met (else unmetNote)
+	note                  string // this run's figures behind it, when not met
+	why                   string // key of its explanation in explanations (else whyKey(what))
 	met                   bool
 	known                 bool
 }
@@ -274,6 +276,7 @@ func (r *results) markdown() string {
 	w("- Machine: %s.\n", r.machine)
 	w("- Load average (1 minute) at the start of the run: %s; at its end: %s. Anything above what the run itself adds is other work on the machine; its 2 cores are the bound on the lateness figures at 1,000 and 10,000 jobs.\n", r.load[0], r.load[1])
 	w("- Every figure is p50 / p99 / max over n trials (n in each row); p99 is the nearest-rank percentile, so with 50 trials it is the largest but one.\n")
+	w("- Figures move by tens of percent between runs on this shared machine.\n")
 	if r.opts.quick {
 		w("- **Quick mode**: few trials and short windows; not for publishing.\n")
 	}
@@ -285,12 +288,30 @@ func (r *results) markdown() string {
 			unmet = append(unmet, t)
 		}
 	}
+	// Each unmet target gets its own figures and a link to the
+	// explanation it shares with others; each explanation is printed
+	// once, after the list.
+	var whys []string
 	for _, t := range unmet {
-		note := t.note
-		if note == "" {
-			note = unmetNote(t.what)
+		line := "**Not met: " + t.what + ".**"
+		if t.note != "" {
+			line += " " + t.note
 		}
-		w("\n**Not met: %s.** %s\n", t.what, note)
+		why := t.why
+		if why == "" {
+			why = whyKey(t.what)
+		}
+		if e, ok := explanations[why]; ok {
+			line += fmt.Sprintf(" Why: [%s](#%s).", e.title, anchor(e.title))
+			if !slices.Contains(whys, why) {
+				whys = append(whys, why)
+			}
+		}
+		w("\n%s\n", line)
+	}
+	for _, why := range whys {
+		e := explanations[why]
+		w("\n### %s\n\n%s\n", e.title, e.text)
 	}
 
 	// Handover.
@@ -473,25 +494,59 @@ const methodNotesText = `- Everything talks to loopback; all servers are local (
 - Lateness for robfig/cron and gocron takes the nominal tick as the start time truncated to the second (they do not pass it to the job); that is exact while lateness stays below one second, which the sample counts confirm (no missing ticks).
 `
 
-// unmetNote says what bounds a target that was not met and what was tried.
-func unmetNote(what string) string {
+// explanation says what bounds one kind of unmet target and what was
+// tried. The report prints it once, under a heading of its own, and every
+// unmet target of that kind links to it.
+type explanation struct {
+	title, text string
+}
+
+// explanations are keyed by target.why.
+var explanations = map[string]explanation{
+	"lateness-one": {"Lateness at one job", "At one job every runner starts the job a fraction of a millisecond after the tick; with one sample a second, p99 over the window is its second-largest sample, so the comparison is decided by scheduling noise on the shared 2-core machine (a wake-up delayed by another process), not by the runner: in development runs on this machine the order of the three runners at 1 job changed from run to run. Tried: logging off for every runner (`slog.DiscardHandler` for baton), a GC before each runner, the runners one after another rather than side by side."},
+	"lateness":     {"Lateness at thousands of jobs", latenessBound},
+	"handover":     {"Graceful handover", "The handover is the leader's release (one request), the backend's notification to the waiting instance (watch event, blocking query return, NOTIFY) and the waiting instance's acquire (two or three requests); on a loaded 2-core machine a single slow scheduling of one of these goroutines shows in the p99."},
+	"failover":     {"Crash failover", "Failover is bounded by the TTL the backend enforces after the last renewal it received, plus how promptly the server reaps the expired lease (etcd checks for expired leases every 500 ms; Consul invalidates a session at 2×TTL, then keeps the key for the session's lock-delay) and the waiting instance's poll. Trials ran side by side (lanes) with every other crash system, which loads the shared 2 cores."},
+	"loss":         {"Loss detection", "A trial where the old leader noticed after the next leader started breaks guarantee 1; see the loss detection table for the system and TTL."},
+	"idle":         {"Idle followers", "See the idle load table for which kind of request exceeded the bound."},
+	"ledger":       {"Lateness with the ledger", ledgerBound + " " + ledgerTried},
+	"claims":       {"Claim round trips", "A batch goes before it is full only when the runs expected at the instant stop arriving for 250 ms (the claim queue's linger, counted from the last arrival), so the extra calls are partial batches sent while the run goroutines of an instant were still starting on the 2 busy cores."},
+	"catch-up":     {"Catch-up at scale", "The new leader reads the last claimed ticks a page of MaxBatch jobs per read, 16 pages at once, and claims all jobs' catch-up runs in shared batches before its loop starts. The claim batches are applied one after another by the server, on the 2 cores the new leader shares with it."},
+	"no-ledger":    {"The Host without a ledger", "At N jobs a second's burst costs N goroutine starts plus the Host's per-run work (a term check, the run's context, the overlap bookkeeping, the run's record) on 2 cores; the floor does only the starts. This ratio moves by a factor of two between runs on this machine (at 10,000 jobs it was 3.21× and 1.98× in two development runs); the Host's run path without a Ledger was not changed by this round."},
+}
+
+// whyKey is the explanation of a target that did not name one.
+func whyKey(what string) string {
 	switch {
 	case strings.HasPrefix(what, "Tick lateness p99, 1 "):
-		return "At one job every runner starts the job a fraction of a millisecond after the tick; with one sample a second, p99 over the window is its second-largest sample, so the comparison is decided by scheduling noise on the shared 2-core machine (a wake-up delayed by another process), not by the runner: in development runs on this machine the order of the three runners at 1 job changed from run to run. Tried: logging off for every runner (`slog.DiscardHandler` for baton), a GC before each runner, the runners one after another rather than side by side."
-	case strings.HasPrefix(what, "Tick lateness p99, 1000 "):
-		return latenessBound
+		return "lateness-one"
 	case strings.HasPrefix(what, "Tick lateness"):
-		return latenessBound
+		return "lateness"
 	case strings.HasPrefix(what, "Graceful handover"):
-		return "The handover is the leader's release (one request), the backend's notification to the waiting instance (watch event, blocking query return, NOTIFY) and the waiting instance's acquire (two or three requests); on a loaded 2-core machine a single slow scheduling of one of these goroutines shows in the p99."
+		return "handover"
 	case strings.HasPrefix(what, "Crash failover"):
-		return "Failover is bounded by the TTL the backend enforces after the last renewal it received, plus how promptly the server reaps the expired lease (etcd checks for expired leases every 500 ms; Consul invalidates a session at 2×TTL, then keeps the key for the session's lock-delay) and the waiting instance's poll. Trials ran side by side (lanes) with every other crash system, which loads the shared 2 cores."
+		return "failover"
 	case strings.HasPrefix(what, "Loss detection"):
-		return "A trial where the old leader noticed after the next leader started breaks guarantee 1; see the loss detection table for the system and TTL."
+		return "loss"
 	case strings.HasPrefix(what, "Idle follower"):
-		return "See the idle load table for which kind of request exceeded the bound."
+		return "idle"
 	}
 	return ""
+}
+
+// anchor is the fragment of a heading as GitHub makes it: lower case,
+// spaces to hyphens, other punctuation dropped.
+func anchor(title string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(title) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // findings is the prose after the tables: what bounds each figure, with
