@@ -287,8 +287,8 @@ func newConsul(ctx context.Context, dir string) (*backend, error) {
 }
 
 // newRedis is a redis-server of its own with its data in dir/redis,
-// persisted to an append-only file synced on every write, as the README
-// asks of a Redis that holds leases: the restart fault (SIGTERM, then the
+// persisted to an append-only file synced on every write, as
+// docs/backends/redis.md asks of a Redis that holds leases: the restart fault (SIGTERM, then the
 // same port and data dir) keeps the token counter and the ledger.
 func newRedis(dir string) (*backend, error) {
 	data := filepath.Join(dir, "redis")
@@ -324,8 +324,9 @@ const reconnectAllowance = time.Second
 // 2*TTL + LockDelay when measured from the kill: that bound counts from the
 // dead leader's last renewal, and a kill just after one leaves the whole
 // of it, plus the moment a follower takes to see the key free, wait out the
-// lock-delay from then and lock (README, guarantee 7). Soaks measured up
-// to 29.99 s from the kill against the 30 s.
+// lock-delay from then and lock (docs/guarantees.md, guarantee 7; this
+// tolerance: docs/testing.md). Soaks measured up to 29.99 s from the kill
+// against the 30 s.
 const consulReaction = time.Second
 
 // consulFaultWake, beyond the lock-delay (the TTL), is how long after a
@@ -338,8 +339,8 @@ const consulReaction = time.Second
 // logged "Rejecting lock of key due to lock-delay" with an expiry 0.5 to
 // 1.3 s after their start plus the 10 s). A new raft leader also restarts
 // every session's TTL timer, which lengthens a crash failover as much. Both
-// are Consul's; README, guarantee 7. The handovers and failovers are still
-// judged for safety.
+// are Consul's: docs/guarantees.md, Consul operator overrides. The
+// handovers and failovers are still judged for safety.
 const consulFaultWake = 2 * time.Second
 
 // sqlReaction is what an SQL crash failover may take beyond TTL +
@@ -348,6 +349,6 @@ const consulFaultWake = 2 * time.Second
 // renewal sent just before the kill is dated when the database runs it;
 // the follower that wakes at the expiry then reads the row and writes it
 // (MySQL: three statements). On a loaded machine a soak measured 3.412 s
-// from the kill against the 3.25 s of TTL + PollInterval (README,
-// guarantee 7).
+// from the kill against the 3.25 s of TTL + PollInterval
+// (docs/guarantees.md, guarantee 7; this tolerance: docs/testing.md).
 const sqlReaction = 500 * time.Millisecond

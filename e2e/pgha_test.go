@@ -21,8 +21,8 @@ const (
 // newPostgresHA is the PostgreSQL backend as production runs it: a
 // primary and a streaming standby made with pg_basebackup, on ports and
 // data directories of the run's own, with the synchronous settings the
-// README documents (synchronous_standby_names = '*', synchronous_commit
-// = remote_apply). Every node lists both servers in its DSN, each through
+// docs/backends/postgres.md documents (synchronous_standby_names = '*',
+// synchronous_commit = remote_apply). Every node lists both servers in its DSN, each through
 // a proxy of its own, with target_session_attrs=read-write, so that it
 // follows the primary across a failover.
 func newPostgresHA(ctx context.Context, dir string) (*backend, error) {

@@ -100,7 +100,7 @@ BATON_E2E_REPORT set); do not edit it by hand. Each backend has a section of
 its own, replaced whenever a soak runs on that backend, so the backends can
 be soaked in turns: each section says when it ran, on what machine and with
 which seed. What the faults and the checks are: e2e/doc.go, and the fault
-suite in the README.
+suite in docs/testing.md.
 `
 
 // writeReport writes the outcomes into the markdown report at path,
@@ -360,5 +360,5 @@ func faultWakeNote(wake time.Duration) string {
 	if wake == 0 {
 		return ""
 	}
-	return fmt.Sprintf(", nor are lane 1's within %v after the end of one (a restarted Consul server re-applies the lock-delays in its log, and a new raft leader restarts the session timers: README, guarantee 7)", wake)
+	return fmt.Sprintf(", nor are lane 1's within %v after the end of one (a restarted Consul server re-applies the lock-delays in its log, and a new raft leader restarts the session timers: docs/guarantees.md, Consul operator overrides)", wake)
 }

@@ -488,7 +488,7 @@ func (sc *scenario) inject(kind string, l *proc) {
 	case fStopLeader:
 		d := sc.cutLength()
 		// A job already running when its node is frozen past the TTL
-		// is beyond what a lease can stop (README, limits): the freeze
+		// is beyond what a lease can stop (docs/guarantees.md, limits): the freeze
 		// comes between two runs of "drain", whose runs are long.
 		if !waitFor(6*time.Second, func() bool { return !sc.inFlight(l, "drain", 3*time.Second) }) {
 			sc.note("info-"+kind, l.id, "drain still in flight after 6 s")

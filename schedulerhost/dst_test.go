@@ -154,8 +154,8 @@ func TestParseSchedule_DST(t *testing.T) {
 	}
 }
 
-// What robfig/cron v3 does on its own at the same transitions: the README
-// compares it with baton's policy. It skips a local time that a
+// What robfig/cron v3 does on its own at the same transitions:
+// docs/guarantees.md (Time zones and DST) compares it with baton's policy. It skips a local time that a
 // spring-forward skips, and runs twice a local time that a fall-back
 // repeats.
 func TestRobfigCron_DST(t *testing.T) {

@@ -93,7 +93,7 @@ func TestAcquire_LockDelayReplayedByARestartedServer(t *testing.T) {
 	end, ok := lockDelayEnd(t, srv.LogPath, before.Size(), key)
 	if !ok {
 		// The server refused nothing: it did not re-apply s1's delay.
-		t.Fatalf("c led %v after s2's release and the server logged no lock-delay refusal: has Consul stopped re-applying lock-delays on restart? (then this test and README's limits need revisiting)", led.Sub(released))
+		t.Fatalf("c led %v after s2's release and the server logged no lock-delay refusal: has Consul stopped re-applying lock-delays on restart? (then this test and the limits in docs/guarantees.md need revisiting)", led.Sub(released))
 	}
 	late := led.Sub(end)
 	t.Logf("c led %v after s2's release; the re-applied lock-delay ended %v after it; c led %v after that",

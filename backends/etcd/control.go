@@ -14,7 +14,7 @@ import (
 // Control returns the election's control store (pauses, run-now
 // requests, the instance registry; see package control). Its entries are
 // keys in the ledger's subtree, outside the election, where the ledger's
-// permissions cover them (README, least privilege):
+// permissions cover them (docs/backends/etcd.md, least privilege):
 //
 //	PREFIX-ledger/%control/<key>    the entry's value
 //

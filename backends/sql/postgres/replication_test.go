@@ -104,7 +104,8 @@ func lastClaimed(t *testing.T, l *ledgerLease) time.Time {
 // promoted: the tick counts as never claimed, a new leader claims it again
 // and runs it a second time, and its token need not be above the old
 // term's. baton cannot tell from the promoted server: it holds no trace of
-// what it lacks. The README states it: use the synchronous settings below.
+// what it lacks. docs/backends/postgres.md states it: use the synchronous
+// settings below.
 func TestReplication_AsyncFailoverLosesClaims(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two PostgreSQL servers")
