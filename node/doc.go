@@ -29,7 +29,7 @@
 // the grace period a supervisor gives (Kubernetes'
 // terminationGracePeriodSeconds).
 //
-// For command-line programs, BackendFlags and LogFlags define the flags
-// naming a backend and the logs, BackendFlags.Open connects to the
-// backend, and HostConfig turns a jobs file into a schedulerhost.Config.
+// HostConfig turns a jobs file into a schedulerhost.Config. The flags
+// naming a backend, and opening it, belong to the commands (internal/cli):
+// node links no backend SDK.
 package node

@@ -16,7 +16,6 @@ import (
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/internal/cli"
 	"github.com/batonhq/baton/internal/execjob"
-	"github.com/batonhq/baton/node"
 )
 
 // DefaultLockKillGrace is the default of baton lock --kill-grace.
@@ -37,7 +36,7 @@ const DefaultLockKillGrace = time.Second
 func runLock(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("lock", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	bf, lf := new(node.BackendFlags), new(node.LogFlags)
+	bf, lf := new(cli.BackendFlags), new(cli.LogFlags)
 	registerLockBackendFlags(fs, bf)
 	lf.Register(fs)
 	config := fs.String("config", "", "config file whose backend section gives the backend flags (the command line's win)")

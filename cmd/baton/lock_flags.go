@@ -5,12 +5,11 @@ import (
 
 	"github.com/batonhq/baton/internal/cli"
 	"github.com/batonhq/baton/internal/jobsfile"
-	"github.com/batonhq/baton/node"
 )
 
 // registerLockBackendFlags defines bf's flags on fs but --election: the
 // lock's NAME is the election.
-func registerLockBackendFlags(fs *flag.FlagSet, bf *node.BackendFlags) {
+func registerLockBackendFlags(fs *flag.FlagSet, bf *cli.BackendFlags) {
 	all := flag.NewFlagSet("", flag.ContinueOnError)
 	bf.Register(all)
 	all.VisitAll(func(f *flag.Flag) {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/batonhq/baton/backends/etcd"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/internal/cli"
 	"github.com/batonhq/baton/internal/embedetcd"
 	"github.com/batonhq/baton/internal/lines"
 	"github.com/batonhq/baton/node"
@@ -43,7 +44,7 @@ func runCluster(ctx, now context.Context, args []string, stdout, stderr io.Write
 	config := fs.String("config", "", "jobs file for every node (default: the built-in jobs.example.yaml)")
 	basePort := fs.Int("http-base-port", 0, "HTTP port of node-1 (node-N gets base+N-1); 0 picks free ports")
 	electionName := fs.String("election", "demo", "election name")
-	var lf node.LogFlags
+	var lf cli.LogFlags
 	lf.Register(fs)
 	if err := demo.ParseFlags(fs, args, stderr); err != nil {
 		return err
@@ -89,7 +90,7 @@ func runCluster(ctx, now context.Context, args []string, stdout, stderr io.Write
 	}
 	defer srv.Stop()
 	ep := srv.Endpoint()
-	prefix := node.EtcdPrefix(*electionName)
+	prefix := cli.EtcdPrefix(*electionName)
 
 	etcdctl := "etcdctl"
 	if st, err := os.Stat(filepath.Join(".bin", "etcdctl")); err == nil && !st.IsDir() {

@@ -18,8 +18,8 @@ import (
 
 	"github.com/batonhq/baton/backends/consul/consultest"
 	"github.com/batonhq/baton/backends/etcd/etcdtest"
+	"github.com/batonhq/baton/internal/cli"
 	"github.com/batonhq/baton/internal/testcerts"
-	"github.com/batonhq/baton/node"
 )
 
 const securityJobs = `election:
@@ -36,7 +36,7 @@ jobs:
 func nodeEnv(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "CONSUL_HTTP_TOKEN") || strings.HasPrefix(kv, node.EtcdPasswordEnv+"=") {
+		if strings.HasPrefix(kv, "CONSUL_HTTP_TOKEN") || strings.HasPrefix(kv, cli.EtcdPasswordEnv+"=") {
 			continue
 		}
 		env = append(env, kv)
@@ -131,7 +131,7 @@ func TestNode_EtcdTLSAndAuth(t *testing.T) {
 		}
 	}
 	must(root.RoleAdd(ctx, "baton-demo"))
-	for _, p := range []string{node.EtcdPrefix(name) + "/", node.EtcdPrefix(name) + "-ledger/"} {
+	for _, p := range []string{cli.EtcdPrefix(name) + "/", cli.EtcdPrefix(name) + "-ledger/"} {
 		must(root.RoleGrantPermission(ctx, "baton-demo", p, clientv3.GetPrefixRangeEnd(p), clientv3.PermissionType(clientv3.PermReadWrite)))
 	}
 	must(root.UserAdd(ctx, "baton", "baton-secret"))
@@ -155,7 +155,7 @@ func TestNode_EtcdTLSAndAuth(t *testing.T) {
 		leadsThenStops(t, nodeEnv(), flags("--election", name, "--etcd-user", "baton", "--etcd-password-file", pwFile)...)
 	})
 	t.Run("PasswordFromEnv", func(t *testing.T) {
-		leadsThenStops(t, nodeEnv(node.EtcdPasswordEnv+"=baton-secret"), flags("--election", name, "--etcd-user", "baton")...)
+		leadsThenStops(t, nodeEnv(cli.EtcdPasswordEnv+"=baton-secret"), flags("--election", name, "--etcd-user", "baton")...)
 	})
 	t.Run("WrongPassword", func(t *testing.T) {
 		failsAtStart(t, 5*time.Second, nodeEnv(), []string{"etcd " + srv.Endpoint(), `log in as user "baton"`, "authentication failed"},
@@ -171,7 +171,7 @@ func TestNode_EtcdTLSAndAuth(t *testing.T) {
 			flags("--election", "other", "--etcd-user", "baton", "--etcd-password-file", pwFile)...)
 	})
 	t.Run("MissingPassword", func(t *testing.T) {
-		failsAtStart(t, 5*time.Second, nodeEnv(), []string{"--etcd-user baton", node.EtcdPasswordEnv},
+		failsAtStart(t, 5*time.Second, nodeEnv(), []string{"--etcd-user baton", cli.EtcdPasswordEnv},
 			flags("--election", name, "--etcd-user", "baton")...)
 	})
 }
@@ -189,7 +189,7 @@ func TestNode_ConsulACL(t *testing.T) {
 	name := fmt.Sprintf("sec_%d", time.Now().UnixNano())
 	pol, _, err := mgmt.ACL().PolicyCreate(&api.ACLPolicy{Name: "baton-demo", Rules: fmt.Sprintf(
 		`key_prefix %q { policy = "write" }
-session %q { policy = "write" }`, node.ConsulKey(name), consultest.NodeName)}, nil)
+session %q { policy = "write" }`, cli.ConsulKey(name), consultest.NodeName)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,10 +215,10 @@ session %q { policy = "write" }`, node.ConsulKey(name), consultest.NodeName)}, n
 		leadsThenStops(t, nodeEnv("CONSUL_HTTP_TOKEN="+tok.SecretID), flags...)
 	})
 	t.Run("UnknownToken", func(t *testing.T) {
-		failsAtStart(t, 5*time.Second, nodeEnv(), []string{"consul key " + node.ConsulKey(name), "403 (ACL not found)"}, with("--consul-token-file", badFile)...)
+		failsAtStart(t, 5*time.Second, nodeEnv(), []string{"consul key " + cli.ConsulKey(name), "403 (ACL not found)"}, with("--consul-token-file", badFile)...)
 	})
 	t.Run("NoToken", func(t *testing.T) {
-		failsAtStart(t, 5*time.Second, nodeEnv(), []string{"consul key " + node.ConsulKey(name), "anonymous token lacks permission 'key:read'"}, flags...)
+		failsAtStart(t, 5*time.Second, nodeEnv(), []string{"consul key " + cli.ConsulKey(name), "anonymous token lacks permission 'key:read'"}, flags...)
 	})
 }
 
@@ -245,6 +245,6 @@ func TestNode_ConsulTLS(t *testing.T) {
 		leadsThenStops(t, nodeEnv(), with("--consul-cert", certs.Client.CertFile, "--consul-key", certs.Client.KeyFile)...)
 	})
 	t.Run("NoClientCertificate", func(t *testing.T) {
-		failsAtStart(t, 5*time.Second, nodeEnv(), []string{"consul key " + node.ConsulKey(name), "https://" + a.HTTPSAddr, "tls: "}, flags...)
+		failsAtStart(t, 5*time.Second, nodeEnv(), []string{"consul key " + cli.ConsulKey(name), "https://" + a.HTTPSAddr, "tls: "}, flags...)
 	})
 }

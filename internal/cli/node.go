@@ -27,9 +27,9 @@ var errStdinClosed = errors.New("stdin closed (the cluster is gone)")
 
 // backendFlagSet returns the flag set of subcommand name, one that opens
 // a backend: the backend flags and the log flags are registered on it.
-func backendFlagSet(name string) (*flag.FlagSet, *node.BackendFlags, *node.LogFlags) {
+func backendFlagSet(name string) (*flag.FlagSet, *BackendFlags, *LogFlags) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	bf, lf := new(node.BackendFlags), new(node.LogFlags)
+	bf, lf := new(BackendFlags), new(LogFlags)
 	bf.Register(fs)
 	lf.Register(fs)
 	return fs, bf, lf
@@ -41,8 +41,8 @@ var nodeOnlyFlags = []string{"id", "http", "standby", "step-down-cooldown", "adm
 
 // nodeOpts are a node's flags.
 type nodeOpts struct {
-	bf                *node.BackendFlags
-	lf                *node.LogFlags
+	bf                *BackendFlags
+	lf                *LogFlags
 	id, config        string
 	httpAddr          string
 	stdinEOF, standby bool

@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/batonhq/baton/internal/jobsfile"
-	"github.com/batonhq/baton/node"
 )
 
 // EnvPrefix starts the environment variable of every flag of `baton run`
@@ -28,7 +27,7 @@ func EnvName(flagName string) string {
 // backend section may use (with _ for -; kind for --backend).
 var backendFlagNames = func() []string {
 	fs := flag.NewFlagSet("", flag.ContinueOnError)
-	new(node.BackendFlags).Register(fs)
+	new(BackendFlags).Register(fs)
 	var out []string
 	fs.VisitAll(func(f *flag.Flag) { out = append(out, f.Name) })
 	return out

@@ -1,7 +1,7 @@
 // Package depcheck holds tests of the dependency direction: every
 // package's imports against the table of docs/ARCHITECTURE.md
 // (architecture_test.go); the core packages (election, ledger, control,
-// schedulerhost) import no backend SDK (backends -> election, never the
+// schedulerhost) and node (the HTTP API) import no backend SDK (backends -> election, never the
 // other way); no package under election/ or ledger/ depends on
 // schedulerhost, not even in its tests; and each SQL dialect links none
 // of the other's driver.
@@ -14,24 +14,35 @@ import (
 )
 
 func TestCorePackagesImportNoBackendSDK(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps",
-		"github.com/batonhq/baton/election",
-		"github.com/batonhq/baton/ledger",
-		"github.com/batonhq/baton/control",
-		"github.com/batonhq/baton/schedulerhost").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, out)
-	}
-	banned := []string{"go.etcd.io/", "github.com/hashicorp/consul", "github.com/jackc/pgx", "github.com/go-sql-driver/", "github.com/redis/", "database/sql", "github.com/batonhq/baton/backends/"}
-	deps := strings.Fields(string(out))
-	for _, d := range deps {
-		for _, b := range banned {
-			if strings.HasPrefix(d, b) {
-				t.Errorf("election, ledger, control or schedulerhost depends on %s", d)
+	sdks := []string{"go.etcd.io/", "github.com/hashicorp/consul", "github.com/jackc/pgx", "github.com/go-sql-driver/", "github.com/redis/", "github.com/batonhq/baton/backends/"}
+	for _, c := range []struct {
+		pkgs   []string
+		banned []string
+	}{
+		// The core does not even link database/sql.
+		{[]string{"election", "ledger", "control", "schedulerhost"}, append([]string{"database/sql"}, sdks...)},
+		// node, the HTTP API, links database/sql through Prometheus's
+		// collectors (the standard library), but no backend.
+		{[]string{"node"}, sdks},
+	} {
+		args := []string{"list", "-deps"}
+		for _, p := range c.pkgs {
+			args = append(args, "github.com/batonhq/baton/"+p)
+		}
+		out, err := exec.Command("go", args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list: %v\n%s", err, out)
+		}
+		deps := strings.Fields(string(out))
+		for _, d := range deps {
+			for _, b := range c.banned {
+				if strings.HasPrefix(d, b) {
+					t.Errorf("%v depends on %s", c.pkgs, d)
+				}
 			}
 		}
+		t.Logf("%v: %d packages in their dependency closure, none under %v", c.pkgs, len(deps), c.banned)
 	}
-	t.Logf("election, ledger, control and schedulerhost: %d packages in their dependency closure, none from a backend SDK", len(deps))
 }
 
 // TestElectionAndLedgerDoNotImportScheduler lists every package under
