@@ -155,7 +155,7 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 			// A catch-up tick of the next term whose claim failed.
 			if m.Job == job && m.Instance == next.Instance && !m.Tick.IsZero() && !m.Tick.Before(t) &&
 				!m.Tick.After(next.Start.Add(in.Slack)) && (p.Misfire != "run-all" || m.Tick.Equal(t)) &&
-				!m.At.Before(next.Start.Add(-in.Slack)) {
+				!m.At.Before(next.Start.Add(-in.Slack)) && m.Reason != StaleRefused && backed(in, terms, p, m) {
 				return "logged: " + m.Reason + " (catch-up)"
 			}
 		}
