@@ -99,8 +99,11 @@ func TestArchitectureTable(t *testing.T) {
 			continue
 		}
 		pkg, ok := strings.CutPrefix(f[0], module+"/")
+		if f[0] == module {
+			pkg, ok = ".", true // the root package, baton
+		}
 		if !ok {
-			t.Errorf("%s: outside the module, or its root: no row can name it", f[0])
+			t.Errorf("%s: outside the module: no row can name it", f[0])
 			continue
 		}
 		n++

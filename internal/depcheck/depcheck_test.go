@@ -21,13 +21,14 @@ func TestCorePackagesImportNoBackendSDK(t *testing.T) {
 	}{
 		// The core does not even link database/sql.
 		{[]string{"election", "ledger", "control", "schedulerhost"}, append([]string{"database/sql"}, sdks...)},
-		// node, the HTTP API, links database/sql through Prometheus's
-		// collectors (the standard library), but no backend.
-		{[]string{"node"}, sdks},
+		// node, the HTTP API, and the root package baton link
+		// database/sql through Prometheus's collectors (the standard
+		// library), but no backend.
+		{[]string{"node", ""}, sdks}, // "": the root package, baton
 	} {
 		args := []string{"list", "-deps"}
 		for _, p := range c.pkgs {
-			args = append(args, "github.com/batonhq/baton/"+p)
+			args = append(args, strings.TrimSuffix("github.com/batonhq/baton/"+p, "/"))
 		}
 		out, err := exec.Command("go", args...).CombinedOutput()
 		if err != nil {

@@ -1,0 +1,192 @@
+// Package baton runs each scheduled job of a service once, on whichever
+// of its instances leads an election on etcd, Consul, Redis, PostgreSQL
+// or MySQL/MariaDB.
+//
+// New wires an election (package election), the scheduler that runs the
+// jobs while this instance leads (package schedulerhost), the backend's
+// ledger of claimed ticks and its control store (pauses, runs now), and
+// Prometheus metrics, once:
+//
+//	b, err := baton.New(baton.Config{Backend: backend, Election: "reports", Jobs: jobs})
+//	...
+//	err = b.Run(ctx) // campaigns; leads; on ctx's end drains, releases, returns
+//
+// Handler serves the HTTP API (status, /metrics, /healthz, /readyz, the
+// admin endpoints); Healthy and Ready are its verdicts as calls. Those who
+// compose by hand use election.New, schedulerhost.New and node.New, which
+// New uses.
+package baton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/batonhq/baton/control"
+	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/ledger"
+	"github.com/batonhq/baton/metrics"
+	"github.com/batonhq/baton/node"
+	"github.com/batonhq/baton/schedulerhost"
+)
+
+// Job is one scheduled job: its name, cron schedule, the function it
+// runs, and its misfire, overlap and retry policies (schedulerhost.Job).
+type Job = schedulerhost.Job
+
+// Verdict is the answer of Healthy and Ready: OK, or the reasons why not.
+type Verdict = node.Verdict
+
+// Config configures New.
+type Config struct {
+	// Backend is the election's backend (backends/etcd, backends/consul,
+	// backends/redis, backends/sql/postgres, backends/sql/mysql). Its
+	// ledger, if it has one (each of those does), records every claimed
+	// tick: at most one start per tick, and catch-up after a failover. Its
+	// control store, if it has one, holds pauses and runs now. Required.
+	Backend election.Backend
+	// Election names the election: in logs, /status and the metrics'
+	// labels. Required.
+	Election string
+	// Jobs are the jobs the leader runs. At least one.
+	Jobs []Job
+	// Instance identifies this instance in the election and the run
+	// history. Empty means the host name.
+	Instance string
+	// Location is the time zone of the schedules. Nil means UTC.
+	Location *time.Location
+	// ShutdownTimeout bounds the drain when Run's context ends: runs in
+	// flight get this long before their context is cancelled. Zero means
+	// schedulerhost.DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+	// AdminToken is the bearer token of Handler's admin endpoints (POST
+	// /step-down, /jobs/{job}/pause, ...). Empty disables them.
+	AdminToken []byte
+	// Registry is served on /metrics, with baton's metrics added. Nil
+	// means a new registry.
+	Registry *prometheus.Registry
+	// Logger receives baton's records. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Baton is one instance's part in the election and its schedules. Create
+// it with New; call Run once.
+type Baton struct {
+	elector *election.Elector
+	host    *schedulerhost.Host
+	node    *node.Node
+	jobs    *control.Jobs
+}
+
+// New checks cfg and builds the instance's elector, scheduler and HTTP
+// API. It starts nothing and makes no network call.
+func New(cfg Config) (*Baton, error) {
+	var errs []error
+	if cfg.Backend == nil {
+		errs = append(errs, errors.New("baton: Config.Backend: required"))
+	}
+	if cfg.Election == "" {
+		errs = append(errs, errors.New("baton: Config.Election: required"))
+	}
+	if len(cfg.Jobs) == 0 {
+		errs = append(errs, errors.New("baton: Config.Jobs: at least one job is required"))
+	}
+	if cfg.Instance == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			errs = append(errs, fmt.Errorf("baton: Config.Instance: empty, and the host name is unknown: %v", err))
+		}
+		cfg.Instance = host
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = node.NewRegistry()
+	}
+	m, err := metrics.New(cfg.Registry, cfg.Election)
+	if err != nil {
+		return nil, fmt.Errorf("baton: metrics: %w", err)
+	}
+	hcfg := schedulerhost.Config{
+		Jobs: cfg.Jobs, Location: cfg.Location, ShutdownTimeout: cfg.ShutdownTimeout,
+		Instance: cfg.Instance, Observer: m, Logger: cfg.Logger,
+	}
+	if l, ok := cfg.Backend.(interface{ Ledger() ledger.Ledger }); ok {
+		hcfg.Ledger = l.Ledger()
+	}
+	if c, ok := cfg.Backend.(interface{ Control() control.Store }); ok {
+		hcfg.Control = c.Control()
+	}
+	host, err := schedulerhost.New(hcfg)
+	if err != nil {
+		return nil, err
+	}
+	el, err := election.New(election.Config{
+		Backend: cfg.Backend, Identity: election.Identity{ID: cfg.Instance}, Election: cfg.Election,
+		Observer: m, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	n, err := node.New(node.Config{
+		Elector: el, Host: host, Election: cfg.Election, Registry: cfg.Registry,
+		AdminToken: cfg.AdminToken, Control: hcfg.Control, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	b := &Baton{elector: el, host: host, node: n}
+	if hcfg.Control != nil {
+		b.jobs = control.NewJobs(hcfg.Control)
+	}
+	return b, nil
+}
+
+// Run campaigns, runs the jobs while this instance leads, and blocks
+// until ctx ends and the instance has stopped: the runs drained (within
+// ShutdownTimeout), the lease released. It returns nil after a clean
+// stop. Call it once.
+func (b *Baton) Run(ctx context.Context) error { return b.node.Run(ctx, nil) }
+
+// Handler is the HTTP API, for a server of the caller's: GET / (the
+// status page), /status, /metrics, /healthz, /readyz, GET /runs/{id},
+// and the admin endpoints (Config.AdminToken).
+func (b *Baton) Handler() http.Handler { return b.node.Handler() }
+
+// Healthy is /healthz's verdict: not OK while the election loop is not
+// running, or while runs go on without leadership. A supervisor should
+// restart an unhealthy instance.
+func (b *Baton) Healthy() Verdict { return b.node.Healthy() }
+
+// Ready is /readyz's verdict: not OK once a shutdown has begun.
+func (b *Baton) Ready() Verdict { return b.node.Ready() }
+
+// Leading reports whether this instance holds the election now.
+func (b *Baton) Leading() bool { return b.elector.IsLeader() }
+
+// StepDown hands leadership over if this instance leads: the runs in
+// flight drain, the lease is released, and the instance does not campaign
+// again for cooldown. It reports whether it was leading.
+func (b *Baton) StepDown(cooldown time.Duration) bool { return b.elector.StepDown(cooldown) }
+
+// Jobs is job control on the election's control store: pause and resume
+// a job, ask for a run now, read their state. Nil if the backend has no
+// control store.
+func (b *Baton) Jobs() *control.Jobs { return b.jobs }
+
+// Elector and Host are the parts New built, for what Baton does not
+// expose itself.
+func (b *Baton) Elector() *election.Elector { return b.elector }
+
+// Host is the scheduler New built (see Elector).
+func (b *Baton) Host() *schedulerhost.Host { return b.host }
