@@ -1,6 +1,7 @@
-// Package readme has no code: its tests compile the library example shown
-// in the repository's README.md and check that the README shows it
-// verbatim, and check that every relative link of README.md, CHANGELOG.md
+// Package readme has no code: its tests build the README's first code
+// block (testdata/firstprogram, verbatim) and run it against a real etcd,
+// compile the by-hand example of docs/configuration.md and check that the
+// page shows it verbatim, and check that every relative link of README.md, CHANGELOG.md
 // and docs/**/*.md resolves: the file exists, and a #fragment names one of
 // its headings by GitHub's anchor rules.
 package readme

@@ -21,8 +21,8 @@ import (
 
 func sendReport(ctx context.Context, token uint64) error { return nil }
 
-// Example_library is the README's library example: an etcd election and
-// one nightly job. It is compiled, not run.
+// Example_library is the library example of docs/configuration.md ("By
+// hand"): an etcd election and one nightly job. It is compiled, not run.
 func Example_library() {
 	// README:begin
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:2379"}, DialTimeout: 5 * time.Second})
@@ -62,15 +62,16 @@ func Example_library() {
 	// README:end
 }
 
-// TestREADMEShowsExample checks that README.md contains the code between
-// the README markers above, verbatim (one tab of indentation removed).
+// TestREADMEShowsExample checks that docs/configuration.md ("By hand")
+// contains the code between the README markers above, verbatim (one tab
+// of indentation removed).
 func TestREADMEShowsExample(t *testing.T) {
 	_, file, _, _ := runtime.Caller(0)
 	src, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "docs", "configuration.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,6 +87,6 @@ func TestREADMEShowsExample(t *testing.T) {
 	}
 	want := strings.Join(lines, "\n")
 	if !strings.Contains(string(readme), want) {
-		t.Errorf("README.md does not show the example verbatim; it should contain:\n%s", want)
+		t.Errorf("docs/configuration.md does not show the example verbatim; it should contain:\n%s", want)
 	}
 }
