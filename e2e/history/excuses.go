@@ -70,7 +70,9 @@ func backed(in Input, terms []Term, p Policy, m Misfire) bool {
 			}
 			decided := false // started since t, or t skipped
 			for _, s := range in.Starts {
-				if s.Job == m.Job && s.Token == m.Token && !s.Tick.Before(t) && s.Tick.Before(m.Tick) {
+				// A start after the skip (less the slack) was still being
+				// claimed at it.
+				if s.Job == m.Job && s.Token == m.Token && !s.Tick.Before(t) && s.Tick.Before(m.Tick) && s.At.Before(m.At.Add(-in.Slack)) {
 					decided = true
 				}
 			}

@@ -193,6 +193,29 @@ func TestCheck_ExcusesWithEvidencePass(t *testing.T) {
 	if r := Check(in); !r.OK() {
 		t.Errorf("run still going: %v", r.Violations)
 	}
+	// a's claim of tick 5 was asked again until 7.9 s, when its run
+	// started: ticks 6 and 7 were skipped while it was pending (a soak's
+	// consul-cluster leader, whose claims met 500s for 3.9 s).
+	in = withEnds(clean())
+	for i := range in.Starts {
+		if in.Starts[i].Tick.Equal(at(5)) {
+			in.Starts[i].At = at(7.9)
+		}
+	}
+	for i := range in.Ends {
+		if in.Ends[i].Tick.Equal(at(5)) {
+			in.Ends[i].At = at(7.95)
+		}
+	}
+	in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Tick.Equal(at(6)) || s.Tick.Equal(at(7)) })
+	in.Asked = []Misfire{{Instance: "a", Token: 10, Job: "j", Tick: at(5), At: at(5.1)}}
+	in.Misfires = []Misfire{
+		{Instance: "a", Token: 10, Job: "j", Tick: at(6), At: at(6.001), Reason: StillGoing},
+		{Instance: "a", Token: 10, Job: "j", Tick: at(7), At: at(7.001), Reason: StillGoing},
+	}
+	if r := Check(in); r.LostTicks != 0 {
+		t.Errorf("skips while tick 5's claim was pending: %v", r.Violations)
+	}
 	// a's claim of tick 10 was refused as stale; b's catch-up covers it.
 	in = clean()
 	in.Terms[0].Stop, in.Terms[0].Killed = at(10.02), false
