@@ -1,5 +1,7 @@
 package history
 
+import "time"
+
 // StaleRefused is the reason with which an instance does not start a tick
 // whose claim the ledger refused because a later term had fenced it: not
 // an excuse by itself, the later term must then account for the tick.
@@ -14,9 +16,9 @@ const AlreadyClaimed = "run not started: tick already claimed"
 //   - StillGoing: the job's latest run on m's instance before the tick
 //     had not ended (its end line, if the history has them, came after
 //     the skip, less the slack; its process had not been killed); or m's
-//     term let a tick of the job go by unstarted, and not skipped, within
-//     the claim timeout before (its claim in flight: the run admitted,
-//     not started).
+//     term let a tick of the job (one it was live for, or its catch-up's)
+//     go unstarted by the skip, and not skipped, within the claim timeout
+//     before (its claim in flight: the run admitted, not started).
 //   - AlreadyClaimed: another term, with a lower token, was live at the
 //     tick (it began before the refusal and had not stopped before the
 //     tick): it may have claimed the tick and died before the run.
@@ -60,13 +62,23 @@ func backed(in Input, terms []Term, p Policy, m Misfire) bool {
 		if term == nil {
 			return false
 		}
+		// caughtUp reports whether m's term ran a catch-up run of t: its
+		// claim was made as the term began, before the schedule loop.
+		caughtUp := func(t time.Time) bool {
+			for _, s := range in.Starts {
+				if s.Job == m.Job && s.Token == m.Token && s.CatchUp && s.Tick.Equal(t) {
+					return true
+				}
+			}
+			return false
+		}
 		// The job's ticks before m's, back to the claim timeout: one
-		// that m's term was live for and neither started nor logged, with
-		// no start of the job by the term after it, was still being
+		// that m's term was live for (or caught up) and had neither
+		// started nor logged by the skip (less the slack) was still being
 		// claimed.
 		for t := m.Tick.Add(-p.Every); !t.Before(m.Tick.Add(-in.ClaimTimeout - in.Slack)); t = t.Add(-p.Every) {
-			if t.Before(term.Start.Add(-in.Slack)) {
-				break
+			if t.Before(term.Start.Add(-in.Slack)) && !caughtUp(t) {
+				continue
 			}
 			decided := false // started since t, or t skipped
 			for _, s := range in.Starts {

@@ -216,6 +216,25 @@ func TestCheck_ExcusesWithEvidencePass(t *testing.T) {
 	if r := Check(in); r.LostTicks != 0 {
 		t.Errorf("skips while tick 5's claim was pending: %v", r.Violations)
 	}
+	// b led from 12.5 s; its catch-up run of tick 12 (from 11) was
+	// admitted at once and started at 13.2 s, after b skipped tick 13 as
+	// "still going" (a soak's postgres leader under load).
+	in = withEnds(clean())
+	for i := range in.Starts {
+		if in.Starts[i].CatchUp {
+			in.Starts[i].At = at(13.2)
+		}
+	}
+	for i := range in.Ends {
+		if in.Ends[i].Token == 20 && in.Ends[i].Tick.Equal(at(12)) {
+			in.Ends[i].At = at(13.3)
+		}
+	}
+	in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Tick.Equal(at(13)) })
+	in.Misfires = []Misfire{{Instance: "b", Token: 20, Job: "j", Tick: at(13), At: at(13.001), Reason: StillGoing}}
+	if r := Check(in); r.LostTicks != 0 {
+		t.Errorf("skip while the catch-up's claim was pending: %v", r.Violations)
+	}
 	// a's claim of tick 10 was refused as stale; b's catch-up covers it.
 	in = clean()
 	in.Terms[0].Stop, in.Terms[0].Killed = at(10.02), false
