@@ -90,7 +90,7 @@ func (tn turn) done() {
 func claimStep(next runFunc) runFunc {
 	return func(r *tickRun) {
 		if !r.claimed {
-			err := r.t.claim(r.job, r.tick.Time, r.tick.CatchUp, r.expected)
+			err := r.t.claim(r.job, r.tick.Time, r.tick.CatchUp, r.expected, &r.unknown)
 			r.expected = false
 			r.passTurn()
 			if err != nil {
@@ -116,8 +116,12 @@ func unknownOutcome(err error) bool {
 // claim claims tick in the ledger, in a batch with the claims of other
 // jobs (batch.go); on a stale term it ends the term. expected says the
 // caller is a run counted by the claim queue's expectN: its first attempt
-// counts as its arrival.
-func (t *termRun) claim(j *jobState, tick time.Time, catchUp, expected bool) error {
+// counts as its arrival. If the claim failed with its outcome unknown,
+// the history entry saying the run did not start goes to *unknown, for
+// the caller to write once the run no longer counts as active (runTicks:
+// a slow write must not hold the job's next ticks back), or is written
+// now if unknown is nil.
+func (t *termRun) claim(j *jobState, tick time.Time, catchUp, expected bool, unknown **ledger.Run) error {
 	h := t.h
 	ctx, cancel := context.WithTimeout(t.base, ledgerTimeout)
 	defer cancel()
@@ -171,8 +175,13 @@ func (t *termRun) claim(j *jobState, tick time.Time, catchUp, expected bool) err
 		// The claim may have been recorded: say in the history that this
 		// run did not start (Finish touches only an entry with our token).
 		now := h.wallNow()
-		t.record(j, ledger.Run{Job: j.Name, Tick: tick, Instance: h.cfg.Instance, Token: t.token, CatchUp: catchUp,
-			Started: now, Ended: now, Result: ledger.ResultCancelled, Error: "not started: claim outcome unknown: " + err.Error()})
+		e := ledger.Run{Job: j.Name, Tick: tick, Instance: h.cfg.Instance, Token: t.token, CatchUp: catchUp,
+			Started: now, Ended: now, Result: ledger.ResultCancelled, Error: "not started: claim outcome unknown: " + err.Error()}
+		if unknown == nil {
+			t.record(j, e)
+		} else {
+			*unknown = &e
+		}
 	}
 	return err
 }
@@ -215,7 +224,7 @@ func (t *termRun) claimInOrder(j *jobState, ticks []time.Time, tn turn, expected
 		if t.check() != nil {
 			break
 		}
-		err := t.claim(j, tick, true, expected)
+		err := t.claim(j, tick, true, expected, nil)
 		expected = false
 		if errors.Is(err, ledger.ErrTickClaimed) {
 			continue

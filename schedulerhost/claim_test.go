@@ -204,3 +204,62 @@ func TestHost_UnknownClaimOutcomeIsRecordedAsNotStarted(t *testing.T) {
 		})
 	}
 }
+
+// slowFinish is a faultLedger whose Finish of an entry saying "claim
+// outcome unknown" fails for a while, as on a backend that is down.
+type slowFinish struct {
+	*faultLedger
+	failUntil time.Time
+}
+
+func (f *slowFinish) Finish(ctx context.Context, rs []ledger.Run) []error {
+	for _, r := range rs {
+		if strings.Contains(r.Error, "claim outcome unknown") && time.Now().Before(f.failUntil) {
+			errs := make([]error, len(rs))
+			for i := range errs {
+				errs[i] = errReset
+			}
+			return errs
+		}
+	}
+	return f.faultLedger.Finish(ctx, rs)
+}
+
+// A claim given up with its outcome unknown is written to the history as
+// not started; that write, slow or failing, must not hold the job's next
+// ticks back: the run no longer counts as active while it is written.
+func TestHost_SlowNotStartedWriteDoesNotSkipTicks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemory()
+		var st starts
+		var lost time.Time
+		fl := &faultLedger{Ledger: m.Ledger()}
+		fl.fault = func(tick, attempt int, c ledger.Claim) (bool, error) {
+			if tick != 1 {
+				return false, nil
+			}
+			lost = c.Tick
+			return false, errReset // never answered: given up after ledgerTimeout
+		}
+		sf := &slowFinish{faultLedger: fl, failUntil: time.Now().Add(30 * time.Second)}
+		n := startNode(t, m, "a", schedulerhost.Config{Ledger: sf, Jobs: []schedulerhost.Job{{
+			Name: "t", Schedule: "@every 1s",
+			Run: func(ctx context.Context) error { st.add(ctx); return nil },
+		}}})
+		time.Sleep(14 * time.Second)
+		n.stop(t)
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		// The lost tick's claim is given up about 5 s after it; from the
+		// next tick on, every tick runs, while its entry is retried.
+		var after []time.Time
+		for _, tk := range st.ticks {
+			if tk.After(lost.Add(6 * time.Second)) {
+				after = append(after, tk)
+			}
+		}
+		if len(after) < 5 {
+			t.Errorf("ticks run from 6 s after the given-up tick %v: %d (%v), want one a second", lost.Format("15:04:05"), len(after), after)
+		}
+	})
+}

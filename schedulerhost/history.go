@@ -125,7 +125,11 @@ const (
 // write records r, a finished run, if there is one; runTicks calls it
 // once the run no longer counts as active (run.go).
 func (t *termRun) write(r *tickRun) {
-	if r != nil {
+	switch {
+	case r == nil:
+	case r.unknown != nil: // its claim failed, the outcome unknown
+		t.record(r.job, *r.unknown)
+	default:
 		t.record(r.job, r.entry())
 	}
 }

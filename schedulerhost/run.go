@@ -63,6 +63,7 @@ type tickRun struct {
 	delay       time.Duration   // gateStep: the tick's jitter delay (JitterDelay), zero without Jitter
 	pauseMark   uint64          // gateStep: the pause reads started before its waits ended (pauseStep reads a later one)
 	over        bool            // gateStep or claimStep found the term over
+	unknown     *ledger.Run     // claimStep: the claim failed, outcome unknown; the entry to write
 	started     time.Time       // observeStep
 	startedMono time.Duration   // observeStep
 	ended       time.Time       // countStep
@@ -155,7 +156,7 @@ func (t *termRun) runTicks(j *jobState, ticks []time.Time, catchUp, claimed bool
 			r.pauseMark, marked = mark, true
 			j.pipeline(r)
 			r.arrive()
-			if r.ran {
+			if r.ran || r.unknown != nil {
 				held = r
 			}
 			if claimed && (r.over || !t.live()) { // the term ended: the claimed ticks left did not run
