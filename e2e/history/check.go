@@ -41,9 +41,12 @@ func bounds(terms []Term) map[uint64]time.Time {
 	return out
 }
 
+// tickID names a tick of a job; a run now's also its request (ticks of
+// runs now are their request's time, and records give it to the second).
 type tickID struct {
-	job  string
-	tick int64
+	job     string
+	tick    int64
+	request string
 }
 
 type runID struct {
@@ -61,7 +64,7 @@ func Check(in Input) Report {
 	// 1. No tick started twice.
 	first := map[tickID]Start{}
 	for _, s := range in.Starts {
-		id := tickID{s.Job, s.Tick.UnixNano()}
+		id := tickID{s.Job, s.Tick.UnixNano(), s.Request}
 		if prev, dup := first[id]; dup {
 			r.add("duplicate", "job %s tick %s started twice: line %d (%s token %d) and line %d (%s token %d)",
 				s.Job, s.Tick.Format(time.RFC3339Nano), prev.Line, prev.Instance, prev.Token, s.Line, s.Instance, s.Token)

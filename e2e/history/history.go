@@ -20,7 +20,11 @@ type Start struct {
 	// it stands for (BATON_CATCH_UP_FROM, recorded by the job); zero if
 	// the record does not say.
 	CatchUpFrom time.Time `json:",omitzero"`
-	Line        int       // line in the run log, for reports
+	// Request is, for a run now, its request's id (BATON_REQUEST_ID): two
+	// requests made within one second have the same tick to the second,
+	// and are two runs.
+	Request string `json:",omitempty"`
+	Line    int    // line in the run log, for reports
 	// Logged is when the node logged that it started the run (zero if
 	// unknown): a run it decided before a pause was acknowledged is not
 	// after the pause, however late its first line.

@@ -706,3 +706,26 @@ func TestCheck_KilledBeforeTheJobsNextTick(t *testing.T) {
 		t.Errorf("not killed: no lost tick, accounted %v", r.Accounted)
 	}
 }
+
+// Two runs now asked within one second have the same tick to the second
+// in the records: they are two runs, unless they are one request's.
+func TestCheck_RunsNowWithinOneSecond(t *testing.T) {
+	log := "S manual 2026-01-01T00:00:11Z 20 b 1767225612657743312 req-1\n" +
+		"S manual 2026-01-01T00:00:11Z 20 b 1767225613169044936 req-2\n"
+	in := clean()
+	now, err := ParseRunLog(strings.NewReader(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now[0].Request != "req-1" || now[1].Request != "req-2" {
+		t.Fatalf("requests parsed as %q and %q", now[0].Request, now[1].Request)
+	}
+	in.Starts = append(in.Starts, now...)
+	if r := Check(in); r.Duplicates != 0 {
+		t.Errorf("two requests: %v", r.Violations)
+	}
+	in.Starts[len(in.Starts)-1].Request = "req-1"
+	if r := Check(in); r.Duplicates != 1 {
+		t.Errorf("one request run twice: %d duplicates, want 1", r.Duplicates)
+	}
+}

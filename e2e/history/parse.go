@@ -60,12 +60,14 @@ func parseRunLines[T any](rd io.Reader, kind, atName string, conv func(runLine) 
 // <instance> <start unix ns> <catch-up>" at the start of a run, and "E
 // ..." lines at the end (ignored here). The last field of a start is 0,
 // or for a catch-up run 1 or the first missed tick it stands for (RFC
-// 3339: BATON_CATCH_UP_FROM).
+// 3339: BATON_CATCH_UP_FROM), or for a run now its request's id (or "-").
 func ParseRunLog(rd io.Reader) ([]Start, error) {
 	return parseRunLines(rd, "S", "start", func(l runLine) Start {
 		s := Start{Job: l.job, Tick: l.tick, Token: l.token, Instance: l.instance, At: l.at, CatchUp: l.last == "1", Line: l.line}
 		if from, err := time.Parse(time.RFC3339Nano, l.last); err == nil {
 			s.CatchUp, s.CatchUpFrom = true, from
+		} else if l.last != "0" && l.last != "1" && l.last != "-" {
+			s.Request = l.last
 		}
 		return s
 	})

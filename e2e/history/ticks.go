@@ -40,7 +40,7 @@ import (
 // after the tick.
 func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first map[tickID]Start) {
 	ran := func(t time.Time) bool {
-		_, ok := first[tickID{job, t.UnixNano()}]
+		_, ok := first[tickID{job: job, tick: t.UnixNano()}]
 		return ok
 	}
 	logged := map[int64][]Misfire{}
