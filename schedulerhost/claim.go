@@ -82,6 +82,12 @@ func (tn turn) done() {
 	}
 }
 
+// claimOutcome is what claim tells claimStep beside its error.
+type claimOutcome struct {
+	retried bool        // the claim was asked again
+	unknown *ledger.Run // failed, outcome unknown: the entry to write
+}
+
 // claimStep claims the run's tick in the ledger (claim), unless it is
 // claimed already, and passes the claim turn on. A tick not claimed is not
 // started. The claim took I/O, so the term is checked again right before
@@ -90,7 +96,9 @@ func (tn turn) done() {
 func claimStep(next runFunc) runFunc {
 	return func(r *tickRun) {
 		if !r.claimed {
-			err := r.t.claim(r.job, r.tick.Time, r.tick.CatchUp, r.expected, &r.unknown)
+			var out claimOutcome
+			err := r.t.claim(r.job, r.tick.Time, r.tick.CatchUp, r.expected, &out)
+			r.unknown = out.unknown
 			r.expected = false
 			r.passTurn()
 			if err != nil {
@@ -98,6 +106,12 @@ func claimStep(next runFunc) runFunc {
 				return
 			}
 			r.claimed = true
+			if out.retried {
+				// The claim was asked again: pauseStep reads the pauses
+				// after it, not a read that may predate a pause
+				// acknowledged meanwhile.
+				r.pauseMark = r.t.markPauses()
+			}
 			if err := r.t.check(); err != nil {
 				r.termOver(err)
 				return
@@ -116,12 +130,12 @@ func unknownOutcome(err error) bool {
 // claim claims tick in the ledger, in a batch with the claims of other
 // jobs (batch.go); on a stale term it ends the term. expected says the
 // caller is a run counted by the claim queue's expectN: its first attempt
-// counts as its arrival. If the claim failed with its outcome unknown,
-// the history entry saying the run did not start goes to *unknown, for
-// the caller to write once the run no longer counts as active (runTicks:
-// a slow write must not hold the job's next ticks back), or is written
-// now if unknown is nil.
-func (t *termRun) claim(j *jobState, tick time.Time, catchUp, expected bool, unknown **ledger.Run) error {
+// counts as its arrival. With out, claim says whether it asked again, and
+// if it failed with its outcome unknown, it leaves there the history entry
+// saying the run did not start, for the caller to write once the run no
+// longer counts as active (runTicks: a slow write must not hold the job's
+// next ticks back); without out, it writes that entry itself.
+func (t *termRun) claim(j *jobState, tick time.Time, catchUp, expected bool, out *claimOutcome) error {
 	h := t.h
 	ctx, cancel := context.WithTimeout(t.base, ledgerTimeout)
 	defer cancel()
@@ -134,6 +148,9 @@ func (t *termRun) claim(j *jobState, tick time.Time, catchUp, expected bool, unk
 	ambiguous := unknownOutcome(err)
 	for pause := 100 * time.Millisecond; unknownOutcome(err) && ctx.Err() == nil && t.live(); pause *= 2 {
 		h.log.Warn("claim failed, asking again", "job", j.Name, "tick", tick, "token", t.token, "err", err)
+		if out != nil {
+			out.retried = true
+		}
 		timer := h.clock.newTimer(pause)
 		select {
 		case <-ctx.Done():
@@ -177,10 +194,10 @@ func (t *termRun) claim(j *jobState, tick time.Time, catchUp, expected bool, unk
 		now := h.wallNow()
 		e := ledger.Run{Job: j.Name, Tick: tick, Instance: h.cfg.Instance, Token: t.token, CatchUp: catchUp,
 			Started: now, Ended: now, Result: ledger.ResultCancelled, Error: "not started: claim outcome unknown: " + err.Error()}
-		if unknown == nil {
+		if out == nil {
 			t.record(j, e)
 		} else {
-			*unknown = &e
+			out.unknown = &e
 		}
 	}
 	return err

@@ -177,3 +177,58 @@ func TestControl_TermEndsDuringTheRetrysPauseRead(t *testing.T) {
 		}
 	})
 }
+
+// TestControl_PauseDuringAClaimAskedAgain: a tick's claim loses its
+// answers for 2.5 s and is asked again; a pause acknowledged meanwhile
+// stops the run, though the instant's read of the pauses came before
+// the pause (a soak's Consul leader started such a run 1.3 s after the
+// pause was acknowledged).
+func TestControl_PauseDuringAClaimAskedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemory()
+		var rs ctlRuns
+		var slowTick time.Time
+		var mu sync.Mutex
+		fl := &faultLedger{Ledger: m.Ledger()}
+		fl.fault = func(tick, attempt int, c ledger.Claim) (bool, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if c.Job != "j" || (!slowTick.IsZero() && !c.Tick.Equal(slowTick)) {
+				return false, nil
+			}
+			if slowTick.IsZero() && tick >= 2 {
+				slowTick = c.Tick
+			}
+			if c.Tick.Equal(slowTick) && attempt <= 4 {
+				return false, errReset // no answer: asked again, for about 2.5 s
+			}
+			return false, nil
+		}
+		// k, due at the same instants, reads the pauses at once: the read
+		// j's check could reuse.
+		n := startNode(t, m, "a", schedulerhost.Config{Ledger: fl, Control: m.Control(), Jobs: []schedulerhost.Job{rs.job("j"), rs.job("k")}})
+		// Wait for the slow claim to begin, then pause while it is asked
+		// again.
+		for {
+			time.Sleep(100 * time.Millisecond)
+			mu.Lock()
+			began := !slowTick.IsZero()
+			mu.Unlock()
+			if began {
+				break
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+		if err := control.NewJobs(m.Control()).Pause(t.Context(), control.Pause{Job: "j", By: "alice", At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		acked := time.Now()
+		time.Sleep(5 * time.Second)
+		n.stop(t)
+		for _, r := range rs.of("j") {
+			if r.at.After(acked) {
+				t.Errorf("tick %v started %v after the pause was acknowledged", r.tick.Format("15:04:05"), r.at.Sub(acked))
+			}
+		}
+	})
+}
