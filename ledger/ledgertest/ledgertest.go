@@ -4,7 +4,6 @@
 package ledgertest
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -342,82 +341,4 @@ func Run(t *testing.T, newElection func(t *testing.T) Election) {
 			t.Errorf("Finish for a job never claimed: %v", err)
 		}
 	})
-}
-
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return c
-}
-
-func lastIs(t *testing.T, l ledger.Ledger, job string, want time.Time) {
-	t.Helper()
-	got, err := l.LastClaimed(ctx(t), []string{job})
-	if err != nil {
-		t.Fatalf("LastClaimed(%q): %v", job, err)
-	}
-	if len(got) != 1 {
-		t.Fatalf("LastClaimed(%q) returned %d ticks, want 1", job, len(got))
-	}
-	if !got[0].Equal(want) {
-		t.Errorf("LastClaimed(%q) = %v, want %v", job, got[0], want)
-	}
-}
-
-// claim1 claims one tick, in a batch of one.
-func claim1(t *testing.T, l ledger.Ledger, c ledger.Claim) error {
-	t.Helper()
-	errs := l.Claim(ctx(t), []ledger.Claim{c})
-	if len(errs) != 1 {
-		t.Fatalf("Claim of 1 returned %d errors", len(errs))
-	}
-	return errs[0]
-}
-
-// finish1 finishes one run, in a batch of one.
-func finish1(t *testing.T, l ledger.Ledger, r ledger.Run) error {
-	t.Helper()
-	errs := l.Finish(ctx(t), []ledger.Run{r})
-	if len(errs) != 1 {
-		t.Fatalf("Finish of 1 returned %d errors", len(errs))
-	}
-	return errs[0]
-}
-
-func history(t *testing.T, l ledger.Ledger, job string, n int) []ledger.Run {
-	t.Helper()
-	runs, err := l.History(ctx(t), job, n)
-	if err != nil {
-		t.Fatal(fmt.Errorf("History(%q, %d): %w", job, n, err))
-	}
-	return runs
-}
-
-// Leader returns a function for Election.Lead that takes terms of b, in
-// the name of one candidate: each call releases the term the call before
-// took, then acquires a new one (within 30s). The last term is released
-// when the test that took it ends.
-func Leader(b election.Backend) func(t *testing.T) uint64 {
-	var cur election.Lease
-	return func(t *testing.T) uint64 {
-		t.Helper()
-		if cur != nil {
-			if err := cur.Release(ctx(t)); err != nil {
-				t.Fatalf("release token %d: %v", cur.Token(), err)
-			}
-		}
-		actx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		l, err := b.Acquire(actx, election.Identity{ID: "ledgertest"})
-		if err != nil {
-			t.Fatalf("acquire: %v", err)
-		}
-		cur = l
-		t.Cleanup(func() {
-			rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = l.Release(rctx) // idempotent: a later Lead may have released it
-		})
-		return l.Token()
-	}
 }
