@@ -47,8 +47,9 @@ const askedMsg = "claim failed, asking again"
 // with a claim has one of the two, so the checker never reads a claim
 // from a line's absence.
 const (
-	missedMsg     = "missed ticks while nobody led"
-	noneMissedMsg = "no ticks missed while nobody led"
+	missedMsg      = "missed ticks while nobody led"
+	noneMissedMsg  = "no ticks missed while nobody led"
+	noneClaimedMsg = "no tick of the job claimed yet: nothing to catch up"
 )
 
 // misfireMsgs are the messages with which a node says it did not start a
@@ -236,6 +237,8 @@ func (p *proc) poll() {
 			p.misfires = append(p.misfires, history.Misfire{Instance: p.id, Token: tok, Job: ev.Job, Tick: ev.Tick, At: ev.Time, Reason: ev.Msg})
 		case ev.Msg == askedMsg && ev.Job != "" && !ev.Tick.IsZero():
 			p.asked = append(p.asked, history.Misfire{Instance: p.id, Token: ev.Token, Job: ev.Job, Tick: ev.Tick, At: ev.Time})
+		case ev.Msg == noneClaimedMsg && ev.Job != "": // zero Tick: none claimed
+			p.lastClaims = append(p.lastClaims, history.LastClaim{Instance: p.id, Token: ev.Token, Job: ev.Job})
 		case (ev.Msg == missedMsg || ev.Msg == noneMissedMsg) && ev.Job != "" && !ev.Last.IsZero():
 			p.lastClaims = append(p.lastClaims, history.LastClaim{Instance: p.id, Token: ev.Token, Job: ev.Job, Tick: ev.Last})
 		case ev.Msg == catchUpFailed:

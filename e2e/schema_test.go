@@ -50,7 +50,8 @@ func TestLogSchema(t *testing.T) {
 	host, err := schedulerhost.New(schedulerhost.Config{
 		Jobs: []schedulerhost.Job{{Name: "j", Schedule: "* * * * * *", Misfire: schedulerhost.MisfireRunOnce, MisfireGrace: time.Minute,
 			Run: func(context.Context) error { ran <- struct{}{}; return nil }},
-			{Name: "k", Schedule: "0 0 * * * *", Misfire: schedulerhost.MisfireRunOnce, Run: func(context.Context) error { return nil }}},
+			{Name: "k", Schedule: "0 0 * * * *", Misfire: schedulerhost.MisfireRunOnce, Run: func(context.Context) error { return nil }},
+			{Name: "n", Schedule: "0 0 * * * *", Run: func(context.Context) error { return nil }}}, // never claimed
 		Ledger: mem.Ledger(), Instance: "new", Logger: log,
 	})
 	if err != nil {
@@ -90,6 +91,7 @@ func TestLogSchema(t *testing.T) {
 		"acquired leadership": func(e event) bool { return e.Token > 0 },
 		missedMsg:             func(e event) bool { return e.Token > 0 && e.Job == "j" && e.Last.Equal(last) },
 		noneMissedMsg:         func(e event) bool { return e.Token > 0 && e.Job == "k" && e.Last.Equal(hour) },
+		noneClaimedMsg:        func(e event) bool { return e.Token > 0 && e.Job == "n" },
 		"run started":         func(e event) bool { return e.Token > 0 && e.Job == "j" && !e.Tick.IsZero() },
 		"released leadership": func(e event) bool { return e.Token > 0 && len(e.TermLength) > 0 },
 	} {

@@ -15,6 +15,9 @@ import (
 const (
 	msgMissedWhileNobodyLed = "missed ticks while nobody led"
 	msgNoneMissed           = "no ticks missed while nobody led"
+	// msgNoneClaimed: the ledger holds no claim of the job yet, so its
+	// catch-up has nothing to count from (at Debug).
+	msgNoneClaimed = "no tick of the job claimed yet: nothing to catch up"
 )
 
 // coverKey names a catch-up run: its job and tick (UnixNano).
@@ -112,6 +115,11 @@ func (t *termRun) lastClaimed(ctx context.Context, all []*jobState) []time.Time 
 				return
 			}
 			copy(last[from:], got)
+			for i, tk := range got {
+				if tk.IsZero() {
+					h.log.Debug(msgNoneClaimed, "job", names[i], "token", t.token)
+				}
+			}
 		})
 	}
 	wg.Wait()

@@ -89,7 +89,9 @@ func backed(in Input, terms []Term, p Policy, m Misfire) bool {
 				}
 			}
 			for _, o := range in.Misfires {
-				if o.Job == m.Job && o.Token == m.Token && o.Instance == m.Instance && o.Tick.Equal(t) && !o.At.After(m.At) {
+				// Logged within the slack before the skip, its run may
+				// still have counted as active at the skip.
+				if o.Job == m.Job && o.Token == m.Token && o.Instance == m.Instance && o.Tick.Equal(t) && o.At.Before(m.At.Add(-in.Slack)) {
 					decided = true
 				}
 			}

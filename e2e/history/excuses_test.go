@@ -259,3 +259,28 @@ func TestCheck_ExcusesWithEvidencePass(t *testing.T) {
 		t.Errorf("already claimed by c: %v", r.Violations)
 	}
 }
+
+// A job no term had claimed yet has no catch-up for the ticks before the
+// next term: accounted for only if that term logged that it read no claim
+// and the records hold no run of the job before.
+func TestCheck_NeverClaimedJob(t *testing.T) {
+	in := clean()
+	in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Instance == "a" || s.CatchUp })
+	in.Terms[0].Stop = at(0.9) // a led before the job's first tick
+	in.LastClaims = []LastClaim{{Instance: "b", Token: 20, Job: "j"}}
+	in.Starts = append(in.Starts, Start{Job: "j", Tick: at(12), Token: 20, Instance: "b", At: at(12.51), Line: 90})
+	if r := Check(in); !r.OK() {
+		t.Errorf("no claim before b: %v", r.Violations)
+	}
+	// Without b's line, or with a run of the job before, the ticks are lost.
+	in.LastClaims = nil
+	if r := Check(in); r.LostTicks == 0 {
+		t.Error("no line from b: no lost tick")
+	}
+	in.LastClaims = []LastClaim{{Instance: "b", Token: 20, Job: "j"}}
+	in.Starts = append(in.Starts, Start{Job: "j", Tick: at(1), Token: 10, Instance: "a", At: at(1.001), Line: 91})
+	in.Terms[0].Stop = at(1.2)
+	if r := Check(in); r.LostTicks == 0 {
+		t.Error("a ran tick 1, yet b said none claimed: no lost tick")
+	}
+}

@@ -90,7 +90,8 @@ const StillGoing = "tick skipped: previous run still going"
 // tick, from its "missed ticks while nobody led" line or, when it found
 // none missed, its "no ticks missed while nobody led" line. A term that
 // read a job's claim logs one of the two: the checker never takes a claim
-// from a line's absence.
+// from a line's absence. A zero Tick: the term logged that the ledger
+// held no claim of the job yet ("no tick of the job claimed yet").
 type LastClaim struct {
 	Instance string
 	Token    uint64

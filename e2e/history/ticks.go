@@ -83,6 +83,25 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 		}
 		return !t.Before(from) && !t.After(c.Tick)
 	}
+	// neverClaimed reports whether next logged that the ledger held no
+	// claim of the job yet, and the records hold no run of it before t.
+	neverClaimed := func(next *Term, t time.Time) bool {
+		said := false
+		for _, c := range in.LastClaims {
+			if c.Token == next.Token && c.Instance == next.Instance && c.Job == job && c.Tick.IsZero() {
+				said = true
+			}
+		}
+		if !said {
+			return false
+		}
+		for _, s := range in.Starts {
+			if s.Job == job && !s.Tick.After(t) {
+				return false
+			}
+		}
+		return true
+	}
 	// refusedStale reports whether tm's claim of t was refused because a
 	// later term had fenced the ledger.
 	refusedStale := func(tm *Term, t time.Time) bool {
@@ -150,6 +169,9 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 			if m.Token == next.Token && m.Instance == next.Instance {
 				return "logged: " + m.Reason
 			}
+		}
+		if neverClaimed(next, t) {
+			return "no claim of the job before it (its catch-up had nothing to count from)"
 		}
 		for _, m := range in.Misfires {
 			// A catch-up tick of the next term whose claim failed.
