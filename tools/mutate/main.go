@@ -132,6 +132,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if ctx.Err() != nil {
 		return ctx.Err() // stopped: no figure
 	}
+	// Only the Go files are snapshotted: a file the tests read (a fuzz
+	// corpus entry written meanwhile) can make every run fail, and every
+	// mutant look killed. The unchanged source must still pass.
+	if o, text := test(ctx, pkg, overlay(filepath.Join(tmp, "base.json"), base), *timeout); o != survived {
+		return fmt.Errorf("the tests of %s stopped passing on the unchanged source during the run (a test data file changed?), so no figure:\n%s", pkg, text)
+	}
 
 	var n [3]int
 	var lost []mutant
