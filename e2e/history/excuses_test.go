@@ -284,3 +284,25 @@ func TestCheck_NeverClaimedJob(t *testing.T) {
 		t.Error("a ran tick 1, yet b said none claimed: no lost tick")
 	}
 }
+
+// A claim asked again during a partition may have landed on its first
+// attempt, and then been refused as stale: if the next term read it as
+// the last claim, the tick ran nowhere, at most once (CI's consul-cluster
+// leader cut off from its servers as its lease ran out).
+func TestCheck_RefusedAsStaleAfterItLanded(t *testing.T) {
+	in := clean()
+	in.Terms[0].Stop, in.Terms[0].Killed = at(10.3), false
+	in.Terms[1].Start = at(12.5)
+	in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Tick.Equal(at(10)) })
+	in.Starts[len(in.Starts)-9].CatchUpFrom = at(11) // b's catch-up of 12, from 11
+	in.LastClaims[0].Tick = at(10)
+	in.Asked = []Misfire{{Instance: "a", Token: 10, Job: "j", Tick: at(10), At: at(10.1)}}
+	in.Misfires = []Misfire{{Instance: "a", Token: 10, Job: "j", Tick: at(10), At: at(10.3), Reason: StaleRefused}}
+	if r := Check(in); !r.OK() {
+		t.Errorf("refused as stale, b read tick 10 as claimed: %v", r.Violations)
+	}
+	in.LastClaims[0].Tick = at(9) // the claim never landed, and b did not cover 10
+	if r := Check(in); r.LostTicks == 0 {
+		t.Error("refused as stale, b read 9 and ran no catch-up for 10: no lost tick")
+	}
+}

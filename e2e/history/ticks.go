@@ -35,9 +35,10 @@ import (
 // within the claim timeout after the tick with the tick's claim in
 // flight (it asked again, or skipped later ticks while it was pending);
 // or it was killed before the job's next tick and within the claim
-// timeout (the claim may have been on a slow link). In the last two the
-// claim may have landed: then the next term read a last claim at or
-// after the tick.
+// timeout (the claim may have been on a slow link). In these cases, but
+// for the loop's, the claim may have landed (a refusal as stale can
+// answer the retry of a claim whose first attempt landed): then it is
+// enough that the next term read a last claim at or after the tick.
 func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first map[tickID]Start) {
 	ran := func(t time.Time) bool {
 		_, ok := first[tickID{job: job, tick: t.UnixNano()}]
@@ -381,7 +382,7 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 				case how != "":
 					account(excuse + ", then " + how)
 					continue
-				case live.Killed && readClaimed(next, t):
+				case (live.Killed || refusedStale(live, t)) && readClaimed(next, t):
 					account(excuse + " (the claim landed)")
 					continue
 				}
