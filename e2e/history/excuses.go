@@ -110,3 +110,31 @@ func backed(in Input, terms []Term, p Policy, m Misfire) bool {
 	}
 	return true
 }
+
+// neverClaimed reports whether next logged that the ledger held no claim
+// of job yet, and the records hold no run of it at or before t.
+func neverClaimed(in Input, job string, next *Term, t time.Time) bool {
+	said := false
+	for _, c := range in.LastClaims {
+		if c.Token == next.Token && c.Instance == next.Instance && c.Job == job && c.Tick.IsZero() {
+			said = true
+		}
+	}
+	if !said {
+		return false
+	}
+	for _, s := range in.Starts {
+		if s.Job == job && !s.Tick.After(t) {
+			return false
+		}
+	}
+	return true
+}
+
+// stamp formats t for a violation, "open" when it is zero.
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "open"
+	}
+	return t.Format(time.RFC3339Nano)
+}

@@ -84,25 +84,6 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 		}
 		return !t.Before(from) && !t.After(c.Tick)
 	}
-	// neverClaimed reports whether next logged that the ledger held no
-	// claim of the job yet, and the records hold no run of it before t.
-	neverClaimed := func(next *Term, t time.Time) bool {
-		said := false
-		for _, c := range in.LastClaims {
-			if c.Token == next.Token && c.Instance == next.Instance && c.Job == job && c.Tick.IsZero() {
-				said = true
-			}
-		}
-		if !said {
-			return false
-		}
-		for _, s := range in.Starts {
-			if s.Job == job && !s.Tick.After(t) {
-				return false
-			}
-		}
-		return true
-	}
 	// refusedStale reports whether tm's claim of t was refused because a
 	// later term had fenced the ledger.
 	refusedStale := func(tm *Term, t time.Time) bool {
@@ -171,7 +152,7 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 				return "logged: " + m.Reason
 			}
 		}
-		if neverClaimed(next, t) {
+		if neverClaimed(in, job, next, t) {
 			return "no claim of the job before it (its catch-up had nothing to count from)"
 		}
 		for _, m := range in.Misfires {
@@ -406,12 +387,4 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 				job, t.Format(time.RFC3339Nano), lead, p.Grace, next.Token, next.Instance, next.Start.Format(time.RFC3339Nano), p.Misfire)
 		}
 	}
-}
-
-// stamp formats t for a violation, "open" when it is zero.
-func stamp(t time.Time) string {
-	if t.IsZero() {
-		return "open"
-	}
-	return t.Format(time.RFC3339Nano)
 }
