@@ -182,14 +182,17 @@ func (l *tickLedger) slotKey(job string, seq uint64) string {
 
 // txn sends ops as one transaction, once fewer than maxInflight are in
 // flight. An error wrapping errTooManyOps means the agent refused it for
-// its number of operations.
+// its number of operations. A read-only transaction is a consistent read:
+// the raft leader confirms with a quorum that it still leads before it
+// answers, so a leader deposed by a partition cannot hand a new term's
+// catch-up a "last" entry older than the claims that followed it.
 func (l *tickLedger) txn(ctx context.Context, ops api.TxnOps) (bool, *api.TxnResponse, error) {
 	select {
 	case l.inflight <- struct{}{}:
 	case <-ctx.Done():
 		return false, nil, ctx.Err()
 	}
-	ok, resp, _, err := l.b.cfg.Client.Txn().Txn(ops, (&api.QueryOptions{}).WithContext(ctx))
+	ok, resp, _, err := l.b.cfg.Client.Txn().Txn(ops, (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
 	<-l.inflight
 	switch {
 	case err != nil && strings.Contains(err.Error(), "Transaction contains too many operations"):
