@@ -244,11 +244,12 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 	}
 	// byNext reports whether the first term starting after t accounts for
 	// t, and how; "" if it does not (or there is no such term: next nil).
-	// A term that began within the slack before t may have been live at
+	// A term that began within the slack around t may have been live at
 	// t: if it does not account for t and its instance was frozen at t
 	// ("frozen, then ...") or killed within the slack after t, the term
 	// after it does; so does the term after one that ended before it
-	// decided any tick, or was killed in its catch-up.
+	// decided any tick, or was killed in its catch-up. A term that began
+	// later than that and did not account for t lost it.
 	byNext := func(t time.Time) (how string, next *Term) {
 		prefix := ""
 		killedInCatchUp := false
@@ -276,8 +277,6 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 			case !tm.Stop.IsZero() && !active(&terms[i]):
 				// It ended before it decided any tick (its lease lapsed
 				// as it began): the term after it accounts for t.
-			case !tm.Start.Before(t):
-				return "", next
 			case frozen(&terms[i], t):
 				prefix = "frozen, then "
 			case tm.Killed && !tm.Stop.After(t.Add(in.Slack)):
