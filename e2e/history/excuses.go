@@ -12,7 +12,8 @@ const StaleRefused = "claim refused: term is stale; stopping"
 const AlreadyClaimed = "run not started: tick already claimed"
 
 // backed reports whether the records agree with the reason m gives for
-// not starting its tick; a reason they cannot check is taken as logged.
+// not starting its tick of a fixed-period job (p.Every > 0: checkTicks);
+// a reason they cannot check is taken as logged.
 //   - StillGoing: the job's latest run on m's instance before the tick
 //     had not ended (its end line, if the history has them, came after
 //     the skip, less the slack; its process had not been killed); or m's
@@ -49,9 +50,6 @@ func backed(in Input, terms []Term, p Policy, m Misfire) bool {
 			if going {
 				return true
 			}
-		}
-		if p.Every <= 0 {
-			return false
 		}
 		var term *Term
 		for i, tm := range terms {
