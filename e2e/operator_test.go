@@ -40,6 +40,9 @@ type operator struct {
 	asked    int // pauses sent
 	failed   int // pauses not answered 200
 	requests []runNow
+	// keptPerJob is how many done requests of a job the leader keeps
+	// (the 202's id_kept_per_job); it forgets older ones.
+	keptPerJob int
 }
 
 // runNow is a run-now request the operator sent and a node accepted.
@@ -129,8 +132,13 @@ func (op *operator) loop() {
 			id := fmt.Sprintf("e2e-%s-%d", op.label, n)
 			code, body, err := op.post(p, "/jobs/manual/run?by=e2e-operator", map[string]string{"Idempotency-Key": id})
 			if err == nil && (code == http.StatusAccepted || code == http.StatusOK) {
+				var reply struct {
+					KeptPerJob int `json:"id_kept_per_job"`
+				}
+				_ = json.Unmarshal([]byte(body), &reply)
 				op.mu.Lock()
 				op.requests = append(op.requests, runNow{id: id, via: p.id, at: time.Now()})
+				op.keptPerJob = max(op.keptPerJob, reply.KeptPerJob)
 				op.mu.Unlock()
 				sc.note("info-run-now", p.id, "run now %s accepted (%d)", id, code)
 			} else {
@@ -223,35 +231,47 @@ func (op *operator) stop() string {
 	sc := op.sc
 	op.mu.Lock()
 	reqs := append([]runNow(nil), op.requests...)
-	asked, failed := op.asked, op.failed
+	asked, failed, kept := op.asked, op.failed, op.keptPerJob
 	op.mu.Unlock()
 	type state struct {
 		State, Result, Error, Instance string
 		Token                          uint64
 	}
 	states := map[string]state{}
+	// The leader keeps the newest kept done requests of the job and
+	// forgets the older ones: a request with at least kept requests
+	// accepted after it, that no node knows (404), was done and
+	// forgotten. Its runs are still counted from the run log.
+	forgotten := map[string]bool{}
 	// One 20 s wait for all of them: a soak may have hundreds.
 	deadline := time.Now().Add(20 * time.Second)
-	for _, r := range reqs {
+	for i, r := range reqs {
 		var st state
+		old := kept > 0 && i < len(reqs)-kept
 		waitFor(time.Until(deadline), func() bool {
 			p := op.node()
 			if p == nil {
 				return false
 			}
 			code, body, err := opCall(p, http.MethodGet, "/runs/"+r.id, nil)
+			if err == nil && code == http.StatusNotFound && old {
+				forgotten[r.id] = true
+				return true
+			}
 			return err == nil && code == http.StatusOK && json.Unmarshal([]byte(body), &st) == nil && st.State == "done"
 		})
 		states[r.id] = st
 	}
 	runs := manualRuns(sc.runsPath)
-	var done, twice, notDone, phantom int
+	var done, twice, notDone, phantom, gone int
 	for _, r := range reqs {
 		st, n := states[r.id], runs[r.id]
 		switch {
 		case n > 1:
 			twice++
 			sc.problem("run now %s (accepted by %s at %s) ran %d times", r.id, r.via, r.at.Format("15:04:05.000"), n)
+		case forgotten[r.id]:
+			gone++
 		case st.State != "done":
 			notDone++
 			sc.problem("run now %s (accepted by %s at %s) still %q 20 s after the faults ended (ran %d times)", r.id, r.via, r.at.Format("15:04:05.000"), st.State, n)
@@ -271,8 +291,8 @@ func (op *operator) stop() string {
 	sc.mu.Lock()
 	acked := len(sc.pauses)
 	sc.mu.Unlock()
-	return fmt.Sprintf("    operator: %d pauses sent, %d acknowledged, %d not (each acknowledged one checked: after-pause); run now: %d accepted, %d done and run at most once, %d ran twice, %d not done, %d done ok without a run\n",
-		asked, acked, failed, len(reqs), done, twice, notDone, phantom)
+	return fmt.Sprintf("    operator: %d pauses sent, %d acknowledged, %d not (each acknowledged one checked: after-pause); run now: %d accepted, %d done and run at most once, %d done and forgotten (older than the newest %d; run at most once), %d ran twice, %d not done, %d done ok without a run\n",
+		asked, acked, failed, len(reqs), done, gone, kept, twice, notDone, phantom)
 }
 
 // manualRuns counts the start lines of "manual" in the run log by request
