@@ -164,15 +164,24 @@ func runLocked(term election.Term, name, id string, argv []string, grace time.Du
 		execjob.EnvElection+"="+name,
 		execjob.EnvInstance+"="+id,
 	)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// If baton lock dies, the guard kills the command's group: it leads
+	// the group, and the command joins it.
+	guard, gerr := execjob.StartGuard()
+	if gerr != nil {
+		fmt.Fprintf(stderr, "baton lock %s: %v: the command would outlive baton lock\n", name, gerr)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	} else {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: guard.Pgid()}
+	}
 	if err := cmd.Start(); err != nil {
+		if guard != nil {
+			guard.Release()
+		}
 		return 127, fmt.Errorf("baton lock %s: %w", name, err)
 	}
 	pgid := cmd.Process.Pid
-	// If baton lock dies, the guard kills the command's group.
-	guard, gerr := execjob.StartGuard(pgid)
-	if gerr != nil {
-		fmt.Fprintf(stderr, "baton lock %s: %v: the command would outlive baton lock\n", name, gerr)
+	if guard != nil {
+		pgid = guard.Pgid()
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()

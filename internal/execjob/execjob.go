@@ -91,6 +91,10 @@ const maxLine = 16 << 10
 // when processes it started in the background still hold its stdout.
 const orphanWait = 500 * time.Millisecond
 
+// afterStart, when set (by tests), runs right after the job's process
+// has started.
+var afterStart func()
+
 // Run runs the command and blocks until it has exited and its output has
 // been logged. The fencing token and tick come from ctx
 // (election.TokenFromContext, schedulerhost.TickFromContext).
@@ -148,17 +152,30 @@ func (c *Command) Run(ctx context.Context) error {
 	cmd.Env = env
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = orphanWait
+	// If this process dies, nothing here can stop the job: the guard
+	// kills its process group then (guard.go). The guard leads the group
+	// and the job joins it, so that no moment after the job's start finds
+	// it unguarded.
+	guard, gerr := StartGuard()
+	if gerr != nil {
+		log.Warn("the job runs without a guard: it would outlive this process", "err", gerr)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	} else {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: guard.Pgid()}
+	}
 	if err := cmd.Start(); err != nil {
+		if guard != nil {
+			guard.Release()
+		}
 		return fmt.Errorf("execjob: start: %w", err)
 	}
+	if afterStart != nil {
+		afterStart()
+	}
 	pgid := cmd.Process.Pid
-	// If this process dies, nothing here can stop the job: the guard
-	// kills its group then (guard.go).
-	guard, gerr := StartGuard(pgid)
-	if gerr != nil {
-		log.Warn("the job runs without a guard: it would outlive this process", "pgid", pgid, "err", gerr)
+	if guard != nil {
+		pgid = guard.Pgid()
 	}
 
 	exited := make(chan struct{})

@@ -17,17 +17,17 @@ import (
 // the signals a job or a graceful stop sends the group.
 const guardScript = `trap '' HUP INT TERM; read -r x <&3; [ "$x" = q ] || kill -KILL 0`
 
-// Guard is a process in a job's process group that kills the group if
-// this process dies. It is this process's child, so nothing is left to
-// reap when it is released.
+// Guard is a process that leads a job's process group and kills the
+// group if this process dies. It is this process's child, so nothing is
+// left to reap when it is released.
 type Guard struct {
 	cmd *exec.Cmd
 	w   *os.File
 }
 
-// StartGuard starts a guard in the process group pgid, whose leader must
-// still exist (start it right after the job).
-func StartGuard(pgid int) (*Guard, error) {
+// StartGuard starts a guard leading a new process group; start the job in
+// it (Pgid) afterwards.
+func StartGuard() (*Guard, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -35,13 +35,16 @@ func StartGuard(pgid int) (*Guard, error) {
 	defer r.Close()
 	cmd := exec.Command("/bin/sh", "-c", guardScript)
 	cmd.ExtraFiles = []*os.File{r}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pgid}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		w.Close()
-		return nil, fmt.Errorf("execjob: start the guard of process group %d: %w", pgid, err)
+		return nil, fmt.Errorf("execjob: start a guard: %w", err)
 	}
 	return &Guard{cmd: cmd, w: w}, nil
 }
+
+// Pgid is the guard's process group, the job's.
+func (g *Guard) Pgid() int { return g.cmd.Process.Pid }
 
 // Release tells the guard to exit without killing, and waits for it.
 // Call it once, after the job's shell has exited and before the group's

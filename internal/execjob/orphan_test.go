@@ -28,8 +28,54 @@ func TestCommand_OrphanHelper(t *testing.T) {
 	if script == "" {
 		t.Skip("the helper process of TestCommand_ParentKilled")
 	}
+	if os.Getenv(dieAtStartEnv) != "" {
+		execjob.SetAfterStart(func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) })
+	}
 	c := &execjob.Command{Job: "orphan", Script: script}
 	_ = c.Run(context.Background())
+}
+
+// dieAtStartEnv makes the helper SIGKILL itself the moment its job's
+// process has started.
+const dieAtStartEnv = "BATON_EXECJOB_DIE_AT_START"
+
+// A parent killed at the very moment its job started leaves no job
+// behind either: the guard must be in place before the job runs. The
+// job waits 300 ms, then writes its pid and runs on; it must be gone
+// (or never have written) 2 s after its parent died.
+func TestCommand_ParentKilledAsTheJobStarts(t *testing.T) {
+	dir := t.TempDir()
+	pids := filepath.Join(dir, "pids")
+	script := `trap '' TERM
+sleep 0.3
+echo "$$" > '` + pids + `.tmp' && mv '` + pids + `.tmp' '` + pids + `'
+while :; do sleep 0.05; done`
+	for trial := 1; trial <= 3; trial++ {
+		_ = os.Remove(pids)
+		cmd := exec.Command(os.Args[0], "-test.run=^TestCommand_OrphanHelper$", "-test.count=1")
+		cmd.Env = append(os.Environ(), orphanHelperEnv+"="+script, dieAtStartEnv+"=1")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait() // it kills itself as the job starts
+		died := time.Now()
+		var alive []int
+		for time.Since(died) < 2*time.Second {
+			alive = alive[:0]
+			if b, err := os.ReadFile(pids); err == nil {
+				if p, _ := strconv.Atoi(strings.TrimSpace(string(b))); p > 0 && running(p) {
+					alive = append(alive, p)
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		for _, p := range alive {
+			_ = syscall.Kill(-p, syscall.SIGKILL)
+		}
+		if len(alive) > 0 {
+			t.Fatalf("trial %d: the job (pid %v) still runs 2 s after its parent was killed as it started", trial, alive)
+		}
+	}
 }
 
 // A command job must not outlive the process that runs it: when baton is
