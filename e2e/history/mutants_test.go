@@ -225,12 +225,13 @@ func TestCheck_CatchUpClaimFailed(t *testing.T) {
 }
 
 // Only the live term's own instance, frozen at the tick, excuses it; a
-// freeze of another instance, or one that ended before the tick, does
-// not.
+// freeze of another instance, one that ended before the tick, or one
+// that began after it (though the term ended by its SIGCONT), does not.
 func TestCheck_FrozenOnlyItsOwnInstanceAtTheTick(t *testing.T) {
 	for _, f := range []Interval{
 		{Instance: "c", From: at(10.2), To: at(17)},
 		{Instance: "a", From: at(8.2), To: at(9.5)},
+		{Instance: "a", From: at(15), To: at(16.95)},
 	} {
 		in := frozenLeader()
 		in.Frozen = []Interval{f}

@@ -1,8 +1,10 @@
 package history
 
 import (
+	"errors"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -206,4 +208,11 @@ func TestCheck_PauseAllowanceBounded(t *testing.T) {
 	check("another instance frozen", 6.3, 0, nil, []Interval{{Instance: "c", From: at(5.0), To: at(6.1)}}, 1)
 	check("logged before the answer, first line 0.4 s later", 5.6, 5.19, nil, nil, 0)
 	check("logged before the answer, first line 1.5 s later", 6.69, 5.19, nil, nil, 1)
+}
+
+// A run log that cannot be read is an error, not an empty history.
+func TestParseRecords_ReadError(t *testing.T) {
+	if rs, err := ParseRecords(iotest.ErrReader(errors.New("disk gone"))); err == nil {
+		t.Errorf("ParseRecords of a failing reader: %d records, no error", len(rs))
+	}
 }
