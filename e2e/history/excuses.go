@@ -16,10 +16,12 @@ const AlreadyClaimed = "run not started: tick already claimed"
 // a reason they cannot check is taken as logged.
 //   - StillGoing: the job's latest run on m's instance before the tick
 //     had not ended (its end line, if the history has them, came after
-//     the skip, less the slack; its process had not been killed); or m's
-//     term let a tick of the job (one it was live for, or its catch-up's)
-//     go unstarted by the skip, and not skipped, within the claim timeout
-//     before (its claim in flight: the run admitted, not started).
+//     the skip, less the slack, or while the instance was frozen, which
+//     it woke from just before the skip; its process had not been
+//     killed); or m's term let a tick of the job (one it was live for,
+//     or its catch-up's) go unstarted by the skip, and not skipped,
+//     within the claim timeout before (its claim in flight: the run
+//     admitted, not started).
 //   - AlreadyClaimed: another term, with a lower token, was live at the
 //     tick (it began before the refusal and had not stopped before the
 //     tick): it may have claimed the tick and died before the run.
@@ -38,8 +40,9 @@ func backed(in Input, terms []Term, p Policy, m Misfire) bool {
 		if last != nil {
 			going := true
 			for _, e := range in.Ends {
-				if e.Job == last.Job && e.Token == last.Token && e.Instance == last.Instance && e.Tick.Equal(last.Tick) && e.At.Before(m.At.Add(-in.Slack)) {
-					going = false // it had ended
+				if e.Job == last.Job && e.Token == last.Token && e.Instance == last.Instance && e.Tick.Equal(last.Tick) && e.At.Before(m.At.Add(-in.Slack)) &&
+					!unreaped(in, m, e.At) {
+					going = false // it had ended, and its instance could see it
 				}
 			}
 			for _, tm := range terms {
@@ -107,6 +110,20 @@ func backed(in Input, terms []Term, p Policy, m Misfire) bool {
 		return false
 	}
 	return true
+}
+
+// unreaped reports whether m's instance was frozen (SIGSTOP) from within
+// the slack before a run's end at end, and woke within the slack before
+// m's skip: the run had ended, but the frozen instance had not reaped it,
+// and on waking its loop may fire the tick before it does.
+func unreaped(in Input, m Misfire, end time.Time) bool {
+	for _, f := range in.Frozen {
+		if f.Instance == m.Instance && !end.Before(f.From.Add(-in.Slack)) && !end.After(f.To) &&
+			!m.At.Before(f.To) && !m.At.After(f.To.Add(in.Slack)) {
+			return true
+		}
+	}
+	return false
 }
 
 // neverClaimed reports whether next logged that the ledger held no claim
