@@ -164,24 +164,12 @@ func runLocked(term election.Term, name, id string, argv []string, grace time.Du
 		execjob.EnvElection+"="+name,
 		execjob.EnvInstance+"="+id,
 	)
-	// If baton lock dies, the guard kills the command's group: it leads
-	// the group, and the command joins it.
-	guard, gerr := execjob.StartGuard()
-	if gerr != nil {
-		fmt.Fprintf(stderr, "baton lock %s: %v: the command would outlive baton lock\n", name, gerr)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	} else {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: guard.Pgid()}
-	}
-	if err := cmd.Start(); err != nil {
-		if guard != nil {
-			guard.Release()
-		}
+	// If baton lock dies, the guard kills the command's group.
+	guard, pgid, err := execjob.StartGuarded(cmd, func(err error) {
+		fmt.Fprintf(stderr, "baton lock %s: %v: the command would outlive baton lock\n", name, err)
+	})
+	if err != nil {
 		return 127, fmt.Errorf("baton lock %s: %w", name, err)
-	}
-	pgid := cmd.Process.Pid
-	if guard != nil {
-		pgid = guard.Pgid()
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -225,9 +213,7 @@ func runLocked(term election.Term, name, id string, argv []string, grace time.Du
 			why = fmt.Errorf("%w; %s", why, killWhy)
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		case <-done:
-			if guard != nil {
-				guard.Release()
-			}
+			guard.Release()
 			_ = syscall.Kill(-pgid, syscall.SIGKILL) // what it left behind in its group
 			st := cmd.ProcessState
 			if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {

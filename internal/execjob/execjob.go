@@ -154,28 +154,12 @@ func (c *Command) Run(ctx context.Context) error {
 	cmd.Stderr = stderr
 	cmd.WaitDelay = orphanWait
 	// If this process dies, nothing here can stop the job: the guard
-	// kills its process group then (guard.go). The guard leads the group
-	// and the job joins it, so that no moment after the job's start finds
-	// it unguarded.
-	guard, gerr := StartGuard()
-	if gerr != nil {
-		log.Warn("the job runs without a guard: it would outlive this process", "err", gerr)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	} else {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: guard.Pgid()}
-	}
-	if err := cmd.Start(); err != nil {
-		if guard != nil {
-			guard.Release()
-		}
+	// kills its process group then (guard.go).
+	guard, pgid, err := StartGuarded(cmd, func(err error) {
+		log.Warn("the job runs without a guard: it would outlive this process", "err", err)
+	})
+	if err != nil {
 		return fmt.Errorf("execjob: start: %w", err)
-	}
-	if afterStart != nil {
-		afterStart()
-	}
-	pgid := cmd.Process.Pid
-	if guard != nil {
-		pgid = guard.Pgid()
 	}
 
 	exited := make(chan struct{})
@@ -188,12 +172,10 @@ func (c *Command) Run(ctx context.Context) error {
 		}
 		stop(ctx, log, pgid, grace, exited)
 	})
-	err := cmd.Wait()
+	err = cmd.Wait()
 	close(exited)
 	wg.Wait()
-	if guard != nil {
-		guard.Release()
-	}
+	guard.Release()
 	// Kill whatever the shell left running in its group; ESRCH when none.
 	if kerr := syscall.Kill(-pgid, syscall.SIGKILL); kerr == nil {
 		log.Warn("killed processes left in the job's process group", "pgid", pgid)

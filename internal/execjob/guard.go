@@ -46,10 +46,40 @@ func StartGuard() (*Guard, error) {
 // Pgid is the guard's process group, the job's.
 func (g *Guard) Pgid() int { return g.cmd.Process.Pid }
 
+// StartGuarded starts cmd in a process group that a new guard leads, so
+// that no moment after cmd's start finds it unguarded. If the guard
+// cannot start, unguarded is told why and cmd leads a group of its own.
+// It returns the guard (nil without one: Release it once cmd has exited)
+// and cmd's process group.
+func StartGuarded(cmd *exec.Cmd, unguarded func(error)) (*Guard, int, error) {
+	g, err := StartGuard()
+	if err != nil {
+		unguarded(err)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	} else {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: g.Pgid()}
+	}
+	if err := cmd.Start(); err != nil {
+		g.Release()
+		return nil, 0, err
+	}
+	if afterStart != nil {
+		afterStart()
+	}
+	if g == nil {
+		return nil, cmd.Process.Pid, nil
+	}
+	return g, g.Pgid(), nil
+}
+
 // Release tells the guard to exit without killing, and waits for it.
 // Call it once, after the job's shell has exited and before the group's
-// leftovers are killed. Safe when the group, guard included, was killed.
+// leftovers are killed. Safe when the group, guard included, was killed,
+// and on a nil Guard.
 func (g *Guard) Release() {
+	if g == nil {
+		return
+	}
 	_, _ = g.w.Write([]byte("q\n"))
 	_ = g.w.Close()
 	_ = g.cmd.Wait()
