@@ -34,7 +34,8 @@ import (
 // new claim, that its run never started).
 
 // ledgerTimeout bounds one ledger call, a claim with its retries
-// included.
+// included (the first attempt may wait up to maxLinger for its batch, and
+// for a free slot when claimsInflight batches are on the wire).
 const ledgerTimeout = 5 * time.Second
 
 // turn orders the claims of an OverlapAllow job: a claim waits for prev,
@@ -159,7 +160,7 @@ func (t *termRun) claim(j *jobState, tick time.Time, catchUp, expected bool, out
 		case <-timer.C:
 		}
 		c.Started = h.wallNow()
-		err = t.claims.do(c, false)
+		err = t.claimAgain(ctx, c)
 		if errors.Is(err, ledger.ErrTickClaimed) {
 			ours, other, herr := t.claimedByUs(ctx, j, tick)
 			switch {
@@ -201,6 +202,19 @@ func (t *termRun) claim(j *jobState, tick time.Time, catchUp, expected bool, out
 		}
 	}
 	return err
+}
+
+// claimAgain asks the ledger again for c alone, within what is left of
+// the claim's time (ctx). A retry does not go through the claim queue: a
+// batch would give it a fresh ledgerTimeout, and a retry made just before
+// the claim's time ran out kept the job's next ticks waiting for almost
+// two.
+func (t *termRun) claimAgain(ctx context.Context, c ledger.Claim) error {
+	errs := t.h.cfg.Ledger.Claim(ctx, []ledger.Claim{c})
+	if len(errs) != 1 {
+		return fmt.Errorf("ledger returned %d outcomes for 1 claim", len(errs))
+	}
+	return errs[0]
 }
 
 // claimedByUs reads the ledger's history for tick of j: ours says it is
