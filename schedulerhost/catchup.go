@@ -87,6 +87,41 @@ func (t *termRun) catchUp(ctx context.Context, termStart time.Time) {
 	wg.Wait()
 }
 
+// msgNotFired: the term ended while its catch-up still waited on the
+// ledger, before the schedule loop began; the loop would have fired the
+// ticks since the term's start late. msgLoopLate: it began more than
+// lateLoop after the term's start, and fires those ticks now.
+const (
+	msgNotFired = "ticks not fired: the term ended before its schedule loop began"
+	msgLoopLate = "schedule loop began late: the ticks since the term began fire now"
+	lateLoop    = time.Second
+)
+
+// caughtUp says, after the catch-up, what became of the ticks since
+// termStart that only the schedule loop fires: so that no tick a leader
+// could not fire goes unsaid.
+func (t *termRun) caughtUp(ctx context.Context, termStart time.Time) {
+	h := t.h
+	now, _ := h.clock.now()
+	if ctx.Err() == nil {
+		if late := now.Sub(termStart); late > lateLoop {
+			h.log.Warn(msgLoopLate, "token", t.token, "late", late)
+		}
+		return
+	}
+	for _, j := range h.jobSet() {
+		if j.retired.Load() {
+			continue
+		}
+		first := j.sched.Next(laterOf(termStart, j.since).In(h.cfg.Location))
+		if first.IsZero() || first.After(now) {
+			continue
+		}
+		_, n, _ := missedTicks(j.sched, first, now, 0)
+		h.log.Warn(msgNotFired, "job", j.Name, "token", t.token, "first", first, "ticks", n, "until", now)
+	}
+}
+
 // lastClaimed reads the last claimed tick of each of all (zero for a job
 // whose read failed: it has no catch-up this term, as is logged).
 func (t *termRun) lastClaimed(ctx context.Context, all []*jobState) []time.Time {

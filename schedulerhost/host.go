@@ -181,6 +181,7 @@ func (h *Host) Lead(ctx context.Context, term election.Term) error {
 	// tick of a job is claimed ahead of them (catchup.go).
 	if h.cfg.Ledger != nil {
 		t.catchUp(loopCtx, sc.at)
+		t.caughtUp(loopCtx, sc.at)
 	}
 	var polled chan struct{}
 	if h.cfg.Control != nil {
