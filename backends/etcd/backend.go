@@ -12,6 +12,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/kit"
@@ -33,6 +34,7 @@ const cleanupTimeout = 500 * time.Millisecond
 // goroutines; a process normally runs one candidate per election.
 type Backend struct {
 	cli     *clientv3.Client
+	owned   bool   // cli was dialed by New from Config.Endpoints: Close closes it
 	prefix  string // Config.Prefix
 	keys    string // prefix + "/": the candidates' keys
 	timing  election.Timing
@@ -42,14 +44,30 @@ type Backend struct {
 }
 
 // New copies cfg, applies defaults, validates it and returns a Backend. It
-// does not touch the server.
+// does not touch the server: a client dialed from Endpoints connects in
+// the background.
 func New(cfg Config) (*Backend, error) {
 	cfg, err := cfg.resolved()
 	if err != nil {
 		return nil, err
 	}
+	owned := false
+	if cfg.Client == nil {
+		cfg.Client, err = clientv3.New(clientv3.Config{
+			Endpoints:            cfg.Endpoints,
+			DialTimeout:          5 * time.Second,
+			DialKeepAliveTime:    5 * time.Second,
+			DialKeepAliveTimeout: 2 * time.Second,
+			Logger:               zap.NewNop(), // the client's own logger stays silent
+		})
+		if err != nil {
+			return nil, fmt.Errorf("etcd: Endpoints %q: %w", cfg.Endpoints, err)
+		}
+		owned = true
+	}
 	return &Backend{
 		cli:     cfg.Client,
+		owned:   owned,
 		prefix:  cfg.Prefix,
 		keys:    cfg.Prefix + "/",
 		timing:  cfg.Timing,
@@ -57,6 +75,16 @@ func New(cfg Config) (*Backend, error) {
 		txnOps:  cfg.MaxTxnOps,
 		log:     cfg.Logger.With("election", cfg.Prefix),
 	}, nil
+}
+
+// Close closes the client New dialed from Config.Endpoints; a
+// Config.Client stays open, the caller's to close. Release every lease
+// first.
+func (b *Backend) Close() error {
+	if !b.owned {
+		return nil
+	}
+	return b.cli.Close()
 }
 
 // Timing returns the lease timing in use, defaults applied.

@@ -39,7 +39,7 @@ const (
 // limits are etcd's bounds and defaults for the fields every backend's
 // Config has.
 var limits = election.BackendLimits{
-	Client:         "Client",
+	Client:         "Client (or Endpoints)",
 	DefaultTTL:     DefaultTTL,
 	MinTTL:         MinTTL,
 	TTLUnit:        time.Second,
@@ -54,6 +54,10 @@ type Config struct {
 	// DialTimeout and DialKeepAliveTime/Timeout so that a dead connection
 	// is noticed.
 	Client *clientv3.Client
+	// Endpoints, instead of Client: the cluster's client URLs, without TLS
+	// or authentication. New dials a client of its own (5 s dial timeout,
+	// keepalive every 5 s) that Close closes. Set Client or Endpoints.
+	Endpoints []string
 	// Prefix names the election, e.g. "/baton/elections/reports". Required,
 	// without a trailing slash. Candidates put their keys under Prefix+"/",
 	// as concurrency.Election does, so `etcdctl elect -l PREFIX` shows the
@@ -102,7 +106,15 @@ func (c Config) Validate() error {
 // from, and every problem with it (nil when there is none).
 func (c Config) resolved() (Config, error) {
 	c = c.withDefaults()
-	errs := limits.Problems(c.Client != nil, c.Timing, c.History)
+	errs := limits.Problems(c.Client != nil || len(c.Endpoints) > 0, c.Timing, c.History)
+	if c.Client != nil && len(c.Endpoints) > 0 {
+		errs = append(errs, fmt.Errorf("Endpoints %q: set Client or Endpoints, not both", c.Endpoints))
+	}
+	for i, e := range c.Endpoints {
+		if strings.TrimSpace(e) == "" {
+			errs = append(errs, fmt.Errorf("Endpoints[%d] %q: empty", i, e))
+		}
+	}
 	if c.MaxTxnOps < minTxnOps {
 		errs = append(errs, fmt.Errorf("MaxTxnOps %d: must be at least %d (one claim takes %d operations nested in its batch's transaction, plus one in it)",
 			c.MaxTxnOps, minTxnOps, claimOps))

@@ -20,7 +20,7 @@ func TestConfig_Validate(t *testing.T) {
 	}{
 		{"defaults", etcd.Config{Client: cli, Prefix: "/baton/elections/x"}, nil},
 		{"ttl 2s", etcd.Config{Client: cli, Prefix: "/p", Timing: election.Timing{TTL: 2 * time.Second}}, nil},
-		{"missing client and prefix", etcd.Config{}, []string{"Client <nil>: required", `Prefix "": required`}},
+		{"missing client and prefix", etcd.Config{}, []string{"Client (or Endpoints) <nil>: required", `Prefix "": required`}},
 		{"trailing slash", etcd.Config{Client: cli, Prefix: "/p/"}, []string{`Prefix "/p/": must not end with a slash`}},
 		{"inside a ledger", etcd.Config{Client: cli, Prefix: "/baton/elections/reports-ledger/nightly"},
 			[]string{`Prefix "/baton/elections/reports-ledger/nightly": "reports-ledger" is where election "/baton/elections/reports" keeps its ledger`}},
@@ -43,8 +43,12 @@ func TestConfig_Validate(t *testing.T) {
 		{"max txn ops too few", etcd.Config{Client: cli, Prefix: "/p", MaxTxnOps: 4},
 			[]string{"MaxTxnOps 4: must be at least 5 (one claim takes 4 operations nested in its batch's transaction"}},
 		{"negative max txn ops", etcd.Config{Client: cli, Prefix: "/p", MaxTxnOps: -1}, []string{"MaxTxnOps -1: must be at least 5"}},
+		{"endpoints", etcd.Config{Endpoints: []string{"127.0.0.1:2379"}, Prefix: "/p"}, nil},
+		{"client and endpoints", etcd.Config{Client: cli, Endpoints: []string{"127.0.0.1:2379"}, Prefix: "/p"},
+			[]string{`Endpoints ["127.0.0.1:2379"]: set Client or Endpoints, not both`}},
+		{"an empty endpoint", etcd.Config{Endpoints: []string{""}, Prefix: "/p"}, []string{`Endpoints[0] "": empty`}},
 		{"everything at once", etcd.Config{Timing: election.Timing{TTL: 1500 * time.Millisecond}},
-			[]string{"Client <nil>", `Prefix ""`, "TTL 1.5s: below the backend minimum 2s", "TTL 1.5s: must be a whole multiple of 1s"}},
+			[]string{"Client (or Endpoints) <nil>", `Prefix ""`, "TTL 1.5s: below the backend minimum 2s", "TTL 1.5s: must be a whole multiple of 1s"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
