@@ -49,7 +49,11 @@ func TestREADME_FirstProgram(t *testing.T) {
 	if lang != "go" || code != string(want) {
 		t.Fatalf("README.md's first code block (```%s, %d lines) is not testdata/firstprogram/main.go verbatim", lang, strings.Count(code, "\n"))
 	}
-	t.Logf("the README's first code block: a complete program of %d lines", strings.Count(code, "\n"))
+	lines := strings.Count(code, "\n")
+	if lines > 20 {
+		t.Errorf("README.md's first code block: %d lines, want at most 20", lines)
+	}
+	t.Logf("the README's first code block: a complete program of %d lines", lines)
 
 	bin := filepath.Join(t.TempDir(), "firstprogram")
 	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/firstprogram").CombinedOutput(); err != nil {
