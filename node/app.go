@@ -2,12 +2,10 @@ package node
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
-	"github.com/batonhq/baton/internal/appcheck"
-	"github.com/batonhq/baton/internal/jobsfile"
+	"github.com/batonhq/baton/node/appcheck"
 )
 
 // The application gate (Config.App): an instance whose application does
@@ -82,19 +80,4 @@ func (n *Node) notEligible() string {
 		why = append(why, h)
 	}
 	return strings.Join(why, "; ")
-}
-
-// AppChecker returns the application check f asks for (its app section,
-// else a TCP connect to its HTTP jobs' endpoints), nil for none.
-func AppChecker(f *jobsfile.File) (*appcheck.Checker, error) {
-	check, url, addrs := f.AppCheck()
-	if check == jobsfile.CheckNone {
-		return nil, nil
-	}
-	c, err := appcheck.New(appcheck.Config{URL: url, Addrs: addrs, Interval: f.App.Interval, Timeout: f.App.Timeout,
-		UnhealthyAfter: f.App.UnhealthyAfter, HealthyAfter: f.App.HealthyAfter})
-	if err != nil {
-		return nil, fmt.Errorf("%s:%d: app: %w", f.Path, f.App.Line, err)
-	}
-	return c, nil
 }

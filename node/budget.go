@@ -35,7 +35,8 @@ type ShutdownConfig struct {
 	ReleaseTimeout time.Duration
 }
 
-func (c ShutdownConfig) withDefaults() ShutdownConfig {
+// WithDefaults returns c with each zero setting replaced by its default.
+func (c ShutdownConfig) WithDefaults() ShutdownConfig {
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = schedulerhost.DefaultShutdownTimeout
 	}
@@ -59,7 +60,7 @@ type BudgetPart struct {
 // cancels the rest and gives commands their kill grace (plus the Host's
 // margin), then the lease is released, then the HTTP server shuts down.
 func (c ShutdownConfig) Parts() []BudgetPart {
-	c = c.withDefaults()
+	c = c.WithDefaults()
 	return []BudgetPart{
 		{"shutdown_timeout", c.ShutdownTimeout},
 		{"kill_grace", c.KillGrace},

@@ -17,10 +17,10 @@
 // endpoints POST /step-down, /standby, /eligible and /reload, which need
 // the bearer token of Config.AdminToken.
 //
-// With Config.JobsFile, Reload (POST /reload; SIGHUP with ReloadOnSignal)
-// reads the jobs file again and hands its jobs to the Host
-// (schedulerhost.Host.SetJobs) without giving up the lease; a bad file is
-// refused with its FILE:LINE errors and the old set keeps running.
+// With Config.Reloader, Reload (POST /reload; SIGHUP with ReloadOnSignal)
+// reads the job set again and hands its jobs to the Host
+// (schedulerhost.Host.SetJobs) without giving up the lease; a bad set is
+// refused with its errors and the old set keeps running.
 //
 // A graceful stop has five bounded steps: the drain (ShutdownTimeout), the
 // kill grace of cancelled commands, the Host's margin after it, the
@@ -29,7 +29,7 @@
 // the grace period a supervisor gives (Kubernetes'
 // terminationGracePeriodSeconds).
 //
-// HostConfig turns a jobs file into a schedulerhost.Config. The flags
-// naming a backend, and opening it, belong to the commands (internal/cli):
-// node links no backend SDK.
+// The jobs file, the flags naming a backend, and opening it belong to the
+// commands (internal/cli): node links no backend SDK, and its API names no
+// internal type.
 package node

@@ -17,8 +17,7 @@ import (
 
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/appcheck"
-	"github.com/batonhq/baton/internal/jobsfile"
+	"github.com/batonhq/baton/node/appcheck"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -45,13 +44,12 @@ type Config struct {
 	// StepDownCooldown is the cooldown of a POST /step-down without
 	// ?cooldown=. Zero means none; it must not be negative.
 	StepDownCooldown time.Duration
-	// JobsFile is the jobs file Host's jobs were made from (HostConfig),
-	// if any. With it, Reload (SIGHUP with ReloadOnSignal, POST /reload)
-	// re-reads the file, and /status shows the job set's hash.
-	JobsFile *jobsfile.File
-	// ReadJobs reads the jobs file again for Reload. Nil means
-	// jobsfile.Load(JobsFile.Path).
-	ReadJobs func() (*jobsfile.File, error)
+	// Reloader reads the job set again for Reload (SIGHUP with
+	// ReloadOnSignal, POST /reload). Nil: Reload is refused.
+	Reloader Reloader
+	// JobsHash is the hash of the job set the Host starts with, shown on
+	// /status (a Reload shows its set's). Optional.
+	JobsHash string
 	// Control is the election's control store (package control), if its
 	// backend has one: with it, the node serves pause, resume and run
 	// now (POST /jobs/{job}/pause, /resume, /run; GET /runs/{id}),
@@ -90,10 +88,9 @@ type Node struct {
 	reloadMu sync.Mutex // one Reload at a time
 
 	mu        sync.Mutex
-	seenToken uint64         // the leader's token when /status last looked
-	seenAt    time.Time      // when /status first saw seenToken
-	jobs      *jobsfile.File // the jobs file the Host runs, nil without one
-	jobsHash  string         // its JobsHash
+	seenToken uint64    // the leader's token when /status last looked
+	seenAt    time.Time // when /status first saw seenToken
+	jobsHash  string    // the hash of the job set the Host runs
 
 	handler http.Handler
 }
@@ -130,10 +127,7 @@ func New(cfg Config) (*Node, error) {
 		cfg.InstanceInterval = DefaultInstanceInterval
 	}
 	cfg.AdminToken = append([]byte(nil), cfg.AdminToken...)
-	n := &Node{cfg: cfg, jobs: cfg.JobsFile}
-	if cfg.JobsFile != nil {
-		n.jobsHash = cfg.JobsFile.JobsHash()
-	}
+	n := &Node{cfg: cfg, jobsHash: cfg.JobsHash}
 	if err := n.registerGauges(cfg.Registry); err != nil {
 		return nil, err
 	}

@@ -14,8 +14,8 @@ import (
 
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/appcheck"
 	"github.com/batonhq/baton/ledger"
+	"github.com/batonhq/baton/node/appcheck"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -129,7 +129,7 @@ type Status struct {
 	Healthy       bool                 `json:"healthy"`
 	Ready         bool                 `json:"ready"`
 	Now           time.Time            `json:"now"`                 // this node's clock, for relative times
-	JobsHash      string               `json:"jobs_hash,omitempty"` // SHA-256 of the job set running (jobsfile.File.JobsHash), with a jobs file
+	JobsHash      string               `json:"jobs_hash,omitempty"` // the hash of the job set running (Config.JobsHash, then each Reload's)
 	Jobs          []StatusJob          `json:"jobs"`
 	// With a control store (Config.Control): every instance of the
 	// election, the recorded terms (newest first), and what could not be

@@ -196,7 +196,7 @@ func runCluster(ctx, now context.Context, args []string, stdout, stderr io.Write
 	<-ctx.Done()
 	say("stopping: SIGTERM to each node; runs drain, then each releases")
 	killAll(syscall.SIGTERM)
-	bound := shutdownBound(node.ShutdownConfigOf(f))
+	bound := shutdownBound(cli.ShutdownConfigOf(f))
 	timer := time.NewTimer(bound)
 	defer timer.Stop()
 	var failed []error

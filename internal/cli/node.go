@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/appcheck"
 	"github.com/batonhq/baton/internal/jobsfile"
 	"github.com/batonhq/baton/metrics"
 	"github.com/batonhq/baton/node"
+	"github.com/batonhq/baton/node/appcheck"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -145,7 +145,7 @@ func (p *Program) Node(ctx context.Context, sub string, args []string, stdout, s
 		return err
 	}
 
-	hcfg, err := node.HostConfig(f, bf.Election, *id, log)
+	hcfg, err := HostConfig(f, bf.Election, *id, log)
 	if err != nil {
 		return err
 	}
@@ -169,7 +169,7 @@ func (p *Program) Node(ctx context.Context, sub string, args []string, stdout, s
 	if *standby {
 		el.SetEligible(false)
 	}
-	app, err := node.AppChecker(f)
+	app, err := AppChecker(f)
 	if err != nil {
 		return err
 	}
@@ -189,7 +189,7 @@ func (p *Program) Node(ctx context.Context, sub string, args []string, stdout, s
 	n, err := node.New(node.Config{Elector: el, Host: host, Election: bf.Election, Backend: bf.Kind, Where: o.Where,
 		Registry: reg, AdminToken: adminToken, StepDownCooldown: *cooldown, Logger: log,
 		Control: o.Control, Version: version(), Address: strings.TrimPrefix(httpURL, "none"), App: app,
-		JobsFile: f, ReadJobs: func() (*jobsfile.File, error) { return p.LoadJobs(*config) }})
+		JobsHash: f.JobsHash(), Reloader: newFileReloader(f, func() (*jobsfile.File, error) { return p.LoadJobs(*config) }, bf.Election, *id, log)})
 	if err != nil {
 		if ln != nil {
 			ln.Close()

@@ -1,4 +1,4 @@
-package node
+package cli
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/batonhq/baton/internal/httpjob"
 	"github.com/batonhq/baton/internal/jobsfile"
 	"github.com/batonhq/baton/ledger"
+	"github.com/batonhq/baton/node"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -105,7 +106,7 @@ func leadUntilRecorded(t *testing.T, jobsYAML string, obs *results) []ledger.Run
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := New(Config{Elector: el, Host: host, Election: "e", Logger: log})
+	n, err := node.New(node.Config{Elector: el, Host: host, Election: "e", Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,5 +257,81 @@ jobs:
 		if h.Get("Baton-Run-Id") == wantID {
 			t.Errorf("a later tick (%s) reused the run id %s", h.Get("Baton-Tick"), wantID)
 		}
+	}
+}
+
+// TestHostConfig_KillGrace: the Host waits the commands' kill grace plus
+// the margin, and the budget of the same file counts both.
+func TestHostConfig_KillGrace(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		yaml      string
+		wantGrace time.Duration // the Host's KillGrace
+	}{
+		{"default", "jobs:\n  - name: j\n    schedule: \"@every 1s\"\n    command: \"true\"\n", 6 * time.Second},
+		{"set", "election:\n  kill_grace: 2s\njobs:\n  - name: j\n    schedule: \"@every 1s\"\n    command: \"true\"\n", 3 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := jobsfile.Parse("jobs.yaml", []byte(tc.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			hc, _ := HostConfig(f, "e", "n1", nil)
+			if hc.KillGrace != tc.wantGrace || len(hc.Jobs) != 1 || hc.Instance != "n1" {
+				t.Errorf("HostConfig: KillGrace %v, %d jobs, instance %q; want %v, 1, n1", hc.KillGrace, len(hc.Jobs), hc.Instance, tc.wantGrace)
+			}
+			parts := ShutdownConfigOf(f).Parts()
+			if g := parts[1].Max + parts[2].Max; g != tc.wantGrace {
+				t.Errorf("budget's kill_grace + margin = %v, want the Host's %v", g, tc.wantGrace)
+			}
+		})
+	}
+}
+
+// TestHostConfig_SafetyMarginForCommands: a safety margin too short to
+// kill a lost term's commands before the lease can pass is refused,
+// naming the field, when there are command jobs; not otherwise.
+func TestHostConfig_SafetyMarginForCommands(t *testing.T) {
+	const cmdJob = "jobs:\n  - name: j\n    schedule: \"@every 1s\"\n    command: \"true\"\n"
+	for _, tc := range []struct {
+		name, yaml, want string
+	}{
+		{"too short", "election:\n  ttl: 2s\n  safety_margin: 50ms\n" + cmdJob,
+			"jobs.yaml:1: election.safety_margin: 50ms: below 100ms, which command jobs need"},
+		{"enough", "election:\n  ttl: 2s\n  safety_margin: 100ms\n" + cmdJob, ""},
+		{"no command job", "election:\n  ttl: 2s\n  safety_margin: 50ms\njobs:\n  - name: j\n    schedule: \"@every 1s\"\n    builtin: log\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := jobsfile.Parse("jobs.yaml", []byte(tc.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = HostConfig(f, "e", "n1", nil)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("HostConfig: %v, want no error", err)
+			case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
+				t.Errorf("HostConfig: %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestHostConfig_RetriesAndJitter: the jobs file's retry and jitter
+// fields reach the Host's job; a jitter as long as the period is the
+// Host's error, located at the job's line.
+func TestHostConfig_RetriesAndJitter(t *testing.T) {
+	f, err := jobsfile.Parse("jobs.yaml", []byte("jobs:\n  - name: j\n    schedule: \"0 * * * * *\"\n    command: \"true\"\n"+
+		"    retries: 2\n    retry_backoff: 3s\n    retry_backoff_max: 20s\n    jitter: 60s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc, _ := HostConfig(f, "e", "n1", nil)
+	if j := hc.Jobs[0]; j.Retries != 2 || j.RetryBackoff != 3*time.Second || j.RetryBackoffMax != 20*time.Second || j.Jitter != time.Minute {
+		t.Errorf("HostConfig job = %+v, want retries 2, backoff 3s to 20s, jitter 1m", j)
+	}
+	_, err = schedulerhost.New(hc)
+	if got := f.Locate(err); got == nil || !strings.HasPrefix(got.Error(), "jobs.yaml:2: jobs[0]: Jitter 1m0s: must be shorter than") {
+		t.Errorf("New: %v, want the jitter error at the job's line", got)
 	}
 }

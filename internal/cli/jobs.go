@@ -1,4 +1,4 @@
-package node
+package cli
 
 import (
 	"context"
@@ -12,23 +12,25 @@ import (
 	"github.com/batonhq/baton/internal/execjob"
 	"github.com/batonhq/baton/internal/httpjob"
 	"github.com/batonhq/baton/internal/jobsfile"
+	"github.com/batonhq/baton/node"
+	"github.com/batonhq/baton/node/appcheck"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
 // ShutdownConfigOf returns the settings of f that bound a graceful stop.
-func ShutdownConfigOf(f *jobsfile.File) ShutdownConfig {
-	return ShutdownConfig{ShutdownTimeout: f.Election.ShutdownTimeout, KillGrace: f.Election.KillGrace, ReleaseTimeout: f.Election.ReleaseTimeout}
+func ShutdownConfigOf(f *jobsfile.File) node.ShutdownConfig {
+	return node.ShutdownConfig{ShutdownTimeout: f.Election.ShutdownTimeout, KillGrace: f.Election.KillGrace, ReleaseTimeout: f.Election.ReleaseTimeout}
 }
 
 // HostConfig is the schedulerhost configuration of f's jobs, run by
 // instance in election electionName, logging to log: the jobs, the
 // shutdown timeout, and the Host's kill grace (the commands' grace plus
-// KillGraceMargin). The caller adds the Ledger and the Observer. The
+// node.KillGraceMargin). The caller adds the Ledger and the Observer. The
 // error, located in f (FILE:LINE: jobs[i]: ...), is an HTTP job whose
 // TLS files do not load, or a safety_margin below
 // execjob.MinSafetyMargin with command jobs.
 func HostConfig(f *jobsfile.File, electionName, instance string, log *slog.Logger) (schedulerhost.Config, error) {
-	b := ShutdownConfigOf(f).withDefaults()
+	b := ShutdownConfigOf(f).WithDefaults()
 	jobs, err := hostJobs(f, electionName, instance, b.KillGrace, log)
 	if m := f.Election.SafetyMargin; m > 0 && m < execjob.MinSafetyMargin && hasCommand(f) {
 		err = errors.Join(err, &jobsfile.Error{File: f.Path, Line: f.Election.Line, Field: "election.safety_margin",
@@ -37,7 +39,7 @@ func HostConfig(f *jobsfile.File, electionName, instance string, log *slog.Logge
 	return schedulerhost.Config{
 		Jobs:            jobs,
 		ShutdownTimeout: f.Election.ShutdownTimeout,
-		KillGrace:       b.KillGrace + KillGraceMargin,
+		KillGrace:       b.KillGrace + node.KillGraceMargin,
 		Instance:        instance,
 		Logger:          log,
 	}, err
@@ -145,3 +147,18 @@ func logJob(log *slog.Logger) func(context.Context) error {
 var errDemoFailure = errors.New("demo: this job always fails")
 
 func failJob(context.Context) error { return errDemoFailure }
+
+// AppChecker returns the application check f asks for (its app section,
+// else a TCP connect to its HTTP jobs' endpoints), nil for none.
+func AppChecker(f *jobsfile.File) (*appcheck.Checker, error) {
+	check, url, addrs := f.AppCheck()
+	if check == jobsfile.CheckNone {
+		return nil, nil
+	}
+	c, err := appcheck.New(appcheck.Config{URL: url, Addrs: addrs, Interval: f.App.Interval, Timeout: f.App.Timeout,
+		UnhealthyAfter: f.App.UnhealthyAfter, HealthyAfter: f.App.HealthyAfter})
+	if err != nil {
+		return nil, fmt.Errorf("%s:%d: app: %w", f.Path, f.App.Line, err)
+	}
+	return c, nil
+}

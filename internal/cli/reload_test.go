@@ -1,4 +1,4 @@
-package node
+package cli
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/internal/jobsfile"
 	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/node"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -56,7 +57,7 @@ const reloadJobsV2 = `jobs:
 // fileNode is a node whose jobs come from a jobs file, on the in-memory
 // backend, with its elector running.
 type fileNode struct {
-	n    *Node
+	n    *node.Node
 	el   *election.Elector
 	host *schedulerhost.Host
 	srv  *httptest.Server
@@ -87,7 +88,7 @@ func startFileNode(t *testing.T, jobs string, token []byte) *fileNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := New(Config{Elector: el, Host: host, Election: "e", AdminToken: token, JobsFile: f, Logger: log})
+	n, err := node.New(node.Config{Elector: el, Host: host, Election: "e", AdminToken: token, JobsHash: f.JobsHash(), Reloader: newFileReloader(f, nil, "e", "n1", log), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func (fn *fileNode) write(t *testing.T, jobs string) {
 	}
 }
 
-func statusJobs(st Status) []string {
+func statusJobs(st node.Status) []string {
 	var out []string
 	for _, j := range st.Jobs {
 		out = append(out, j.Name)
@@ -145,7 +146,7 @@ func TestServer_Reload(t *testing.T) {
 
 	fn.write(t, reloadJobsV2)
 	code, body = post(t, fn.srv.URL+"/reload", "Bearer tok")
-	var got ReloadSummary
+	var got node.ReloadSummary
 	if err := json.Unmarshal([]byte(body), &got); err != nil || code != http.StatusOK {
 		t.Fatalf("POST /reload: %d %v\n%s", code, err, body)
 	}
