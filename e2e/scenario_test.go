@@ -436,6 +436,10 @@ func lastLine(path string) string {
 }
 
 // inject runs one fault to its end (healed, continued, restarted).
+// freezeSettle is how long a frozen leader's run log is given to show a
+// drain run that began as the node froze (sigstop-leader).
+const freezeSettle = 750 * time.Millisecond
+
 func (sc *scenario) inject(kind string, l *proc) {
 	be := sc.be
 	followers := func() []*proc {
@@ -486,7 +490,7 @@ func (sc *scenario) inject(kind string, l *proc) {
 		sc.waitNewLeader(l)
 		sc.restartSlot(l.slot)
 	case fStopLeader:
-		d := sc.cutLength()
+		d := max(sc.cutLength(), freezeSettle)
 		// A job already running when its node is frozen past the TTL
 		// is beyond what a lease can stop (docs/guarantees.md, limits): the freeze
 		// comes between two runs of "drain", whose runs are long.
@@ -503,8 +507,21 @@ func (sc *scenario) inject(kind string, l *proc) {
 		l.mu.Unlock()
 		from := time.Now()
 		_ = l.signal(syscall.SIGSTOP)
-		sc.note(kind, l.id, "for %v", d)
-		time.Sleep(d)
+		// The check above reads the whole run log: a drain run may have
+		// started between it and the SIGSTOP. A frozen node starts
+		// nothing, so a run in flight now began before the freeze; its
+		// process, not frozen, writes its start line within
+		// freezeSettle. Then the freeze ends at once, well within the
+		// lease.
+		time.Sleep(freezeSettle)
+		if sc.inFlight(l, "drain", 10*time.Second) {
+			_ = l.signal(syscall.SIGCONT)
+			sc.note("info-"+kind, l.id, "thawed after %v: a drain run had started as it froze", time.Since(from).Round(time.Millisecond))
+			d = 0
+		} else {
+			sc.note(kind, l.id, "for %v", d)
+			time.Sleep(d - freezeSettle)
+		}
 		_ = l.signal(syscall.SIGCONT)
 		to := time.Now()
 		l.mu.Lock()
