@@ -11,8 +11,8 @@ import (
 	"github.com/go-co-op/gocron/v2"
 	"github.com/robfig/cron/v3"
 
+	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -81,7 +81,7 @@ func latenessRun(runner string, jobs int, warm, window time.Duration) (dist, int
 		}
 		// A real term (the in-memory backend) around Host.Lead, as a node
 		// runs it.
-		mem := electiontest.NewMemory(election.Timing{})
+		mem := memory.New(election.Timing{})
 		el, err := election.New(election.Config{Backend: mem.Candidate(), Identity: election.Identity{ID: "lateness"}, Logger: quiet})
 		if err != nil {
 			return dist{}, 0, err

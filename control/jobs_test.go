@@ -5,14 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/ledger"
 )
 
 func TestRequestRunIsIdempotent(t *testing.T) {
-	m := electiontest.NewMemory(election.Timing{})
+	m := memory.New(election.Timing{})
 	j := control.NewJobs(m.Control())
 	at := time.Date(2026, 11, 24, 2, 0, 0, 0, time.UTC)
 	r1, made, err := j.RequestRun(t.Context(), control.RunRequest{ID: "req-1", Job: "report", By: "alice", At: at})
@@ -47,7 +47,7 @@ func TestRequestRunIsIdempotent(t *testing.T) {
 }
 
 func TestPauseResume(t *testing.T) {
-	m := electiontest.NewMemory(election.Timing{})
+	m := memory.New(election.Timing{})
 	j := control.NewJobs(m.Control())
 	for _, job := range []string{"a/b c", "a"} {
 		if err := j.Pause(t.Context(), control.Pause{Job: job, By: "alice", Note: "maintenance"}); err != nil {

@@ -4,13 +4,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/internal/testenv"
 )
 
 func TestConfig_Validate(t *testing.T) {
-	b := electiontest.NewMemory(election.Timing{}).Candidate()
+	b := memory.New(election.Timing{}).Candidate()
 	for _, tc := range []struct {
 		name string
 		cfg  election.Config

@@ -27,6 +27,6 @@
 // ManagedLease owns the renew loop and the self-fencing deadline, so every
 // backend applies the same rules; they check their Timing with
 // Timing.WithDefaults and Timing.Validate, and report loss with LostError.
-// Package electiontest holds the conformance suite every backend runs and
-// the in-memory backend, built only from the kit.
+// Package electiontest holds the conformance suite every backend runs;
+// backends/memory is the in-memory backend, built only from the kit.
 package election

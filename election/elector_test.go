@@ -11,8 +11,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -43,7 +43,7 @@ func runHolding(e *election.Elector) (stop func()) {
 
 func TestElector_Run_ReleasesAfterLeadReturns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
+		m := memory.New(election.Timing{TTL: 5 * time.Second})
 		e := newElector(t, m.Candidate(), "a")
 		ctx, cancel := context.WithCancel(context.Background())
 		var heldDuringDrain, heldAfter bool
@@ -83,7 +83,7 @@ func TestElector_Run_ReleasesAfterLeadReturns(t *testing.T) {
 
 func TestElector_Run_LossCancelsTermWithCause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
+		m := memory.New(election.Timing{TTL: 5 * time.Second})
 		e := newElector(t, m.Candidate(), "a")
 		ctx, cancel := context.WithCancel(context.Background())
 		causes := make(chan error, 10)
@@ -114,7 +114,7 @@ func TestElector_Run_LossCancelsTermWithCause(t *testing.T) {
 
 func TestElector_StepDown_CoolsDownThenLeadsAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
+		m := memory.New(election.Timing{TTL: 5 * time.Second})
 		a, b := newElector(t, m.Candidate(), "a"), newElector(t, m.Candidate(), "b")
 		ctx, cancel := context.WithCancel(context.Background())
 		lead := func(tctx context.Context, _ election.Term) error { <-tctx.Done(); return nil }
@@ -154,7 +154,7 @@ func TestElector_StepDown_CoolsDownThenLeadsAgain(t *testing.T) {
 // the cooldown until it is over, then zero.
 func TestElector_StepDown_ReportsTermAndCooldown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
+		m := memory.New(election.Timing{TTL: 5 * time.Second})
 		a := newElector(t, m.Candidate(), "a")
 		if u := a.CooldownUntil(); !u.IsZero() {
 			t.Errorf("CooldownUntil before any step-down = %v, want zero", u)
@@ -202,7 +202,7 @@ func TestElector_StepDown_ReportsTermAndCooldown(t *testing.T) {
 
 func TestElector_StepDown_ShorterCooldownTakesEffect(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
+		m := memory.New(election.Timing{TTL: 5 * time.Second})
 		a := newElector(t, m.Candidate(), "a")
 		stop := runHolding(a)
 		synctest.Wait()
@@ -222,7 +222,7 @@ func TestElector_StepDown_ShorterCooldownTakesEffect(t *testing.T) {
 
 func TestElector_Ineligible_DoesNotCampaign(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
+		m := memory.New(election.Timing{TTL: 5 * time.Second})
 		a := newElector(t, m.Candidate(), "a")
 		a.SetEligible(false)
 		stop := runHolding(a)
@@ -243,7 +243,7 @@ func TestElector_Ineligible_DoesNotCampaign(t *testing.T) {
 // eligibility: both must allow it.
 func TestElector_Hold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
+		m := memory.New(election.Timing{TTL: 5 * time.Second})
 		a := newElector(t, m.Candidate(), "a")
 		a.Hold("app unhealthy: test")
 		stop := runHolding(a)
@@ -268,7 +268,7 @@ func TestElector_Hold(t *testing.T) {
 
 func TestElector_Run_LeadErrorIsReturnedAfterRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
+		m := memory.New(election.Timing{TTL: 5 * time.Second})
 		a := newElector(t, m.Candidate(), "a")
 		boom := errors.New("boom")
 		err := a.Run(context.Background(), func(context.Context, election.Term) error { return boom })
@@ -295,7 +295,7 @@ func contains(s, sub string) bool {
 // ErrSteppingDown.
 func TestElector_Run_LogsTermLengthAndReleaseTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
+		m := memory.New(election.Timing{TTL: 5 * time.Second})
 		var logs bytes.Buffer
 		e, err := election.New(election.Config{Backend: m.Candidate(), Identity: election.Identity{ID: "a"},
 			Logger: slog.New(slog.NewJSONHandler(&logs, nil))})

@@ -7,15 +7,15 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 )
 
 var errStale = errors.New("ledger says stale")
 
 func TestTerm_Lose_EndsLeaseAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
+		m := memory.New(election.Timing{TTL: 5 * time.Second})
 		e := newElector(t, m.Candidate(), "a")
 		ctx, cancel := context.WithCancel(context.Background())
 		type seen struct {

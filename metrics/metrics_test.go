@@ -12,9 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/metrics"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -27,7 +27,7 @@ func TestMetrics_FollowATerm(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		store := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
+		store := memory.New(election.Timing{TTL: 5 * time.Second})
 		e, _ := election.New(election.Config{Backend: store.Candidate(), Identity: election.Identity{ID: "a"}, Observer: m, Logger: quiet})
 		h, err := schedulerhost.New(schedulerhost.Config{Observer: m, Logger: quiet, Jobs: []schedulerhost.Job{
 			{Name: "ok", Schedule: "@every 1s", Run: func(context.Context) error { return nil }},
@@ -125,7 +125,7 @@ func TestMetrics_Controls(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		store := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
+		store := memory.New(election.Timing{TTL: 5 * time.Second})
 		jobs := control.NewJobs(store.Control())
 		if err := jobs.Pause(t.Context(), control.Pause{Job: "p", By: "alice", At: time.Now()}); err != nil {
 			t.Fatal(err)

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -25,7 +25,7 @@ type ctlNode struct {
 	el  *election.Elector
 }
 
-func newCtlNode(t *testing.T, mem *electiontest.Memory, id string, hash string, jobs ...schedulerhost.Job) *ctlNode {
+func newCtlNode(t *testing.T, mem *memory.Server, id string, hash string, jobs ...schedulerhost.Job) *ctlNode {
 	t.Helper()
 	discard := slog.New(slog.DiscardHandler)
 	host, err := schedulerhost.New(schedulerhost.Config{Jobs: jobs, Ledger: mem.Ledger(), Control: mem.Control(), Instance: id,
@@ -99,7 +99,7 @@ func (j *jobRuns) manual() []schedulerhost.Manual {
 // showing the pause, every instance (a differing job set flagged) and the
 // leader's term.
 func TestControl_Endpoints(t *testing.T) {
-	mem := electiontest.NewMemory(election.Timing{})
+	mem := memory.New(election.Timing{})
 	var rs jobRuns
 	a := newCtlNode(t, mem, "a", "hash-1", rs.job("report", "0 0 0 1 1 *"), rs.job("other", "0 0 0 1 1 *"))
 	startNode(t, a.n)
@@ -192,7 +192,7 @@ func TestControl_Endpoints(t *testing.T) {
 
 // Without a control store the endpoints say so.
 func TestControl_NoStore(t *testing.T) {
-	mem := electiontest.NewMemory(election.Timing{})
+	mem := memory.New(election.Timing{})
 	el, host := memParts(t, mem, "a", schedulerhost.Job{Name: "j", Schedule: "@every 1s", Run: func(context.Context) error { return nil }}, 0)
 	n, err := New(Config{Elector: el, Host: host, Election: "e", AdminToken: []byte("tok"), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -209,7 +209,7 @@ func TestControl_NoStore(t *testing.T) {
 // A shutdown (SIGTERM: the node's context ends) is recorded as "shut
 // down", apart from an operator's step-down.
 func TestControl_ShutdownRecordedAsShutDown(t *testing.T) {
-	mem := electiontest.NewMemory(election.Timing{})
+	mem := memory.New(election.Timing{})
 	var rs jobRuns
 	a := newCtlNode(t, mem, "a", "hash-1", rs.job("report", "0 0 0 1 1 *"))
 	ctx, cancel := context.WithCancel(context.Background())

@@ -6,15 +6,15 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/node"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
 // A service that embeds baton asks the node for its verdicts.
 func ExampleNode_Healthy() {
-	mem := electiontest.NewMemory(election.Timing{})
+	mem := memory.New(election.Timing{})
 	quiet := slog.New(slog.DiscardHandler)
 	host, err := schedulerhost.New(schedulerhost.Config{
 		Jobs:     []schedulerhost.Job{{Name: "report", Schedule: "@hourly", Run: func(context.Context) error { return nil }}},

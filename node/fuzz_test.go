@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -27,7 +27,7 @@ import (
 // /status is JSON naming the node's job; and whatever came before, a clean
 // GET /status?history=3 still gives 200 and JSON.
 func FuzzHTTP(f *testing.F) {
-	mem := electiontest.NewMemory(election.Timing{})
+	mem := memory.New(election.Timing{})
 	discard := slog.New(slog.DiscardHandler)
 	host, err := schedulerhost.New(schedulerhost.Config{
 		Jobs:   []schedulerhost.Job{{Name: "j", Schedule: "@every 1h", Run: func(context.Context) error { return nil }}},

@@ -8,8 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -17,7 +17,7 @@ import (
 // memParts returns an Elector and a Host running job, with shutdown as
 // the Host's ShutdownTimeout (zero: the default), on the in-memory backend,
 // as candidate id of election "e".
-func memParts(t *testing.T, mem *electiontest.Memory, id string, job schedulerhost.Job, shutdown time.Duration) (*election.Elector, *schedulerhost.Host) {
+func memParts(t *testing.T, mem *memory.Server, id string, job schedulerhost.Job, shutdown time.Duration) (*election.Elector, *schedulerhost.Host) {
 	t.Helper()
 	discard := slog.New(slog.DiscardHandler)
 	host, err := schedulerhost.New(schedulerhost.Config{
@@ -49,7 +49,7 @@ func startNode(t *testing.T, n *Node) {
 }
 
 func TestNew_Validates(t *testing.T) {
-	el, host := memParts(t, electiontest.NewMemory(election.Timing{}), "a",
+	el, host := memParts(t, memory.New(election.Timing{}), "a",
 		schedulerhost.Job{Name: "j", Schedule: "@every 1s", Run: func(context.Context) error { return nil }}, 0)
 	for _, tc := range []struct {
 		name string
@@ -74,7 +74,7 @@ func TestNew_Validates(t *testing.T) {
 // follow each step.
 func TestNode_Run_LeavesNothingRunning(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
+		mem := memory.New(election.Timing{TTL: 5 * time.Second})
 		ran := make(chan struct{}, 100)
 		el, host := memParts(t, mem, "a", schedulerhost.Job{Name: "j", Schedule: "@every 1s", Run: func(ctx context.Context) error {
 			ran <- struct{}{}

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/metrics"
 	"github.com/batonhq/baton/schedulerhost"
@@ -35,7 +35,7 @@ var waitUntil = testenv.WaitUntil
 // run that ignores its context still goes after the lease was lost, and 200
 // again once it returned; /status tells who leads.
 func TestServer_HealthAfterLoss(t *testing.T) {
-	mem := electiontest.NewMemory(election.Timing{})
+	mem := memory.New(election.Timing{})
 	release := make(chan struct{})
 	started := make(chan struct{}, 10)
 	// Lead waits a minute for the stubborn run: no new campaign meanwhile.
@@ -95,7 +95,7 @@ type memNode struct {
 	srv  *httptest.Server
 }
 
-func startMemNode(t *testing.T, mem *electiontest.Memory, id string, token []byte) *memNode {
+func startMemNode(t *testing.T, mem *memory.Server, id string, token []byte) *memNode {
 	t.Helper()
 	reg := NewRegistry()
 	m, err := metrics.New(reg, "e")
@@ -144,7 +144,7 @@ var post = testenv.Post
 // is configured, 401 without or with a wrong bearer token, and work with
 // the right one; the read-only endpoints need no token.
 func TestServer_AdminAuth(t *testing.T) {
-	mem := electiontest.NewMemory(election.Timing{})
+	mem := memory.New(election.Timing{})
 	off := startMemNode(t, mem, "off", nil)
 	on := startMemNode(t, mem, "on", []byte("s3cret"))
 	for _, p := range []string{"/step-down", "/standby", "/eligible", "/reload"} {
@@ -194,7 +194,7 @@ func memStatus(t *testing.T, srv *httptest.Server) Status {
 // leadership to the other node and /status shows the cooldown; a standby
 // node never campaigns until made eligible.
 func TestServer_StepDownStandby(t *testing.T) {
-	mem := electiontest.NewMemory(election.Timing{})
+	mem := memory.New(election.Timing{})
 	a := startMemNode(t, mem, "a", []byte("tok"))
 	waitUntil(t, "a leading", a.el.IsLeader)
 	b := startMemNode(t, mem, "b", []byte("tok"))
@@ -239,7 +239,7 @@ func TestServer_StepDownStandby(t *testing.T) {
 // TestServer_Page: the status page is one self-contained document whose
 // CSP allows only its own inline style and script.
 func TestServer_Page(t *testing.T) {
-	mem := electiontest.NewMemory(election.Timing{})
+	mem := memory.New(election.Timing{})
 	a := startMemNode(t, mem, "a", nil)
 	resp, err := http.Get(a.srv.URL + "/")
 	if err != nil {
@@ -266,7 +266,7 @@ func TestServer_Page(t *testing.T) {
 // run still goes reports "leader, stepping down" and the term it drains;
 // once the run returned and the lease is released it is cooling down.
 func TestServer_RoleWhileSteppingDown(t *testing.T) {
-	mem := electiontest.NewMemory(election.Timing{})
+	mem := memory.New(election.Timing{})
 	discard := slog.New(slog.DiscardHandler)
 	release := make(chan struct{})
 	started := make(chan struct{}, 10)

@@ -8,8 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -112,7 +112,7 @@ func TestHost_ClaimsOfAnInstantShareBatches(t *testing.T) {
 func TestHost_CatchUpClaimsShareBatches(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 500
-		m := electiontest.NewMemory(election.Timing{TTL: 10 * time.Second, RenewInterval: 2 * time.Second, SafetyMargin: 5 * time.Second})
+		m := memory.New(election.Timing{TTL: 10 * time.Second, RenewInterval: 2 * time.Second, SafetyMargin: 5 * time.Second})
 		var c tickCounts
 		jobs, names := sameInstantJobs(n, schedulerhost.OverlapSkip, c.job)
 		a := startNode(t, m, "a", schedulerhost.Config{Jobs: jobs})

@@ -7,8 +7,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -44,7 +44,7 @@ func TestHost_CatchUpAfterCrash(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				// A wide safety margin leaves a gap of about 5 ticks between
 				// the crashed leader's last tick and the next leader's first.
-				m := electiontest.NewMemory(election.Timing{TTL: 10 * time.Second, RenewInterval: 2 * time.Second, SafetyMargin: 5 * time.Second})
+				m := memory.New(election.Timing{TTL: 10 * time.Second, RenewInterval: 2 * time.Second, SafetyMargin: 5 * time.Second})
 				var rec record
 				cfg := func(name string) schedulerhost.Config {
 					return schedulerhost.Config{Jobs: []schedulerhost.Job{{
@@ -139,7 +139,7 @@ func TestHost_CatchUpAfterCrash(t *testing.T) {
 
 func TestHost_CatchUpRespectsGrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := electiontest.NewMemory(election.Timing{TTL: 10 * time.Second, RenewInterval: 2 * time.Second, SafetyMargin: 5 * time.Second})
+		m := memory.New(election.Timing{TTL: 10 * time.Second, RenewInterval: 2 * time.Second, SafetyMargin: 5 * time.Second})
 		var rec record
 		cfg := schedulerhost.Config{Jobs: []schedulerhost.Job{{
 			Name: "tick", Schedule: "@every 1s", Misfire: schedulerhost.MisfireRunAll,

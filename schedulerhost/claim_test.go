@@ -10,7 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -66,7 +66,7 @@ func (f *faultLedger) claimOne(ctx context.Context, c ledger.Claim) error {
 var errReset = errors.New("connection reset by peer")
 
 // history reads the job's whole history from the store, oldest first.
-func history(t *testing.T, m *electiontest.Memory, job string) []ledger.Run {
+func history(t *testing.T, m *memory.Server, job string) []ledger.Run {
 	t.Helper()
 	runs, err := m.Ledger().History(context.Background(), job, ledger.DefaultHistory)
 	if err != nil {

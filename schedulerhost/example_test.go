@@ -7,8 +7,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -17,7 +17,7 @@ import (
 // real time.
 func Example() {
 	synctest.Test(&testing.T{}, func(t *testing.T) {
-		store := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
+		store := memory.New(election.Timing{TTL: 5 * time.Second})
 		elector, err := election.New(election.Config{
 			Backend:  store.Candidate(),
 			Identity: election.Identity{ID: "node-1"},

@@ -12,8 +12,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -24,14 +24,14 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // running a Host.
 type node struct {
 	name    string
-	backend *electiontest.MemoryBackend
+	backend *memory.Backend
 	elector *election.Elector
 	host    *schedulerhost.Host
 	cancel  context.CancelFunc
 	done    chan error
 }
 
-func startNode(t *testing.T, m *electiontest.Memory, name string, cfg schedulerhost.Config, opts ...func(*schedulerhost.Host)) *node {
+func startNode(t *testing.T, m *memory.Server, name string, cfg schedulerhost.Config, opts ...func(*schedulerhost.Host)) *node {
 	t.Helper()
 	b := m.Candidate()
 	e, err := election.New(election.Config{Backend: b, Identity: election.Identity{ID: name}, Logger: quiet})
@@ -88,8 +88,8 @@ func (s *starts) count() int {
 	return len(s.at)
 }
 
-func newMemory() *electiontest.Memory {
-	return electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
+func newMemory() *memory.Server {
+	return memory.New(election.Timing{TTL: 5 * time.Second})
 }
 
 func TestHost_Overlap(t *testing.T) {

@@ -10,8 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -276,7 +276,7 @@ func TestHost_NoRetryAfterShutdown(t *testing.T) {
 // TestHost_RetryStopsOnLoss, in real time: after a leadership loss during
 // the backoff, no attempt follows, and the run ends within 100 ms.
 func TestHost_RetryStopsOnLoss(t *testing.T) {
-	m := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
+	m := memory.New(election.Timing{TTL: 5 * time.Second})
 	o := &retryObserver{}
 	var a attempts
 	failed := make(chan struct{}, 1)

@@ -10,16 +10,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/node"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
 // statusNode runs a node of the election on mem with one job, report,
 // every second, serving its API; it stops at the test's end.
-func statusNode(t *testing.T, mem *electiontest.Memory, id string) (*election.Elector, *schedulerhost.Host, string) {
+func statusNode(t *testing.T, mem *memory.Server, id string) (*election.Elector, *schedulerhost.Host, string) {
 	t.Helper()
 	discard := slog.New(slog.DiscardHandler)
 	job := schedulerhost.Job{Name: "report", Schedule: "@every 1s", Run: func(context.Context) error { return nil }}
@@ -52,7 +52,7 @@ func statusNode(t *testing.T, mem *electiontest.Memory, id string) (*election.El
 // job (the ledger's), not the follower's own (none here); a paused job
 // says so in NEXT instead of a time at which it would not run.
 func TestStatus_FollowerShowsTheClustersLastRun(t *testing.T) {
-	mem := electiontest.NewMemory(election.Timing{})
+	mem := memory.New(election.Timing{})
 	a, hostA, _ := statusNode(t, mem, "a")
 	for end := time.Now().Add(10 * time.Second); !a.IsLeader(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(end) {

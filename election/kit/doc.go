@@ -21,7 +21,7 @@
 // rather than aliasing them from here, lets kit import election and never
 // the reverse.
 //
-// The in-memory backend in election/electiontest is built from this
+// The in-memory backend, backends/memory, is built from this
 // package and election's contract alone, and is the worked example of a
 // backend.
 package kit

@@ -9,8 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/election/kit"
 )
 
@@ -18,7 +18,7 @@ import (
 func TestManagedLease_SelfFencesAtLocalDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		timing := election.Timing{TTL: 6 * time.Second, RenewInterval: 2 * time.Second, SafetyMargin: time.Second}
-		m := electiontest.NewMemory(timing)
+		m := memory.New(timing)
 		c := m.Candidate()
 		l, err := c.Acquire(context.Background(), election.Identity{ID: "a"})
 		if err != nil {
@@ -61,7 +61,7 @@ func TestManagedLease_SelfFencesAtLocalDeadline(t *testing.T) {
 // gone at once: another candidate may lead already.
 func TestManagedLease_GoneByAtOnceOnLose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := electiontest.NewMemory(election.Timing{TTL: 6 * time.Second, RenewInterval: 2 * time.Second, SafetyMargin: time.Second})
+		m := memory.New(election.Timing{TTL: 6 * time.Second, RenewInterval: 2 * time.Second, SafetyMargin: time.Second})
 		l, err := m.Candidate().Acquire(context.Background(), election.Identity{ID: "a"})
 		if err != nil {
 			t.Fatal(err)

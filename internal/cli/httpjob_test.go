@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/internal/httpjob"
 	"github.com/batonhq/baton/internal/jobsfile"
 	"github.com/batonhq/baton/ledger"
@@ -96,7 +96,7 @@ func leadUntilRecorded(t *testing.T, jobsYAML string, obs *results) []ledger.Run
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
+	mem := memory.New(election.Timing{TTL: 5 * time.Second})
 	cfg.Ledger, cfg.Observer = mem.Ledger(), obs
 	host, err := schedulerhost.New(cfg)
 	if err != nil {

@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/internal/jobsfile"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/node"
@@ -77,7 +77,7 @@ func startFileNode(t *testing.T, jobs string, token []byte) *fileNode {
 	}
 	logs := new(testenv.Buffer)
 	log := slog.New(slog.NewTextHandler(logs, nil))
-	mem := electiontest.NewMemory(election.Timing{})
+	mem := memory.New(election.Timing{})
 	hcfg, _ := HostConfig(f, "e", "n1", log)
 	hcfg.Ledger = mem.Ledger()
 	host, err := schedulerhost.New(hcfg)

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/internal/execjob"
 	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
@@ -90,7 +90,7 @@ func TestCommand_Env(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A real term (the in-memory backend), as a node runs it.
-	mem := electiontest.NewMemory(election.Timing{})
+	mem := memory.New(election.Timing{})
 	el, stop := lead(t, mem, "node-7", host)
 	deadline := time.Now().Add(10 * time.Second)
 	var data []byte
@@ -244,7 +244,7 @@ func TestCommand_EnvCatchUp(t *testing.T) {
 		Env:    append(os.Environ(), "OUT="+out),
 		Logger: slog.New(slog.DiscardHandler),
 	}
-	mem := electiontest.NewMemory(election.Timing{})
+	mem := memory.New(election.Timing{})
 	// An earlier term claimed a tick 3 s ago and died.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -294,7 +294,7 @@ func TestCommand_EnvCatchUp(t *testing.T) {
 // host, on a goroutine of its own, and returns it with a stop function.
 // stop cancels the Elector, waits for Run to return and stops t
 // (t.Fatalf) if Run returned an error; call it from the test's goroutine.
-func lead(t *testing.T, mem *electiontest.Memory, id string, host *schedulerhost.Host) (*election.Elector, func()) {
+func lead(t *testing.T, mem *memory.Server, id string, host *schedulerhost.Host) (*election.Elector, func()) {
 	t.Helper()
 	el, err := election.New(election.Config{Backend: mem.Candidate(), Identity: election.Identity{ID: id},
 		Logger: slog.New(slog.DiscardHandler)})
@@ -331,7 +331,7 @@ func TestCommand_EnvAttempt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, stop := lead(t, electiontest.NewMemory(election.Timing{}), "node-1", host)
+	_, stop := lead(t, memory.New(election.Timing{}), "node-1", host)
 	deadline := time.Now().Add(10 * time.Second)
 	var lines []string
 	for time.Now().Before(deadline) {
@@ -417,7 +417,7 @@ func TestGoneBy(t *testing.T) {
 // during that grace (the leader cut off from the backend), SIGKILL comes
 // by the lease's GoneBy, long before the grace ends.
 func TestCommand_LossDuringGracefulGrace(t *testing.T) {
-	m := electiontest.NewMemory(election.Timing{TTL: 2 * time.Second, RenewInterval: 500 * time.Millisecond, SafetyMargin: 500 * time.Millisecond})
+	m := memory.New(election.Timing{TTL: 2 * time.Second, RenewInterval: 500 * time.Millisecond, SafetyMargin: 500 * time.Millisecond})
 	c := m.Candidate()
 	e, err := election.New(election.Config{Backend: c, Identity: election.Identity{ID: "a"}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {

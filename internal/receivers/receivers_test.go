@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/internal/httpjob"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/ledger"
@@ -123,7 +123,7 @@ func firstRun(t *testing.T, url string) ledger.Run {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem := electiontest.NewMemory(election.Timing{TTL: 5 * time.Second})
+	mem := memory.New(election.Timing{TTL: 5 * time.Second})
 	host, err := schedulerhost.New(schedulerhost.Config{Ledger: mem.Ledger(), Instance: "node-a", Logger: log,
 		Jobs: []schedulerhost.Job{{Name: "call", Schedule: "* * * * * *", Run: j.Run, Timeout: 10 * time.Second,
 			Retries: 2, RetryBackoff: 50 * time.Millisecond}}})

@@ -1,4 +1,4 @@
-package electiontest
+package memory
 
 import (
 	"context"
@@ -10,9 +10,9 @@ import (
 
 // Ledger returns the store's tick ledger: a claim succeeds only while the
 // claiming token's lease is the live one, as on a real backend.
-func (m *Memory) Ledger() ledger.Ledger { return memLedger{m} }
+func (m *Server) Ledger() ledger.Ledger { return memLedger{m} }
 
-type memLedger struct{ m *Memory }
+type memLedger struct{ m *Server }
 
 var _ ledger.Ledger = memLedger{}
 
@@ -87,7 +87,7 @@ func (l memLedger) Finish(ctx context.Context, rs []ledger.Run) []error {
 
 // ClaimCalls returns how many claim round trips the store's ledger has
 // served: one per batch of up to its MaxBatch claims.
-func (m *Memory) ClaimCalls() int {
+func (m *Server) ClaimCalls() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.claimCalls

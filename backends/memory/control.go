@@ -1,4 +1,4 @@
-package electiontest
+package memory
 
 import (
 	"context"
@@ -12,9 +12,9 @@ import (
 
 // Control returns the store's control store: a Put with a token succeeds
 // only while that token's lease is the live one, as on a real backend.
-func (m *Memory) Control() control.Store { return memControl{m} }
+func (m *Server) Control() control.Store { return memControl{m} }
 
-type memControl struct{ m *Memory }
+type memControl struct{ m *Server }
 
 var _ control.Store = memControl{}
 
@@ -87,7 +87,7 @@ func (c memControl) Delete(ctx context.Context, key string, ifVersion int64) err
 
 // ctlMatchLocked says whether key's entry matches ifVersion (see
 // control.Put.IfVersion).
-func (m *Memory) ctlMatchLocked(key string, ifVersion int64) error {
+func (m *Server) ctlMatchLocked(key string, ifVersion int64) error {
 	e, ok := m.ctl[key]
 	switch {
 	case ifVersion == control.AnyVersion:

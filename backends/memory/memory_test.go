@@ -1,9 +1,10 @@
-package electiontest_test
+package memory_test
 
 import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/control/controltest"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
@@ -15,7 +16,7 @@ func TestMemory_Conformance(t *testing.T) {
 	electiontest.RunConformance(t, electiontest.Harness{
 		TTL: timing.TTL,
 		NewElection: func(t *testing.T) func(*testing.T, string) electiontest.Candidate {
-			m := electiontest.NewMemory(timing)
+			m := memory.New(timing)
 			return func(t *testing.T, name string) electiontest.Candidate {
 				c := m.Candidate()
 				return electiontest.Candidate{Backend: c, Cut: c.Cut, Heal: c.Heal}
@@ -32,14 +33,14 @@ func TestMemory_Conformance(t *testing.T) {
 
 func TestMemory_LedgerConformance(t *testing.T) {
 	ledgertest.Run(t, func(t *testing.T) ledgertest.Election {
-		m := electiontest.NewMemory(election.Timing{})
+		m := memory.New(election.Timing{})
 		return ledgertest.Election{Ledger: m.Ledger(), Lead: ledgertest.Leader(m.Candidate())}
 	})
 }
 
 func TestMemoryControl(t *testing.T) {
 	controltest.Run(t, func(t *testing.T) controltest.Election {
-		m := electiontest.NewMemory(election.Timing{})
+		m := memory.New(election.Timing{})
 		return controltest.Election{Store: m.Control(), Lead: ledgertest.Leader(m.Candidate())}
 	})
 }

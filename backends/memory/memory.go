@@ -1,4 +1,4 @@
-package electiontest
+package memory
 
 import (
 	"context"
@@ -12,13 +12,13 @@ import (
 	"github.com/batonhq/baton/ledger"
 )
 
-// Memory is an in-memory leadership store: the "server" of an election
+// Server is an in-memory leadership store: the "server" of an election
 // that lives in one process. It keeps one lease with a TTL on the process
 // clock (the fake clock under testing/synctest), and hands out candidates
 // (Backends) whose path to it can be cut, like a network.
 //
-// The zero value is not usable; create it with NewMemory.
-type Memory struct {
+// The zero value is not usable; create it with New.
+type Server struct {
 	timing election.Timing
 
 	mu      sync.Mutex
@@ -44,26 +44,26 @@ type memHolder struct {
 	revoked chan struct{}
 }
 
-// NewMemory returns an empty store whose leases use timing (defaults: TTL
+// New returns an empty store whose leases use timing (defaults: TTL
 // 5 s, see election.Timing). It panics if timing is invalid.
-func NewMemory(timing election.Timing) *Memory {
+func New(timing election.Timing) *Server {
 	timing = timing.WithDefaults(5 * time.Second)
 	if err := timing.Validate(time.Millisecond, 0); err != nil {
 		panic(err)
 	}
-	return &Memory{timing: timing, changed: make(chan struct{})}
+	return &Server{timing: timing, changed: make(chan struct{})}
 }
 
 // Timing returns the store's lease timing.
-func (m *Memory) Timing() election.Timing { return m.timing }
+func (m *Server) Timing() election.Timing { return m.timing }
 
-func (m *Memory) notifyLocked() {
+func (m *Server) notifyLocked() {
 	close(m.changed)
 	m.changed = make(chan struct{})
 }
 
 // holderLocked returns the live holder, expiring a stale one.
-func (m *Memory) holderLocked() *memHolder {
+func (m *Server) holderLocked() *memHolder {
 	if m.holder != nil && !time.Now().Before(m.holder.expiry) {
 		close(m.holder.revoked)
 		m.holder = nil
@@ -75,7 +75,7 @@ func (m *Memory) holderLocked() *memHolder {
 // Revoke deletes the current lease on the store side, as an operator or an
 // expiry would; its holder learns of it through its watch. It reports
 // whether a lease was held.
-func (m *Memory) Revoke() bool {
+func (m *Server) Revoke() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	h := m.holderLocked()
@@ -90,7 +90,7 @@ func (m *Memory) Revoke() bool {
 
 // RevokeToken is Revoke for the lease with token only; it reports
 // whether that lease was the live one.
-func (m *Memory) RevokeToken(token uint64) bool {
+func (m *Server) RevokeToken(token uint64) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	h := m.holderLocked()
@@ -104,7 +104,7 @@ func (m *Memory) RevokeToken(token uint64) bool {
 }
 
 // Leader implements election.LeaderReader on the store.
-func (m *Memory) Leader(ctx context.Context) (election.LeaderInfo, error) {
+func (m *Server) Leader(ctx context.Context) (election.LeaderInfo, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	h := m.holderLocked()
@@ -116,14 +116,14 @@ func (m *Memory) Leader(ctx context.Context) (election.LeaderInfo, error) {
 
 // Candidate returns a Backend connected to the store through a path of its
 // own, which Cut and Heal affect alone.
-func (m *Memory) Candidate() *MemoryBackend {
-	return &MemoryBackend{m: m, healed: make(chan struct{})}
+func (m *Server) Candidate() *Backend {
+	return &Backend{m: m, healed: make(chan struct{})}
 }
 
-// MemoryBackend is one candidate's connection to a Memory store. It
+// Backend is one candidate's connection to a Server. It
 // implements election.Backend and election.LeaderReader.
-type MemoryBackend struct {
-	m *Memory
+type Backend struct {
+	m *Server
 
 	mu     sync.Mutex
 	cut    bool
@@ -131,13 +131,13 @@ type MemoryBackend struct {
 }
 
 var (
-	_ election.Backend      = (*MemoryBackend)(nil)
-	_ election.LeaderReader = (*MemoryBackend)(nil)
+	_ election.Backend      = (*Backend)(nil)
+	_ election.LeaderReader = (*Backend)(nil)
 )
 
 // Cut makes every request on this path hang until Heal (or its context
 // ends), like a blackholed network.
-func (b *MemoryBackend) Cut() {
+func (b *Backend) Cut() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.cut {
@@ -147,7 +147,7 @@ func (b *MemoryBackend) Cut() {
 }
 
 // Heal undoes Cut.
-func (b *MemoryBackend) Heal() {
+func (b *Backend) Heal() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.cut {
@@ -157,7 +157,7 @@ func (b *MemoryBackend) Heal() {
 }
 
 // pass blocks while the path is cut.
-func (b *MemoryBackend) pass(ctx context.Context) error {
+func (b *Backend) pass(ctx context.Context) error {
 	for {
 		b.mu.Lock()
 		cut, healed := b.cut, b.healed
@@ -174,7 +174,7 @@ func (b *MemoryBackend) pass(ctx context.Context) error {
 }
 
 // Leader implements election.LeaderReader.
-func (b *MemoryBackend) Leader(ctx context.Context) (election.LeaderInfo, error) {
+func (b *Backend) Leader(ctx context.Context) (election.LeaderInfo, error) {
 	if err := b.pass(ctx); err != nil {
 		return election.LeaderInfo{}, err
 	}
@@ -182,7 +182,7 @@ func (b *MemoryBackend) Leader(ctx context.Context) (election.LeaderInfo, error)
 }
 
 // Acquire implements election.Backend.
-func (b *MemoryBackend) Acquire(ctx context.Context, id election.Identity) (election.Lease, error) {
+func (b *Backend) Acquire(ctx context.Context, id election.Identity) (election.Lease, error) {
 	m := b.m
 	for {
 		if err := b.pass(ctx); err != nil {
@@ -212,7 +212,7 @@ func (b *MemoryBackend) Acquire(ctx context.Context, id election.Identity) (elec
 
 var errRevoked = errors.New("memory: lease revoked")
 
-func (b *MemoryBackend) newLease(h *memHolder, sent time.Time) *kit.ManagedLease {
+func (b *Backend) newLease(h *memHolder, sent time.Time) *kit.ManagedLease {
 	m := b.m
 	l := kit.NewManagedLease(kit.ManagedLeaseConfig{
 		Timing: m.timing,
