@@ -14,9 +14,9 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/backends/etcd"
-	"github.com/batonhq/baton/backends/etcd/etcdtest"
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/internal/etcdtest"
 )
 
 func TestNew_NamesEachMissingField(t *testing.T) {

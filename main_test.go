@@ -10,7 +10,7 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/backends/etcd"
-	"github.com/batonhq/baton/backends/etcd/etcdtest"
+	"github.com/batonhq/baton/internal/etcdtest"
 )
 
 // closeRecorder is an etcd Backend that counts its Close calls.

@@ -22,12 +22,12 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/batonhq/baton/backends/consul/consultest"
-	"github.com/batonhq/baton/backends/etcd/etcdtest"
-	"github.com/batonhq/baton/backends/redis/redistest"
 	batonsql "github.com/batonhq/baton/backends/sql"
 	batonmysql "github.com/batonhq/baton/backends/sql/mysql"
 	"github.com/batonhq/baton/backends/sql/postgres"
+	"github.com/batonhq/baton/internal/consultest"
+	"github.com/batonhq/baton/internal/etcdtest"
+	"github.com/batonhq/baton/internal/redistest"
 )
 
 // quiet is the logger every component under test gets: warnings and

@@ -11,10 +11,10 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/batonhq/baton/backends/consul/consultest"
-	"github.com/batonhq/baton/backends/etcd/etcdtest"
-	"github.com/batonhq/baton/backends/redis/redistest"
 	"github.com/batonhq/baton/e2e/history"
+	"github.com/batonhq/baton/internal/consultest"
+	"github.com/batonhq/baton/internal/etcdtest"
+	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/internal/testdb"
 	"github.com/batonhq/baton/internal/testenv"
 )

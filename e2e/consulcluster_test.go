@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/batonhq/baton/backends/consul/consultest"
+	"github.com/batonhq/baton/internal/consultest"
 	"github.com/batonhq/baton/internal/testenv"
 )
 

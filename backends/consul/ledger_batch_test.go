@@ -16,9 +16,9 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/batonhq/baton/backends/consul"
-	"github.com/batonhq/baton/backends/consul/consultest"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/internal/consultest"
 	"github.com/batonhq/baton/ledger"
 )
 

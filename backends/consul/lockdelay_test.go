@@ -10,8 +10,8 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
-	"github.com/batonhq/baton/backends/consul/consultest"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/internal/consultest"
 	"github.com/batonhq/baton/internal/testenv"
 )
 

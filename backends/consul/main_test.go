@@ -14,7 +14,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/batonhq/baton/backends/consul"
-	"github.com/batonhq/baton/backends/consul/consultest"
+	"github.com/batonhq/baton/internal/consultest"
 	"github.com/batonhq/baton/internal/faultproxy"
 	"github.com/batonhq/baton/internal/testenv"
 )

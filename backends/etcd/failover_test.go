@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/backends/etcd"
-	"github.com/batonhq/baton/backends/etcd/etcdtest"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/internal/etcdtest"
 	"github.com/batonhq/baton/schedulerhost/hosttest"
 )
 

@@ -13,8 +13,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/batonhq/baton/backends/etcd"
-	"github.com/batonhq/baton/backends/etcd/etcdtest"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/internal/etcdtest"
 	"github.com/batonhq/baton/internal/faultproxy"
 	"github.com/batonhq/baton/internal/testenv"
 )

@@ -13,9 +13,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/batonhq/baton/backends/etcd"
-	"github.com/batonhq/baton/backends/etcd/etcdtest"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/internal/etcdtest"
 	"github.com/batonhq/baton/internal/testcerts"
 	"github.com/batonhq/baton/internal/testenv"
 )

@@ -11,11 +11,11 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/backends/redis"
-	"github.com/batonhq/baton/backends/redis/redistest"
 	"github.com/batonhq/baton/control/controltest"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/internal/faultproxy"
+	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/ledger/ledgertest"
 	"github.com/batonhq/baton/schedulerhost/hosttest"
 )

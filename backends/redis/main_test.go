@@ -13,9 +13,9 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/backends/redis"
-	"github.com/batonhq/baton/backends/redis/redistest"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/internal/faultproxy"
+	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/internal/testenv"
 )
 

@@ -10,10 +10,10 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/backends/redis"
-	"github.com/batonhq/baton/backends/redis/redistest"
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/internal/testcerts"
 	"github.com/batonhq/baton/ledger"
 )

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/backends/redis"
-	"github.com/batonhq/baton/backends/redis/redistest"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/ledger"
 )
 

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/backends/etcd/etcdtest"
+	"github.com/batonhq/baton/internal/etcdtest"
 	"github.com/batonhq/baton/internal/httpjob"
 	"github.com/batonhq/baton/node"
 )

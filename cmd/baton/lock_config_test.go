@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/batonhq/baton/backends/etcd/etcdtest"
+	"github.com/batonhq/baton/internal/etcdtest"
 )
 
 // baton lock has no --election (NAME is the election), and --config reads

@@ -13,8 +13,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/batonhq/baton/backends/consul/consultest"
-	"github.com/batonhq/baton/backends/etcd/etcdtest"
+	"github.com/batonhq/baton/internal/consultest"
+	"github.com/batonhq/baton/internal/etcdtest"
 	"github.com/batonhq/baton/internal/testenv"
 )
 

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/backends/etcd/etcdtest"
-	"github.com/batonhq/baton/backends/redis/redistest"
+	"github.com/batonhq/baton/internal/etcdtest"
 	"github.com/batonhq/baton/internal/execjob/killtest"
 	"github.com/batonhq/baton/internal/faultproxy"
+	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/internal/testenv"
 )
 

@@ -17,8 +17,8 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/batonhq/baton/backends/consul/consultest"
-	"github.com/batonhq/baton/backends/etcd/etcdtest"
+	"github.com/batonhq/baton/internal/consultest"
+	"github.com/batonhq/baton/internal/etcdtest"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/node"
 )

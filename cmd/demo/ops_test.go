@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/backends/etcd/etcdtest"
+	"github.com/batonhq/baton/internal/etcdtest"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/node"
 )

@@ -16,9 +16,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/batonhq/baton/backends/consul/consultest"
-	"github.com/batonhq/baton/backends/etcd/etcdtest"
 	"github.com/batonhq/baton/internal/cli"
+	"github.com/batonhq/baton/internal/consultest"
+	"github.com/batonhq/baton/internal/etcdtest"
 	"github.com/batonhq/baton/internal/testcerts"
 )
 

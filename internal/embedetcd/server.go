@@ -1,6 +1,6 @@
 // Package embedetcd runs a single-member etcd server in the calling
 // process, on loopback ports: the server of `demo cluster`, and, through
-// backends/etcd/etcdtest, of the tests.
+// internal/etcdtest, of the tests.
 //
 // StartDir starts one keeping its data in a directory; the caller stops
 // it with Stop. StartDirWith takes Options: TLS for clients (with or

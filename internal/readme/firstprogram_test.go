@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/backends/etcd/etcdtest"
+	"github.com/batonhq/baton/internal/etcdtest"
 )
 
 // firstBlock returns the README's first fenced code block: its language
