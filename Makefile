@@ -44,12 +44,12 @@ soak: tools
 		$(GO) test -race -count=1 -parallel 8 -timeout $(SOAK_TIMEOUT) -run 'TestFaults$$'
 
 # The history checker's mutation score (tools/mutate): each small change
-# to a condition of e2e/history's rules, one at a time, against the
+# to a condition of e2e/internal/history's rules, one at a time, against the
 # package's own tests; it lists the changes no test notices. About 10
 # minutes on 2 cores.
-MUTATE_FILES ?= e2e/history/check.go e2e/history/ticks.go e2e/history/excuses.go e2e/history/records.go
+MUTATE_FILES ?= e2e/internal/history/check.go e2e/internal/history/ticks.go e2e/internal/history/excuses.go e2e/internal/history/records.go
 mutate:
-	$(GO) run ./tools/mutate e2e/history $(MUTATE_FILES)
+	$(GO) run ./tools/mutate e2e/internal/history $(MUTATE_FILES)
 
 vet:
 	$(GO) vet ./...

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/e2e/history"
+	"github.com/batonhq/baton/e2e/internal/history"
 )
 
 // fAppStop kills the application beside the leading sidecar (SIGKILL),

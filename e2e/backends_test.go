@@ -11,7 +11,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/batonhq/baton/e2e/history"
+	"github.com/batonhq/baton/e2e/internal/history"
 	"github.com/batonhq/baton/internal/consultest"
 	"github.com/batonhq/baton/internal/etcdtest"
 	"github.com/batonhq/baton/internal/redistest"

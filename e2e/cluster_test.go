@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/batonhq/baton/e2e/history"
+	"github.com/batonhq/baton/e2e/internal/history"
 	"github.com/batonhq/baton/internal/faultproxy"
 )
 

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/e2e/history"
+	"github.com/batonhq/baton/e2e/internal/history"
 	"github.com/batonhq/baton/internal/testenv"
 )
 

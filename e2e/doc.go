@@ -18,7 +18,7 @@
 //
 // The oracle is independent of baton's ledger: the jobs append a line at
 // the start and at the end of every run to a file opened with O_APPEND,
-// and each node's JSON log gives its terms. e2e/history checks them.
+// and each node's JSON log gives its terms. e2e/internal/history checks them.
 // The job "drain" works 2.5 s, traps SIGTERM and keeps working 3 s
 // after it, writing a heartbeat line every 250 ms; a partition of the
 // leader comes just after one of its runs started. From these lines the
@@ -37,7 +37,7 @@
 //
 //	BATON_E2E=1 go test -race -count=1 -timeout 15m
 //
-// The checker in e2e/history has unit tests of its own that run in the
+// The checker in e2e/internal/history has unit tests of its own that run in the
 // fast tier.
 //
 // Environment:

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/e2e/history"
+	"github.com/batonhq/baton/e2e/internal/history"
 )
 
 // TestDrainScript_SIGTERMDuringDate sends SIGTERM to the drain job's

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/batonhq/baton/e2e/history"
+	"github.com/batonhq/baton/e2e/internal/history"
 )
 
 // operatorToken is the admin token of the fault suite's nodes.

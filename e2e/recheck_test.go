@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/batonhq/baton/e2e/history"
+	"github.com/batonhq/baton/e2e/internal/history"
 )
 
 // TestRecheck runs the checker again over the history.json a scenario left

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/e2e/history"
+	"github.com/batonhq/baton/e2e/internal/history"
 )
 
 // outcome is one backend's result in the fault suite, for the report.

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/batonhq/baton/e2e/history"
+	"github.com/batonhq/baton/e2e/internal/history"
 	"github.com/batonhq/baton/internal/testenv"
 )
 

@@ -1,7 +1,7 @@
 // Package election is baton's backend-neutral leader election.
 //
-// A Backend (etcd, Consul, a SQL heartbeat row, or the in-memory store in
-// electiontest) hands out Leases. A Lease is one term: it carries a
+// A Backend (etcd, Consul, Redis, a SQL heartbeat row, or the in-memory
+// store of backends/memory) hands out Leases. A Lease is one term: it carries a
 // fencing token greater than every earlier term's, and its Done channel
 // closes when the term ends, at the latest at the local safe deadline
 // (last renewal sent + TTL - SafetyMargin, on the monotonic clock), before
@@ -27,6 +27,6 @@
 // ManagedLease owns the renew loop and the self-fencing deadline, so every
 // backend applies the same rules; they check their Timing with
 // Timing.WithDefaults and Timing.Validate, and report loss with LostError.
-// Package electiontest holds the conformance suite every backend runs;
+// Package backendtest holds the conformance suite every backend runs;
 // backends/memory is the in-memory backend, built only from the kit.
 package election

@@ -7,7 +7,7 @@
 //
 // A backend implements Ledger next to its election.Backend (the claim must
 // be atomic with a check that the claiming term still holds), and runs the
-// conformance suite in package ledgertest against it. The scheduler
+// conformance suite of package backendtest against it. The scheduler
 // (package schedulerhost) is the consumer: it imports this package, and
 // this package imports only election.
 package ledger

@@ -163,4 +163,4 @@ package schedulerhost
 //
 // config.go and errors.go hold the Config and the errors. The Ledger
 // contract is package ledger; the failover suite every backend runs with
-// real Hosts is package hosttest.
+// real Hosts is package backendtest.

@@ -6,46 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/batonhq/baton/backends/consul"
-	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/internal/testenv"
 )
-
-// cutTrials is how many network-cut trials the conformance suite runs:
-// each takes about 2*TTL + LockDelay (30 s at the defaults) on Consul,
-// which reaps a session 2*TTL after its last renewal and then keeps the
-// key for the lock-delay. BATON_CONSUL_CUT_TRIALS overrides it.
-func cutTrials() int {
-	if n, err := strconv.Atoi(os.Getenv("BATON_CONSUL_CUT_TRIALS")); err == nil && n > 0 {
-		return n
-	}
-	return 5
-}
-
-func TestConformance(t *testing.T) {
-	a := sharedAgent(t)
-	electiontest.RunConformance(t, electiontest.Harness{
-		NewElection: func(t *testing.T) func(t *testing.T, name string) electiontest.Candidate {
-			key := newKey(t)
-			return func(t *testing.T, name string) electiontest.Candidate {
-				c := newCandidate(t, a, key)
-				return electiontest.Candidate{Backend: c.Backend, Cut: c.proxy.Blackhole, Heal: c.proxy.Heal}
-			}
-		},
-		TTL:       consul.DefaultTTL,
-		CutTrials: cutTrials(),
-		Handovers: 8,
-		// Consul reaps a session 2*TTL after its last renewal, then
-		// refuses the key for LockDelay (the TTL): 31 s at the defaults.
-		FailoverBound: 2*consul.DefaultTTL + defaultLockDelay + time.Second,
-		Package:       "github.com/batonhq/baton/backends/consul",
-	})
-}
 
 // TestConsulLock_Interop checks mutual exclusion with `consul lock
 // service/baton/NAME` (the consul binary) both ways, on the key `demo node
@@ -87,7 +55,7 @@ func TestConsulLock_Interop(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ch := electiontest.AcquireAsync(ctx, c, "baton")
+	ch := backendtest.AcquireAsync(ctx, c, "baton")
 	select {
 	case r := <-ch:
 		t.Fatalf("Acquire returned while consul lock held the key: lease %v, err %v", r.Lease, r.Err)
@@ -95,7 +63,7 @@ func TestConsulLock_Interop(t *testing.T) {
 	}
 	stopped := time.Now()
 	lockCmd.Process.Signal(os.Interrupt) // consul lock releases on interrupt
-	r := electiontest.Await(t, ch, 10*time.Second, "Acquire did not return within 10s of consul lock being interrupted")
+	r := backendtest.Await(t, ch, 10*time.Second, "Acquire did not return within 10s of consul lock being interrupted")
 	if r.Err != nil {
 		t.Fatalf("Acquire after consul lock exited: %v", r.Err)
 	}
@@ -121,7 +89,7 @@ func TestConsulLock_Interop(t *testing.T) {
 	}
 
 	// 3. Once we release, `consul lock` gets it.
-	electiontest.Release(t, r.Lease)
+	backendtest.Release(t, r.Lease)
 	out, err = exec.Command(a.Binary, "lock", httpAddr, "-timeout=10s", prefix, "touch "+ran).CombinedOutput()
 	if err != nil {
 		t.Errorf("consul lock after baton released: %v\n%s", err, out)

@@ -12,8 +12,8 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/batonhq/baton/backends/consul"
+	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/internal/consultest"
 	"github.com/batonhq/baton/internal/faultproxy"
 )
@@ -177,12 +177,12 @@ func deregisterWorstPhase(t *testing.T, srv *consultest.Agent, timing election.T
 	}
 	defer p.Close()
 	ca, cb := agentClient(t, client, p.Addr(), ""), agentClient(t, srv, "", "")
-	la := electiontest.Acquire(t, newBackend(ca), "a", 30*time.Second)
-	defer func() { p.Heal(); electiontest.Release(t, la) }()
+	la := backendtest.Acquire(t, newBackend(ca), "a", 30*time.Second)
+	defer func() { p.Heal(); backendtest.Release(t, la) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*consul.DefaultTTL+consul.MaxLockDelay)
 	defer cancel()
-	ch := electiontest.AcquireAsync(ctx, newBackend(cb), "b")
-	var r electiontest.Result
+	ch := backendtest.AcquireAsync(ctx, newBackend(cb), "b")
+	var r backendtest.Result
 	got := false
 	defer func() { // b's Acquire ends, and its lease with the trial
 		cancel()
@@ -190,7 +190,7 @@ func deregisterWorstPhase(t *testing.T, srv *consultest.Agent, timing election.T
 			r = <-ch
 		}
 		if r.Lease != nil {
-			electiontest.Release(t, r.Lease)
+			backendtest.Release(t, r.Lease)
 		}
 	}()
 	time.Sleep(500 * time.Millisecond) // b reaches its blocking query

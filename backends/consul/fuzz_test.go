@@ -6,13 +6,13 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 )
 
 // FuzzConfig: Validate never panics, names a field in every problem, and
 // what it accepts has a sane timing between MinTTL and MaxTTL
-// (electiontest.CheckValidate), a Key without a slash at either end, a
+// (backendtest.CheckValidate), a Key without a slash at either end, a
 // LockDelay between MinLockDelay and MaxLockDelay in whole milliseconds'
 // terms, and a WaitTime that is not negative.
 func FuzzConfig(f *testing.F) {
@@ -30,7 +30,7 @@ func FuzzConfig(f *testing.F) {
 		if verr := c.Validate(); (verr == nil) != (err == nil) {
 			t.Fatalf("Validate %v, resolved %v", verr, err)
 		}
-		electiontest.CheckValidate(t, "consul", err, []string{"Client", "TTL", "RenewInterval", "SafetyMargin", "History", "Key", "LockDelay", "WaitTime"},
+		backendtest.CheckValidate(t, "consul", err, []string{"Client", "TTL", "RenewInterval", "SafetyMargin", "History", "Key", "LockDelay", "WaitTime"},
 			r.Timing, MinTTL, MaxTTL)
 		if err != nil {
 			return

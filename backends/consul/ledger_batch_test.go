@@ -16,8 +16,8 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/batonhq/baton/backends/consul"
+	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/internal/consultest"
 	"github.com/batonhq/baton/ledger"
 )
@@ -115,8 +115,8 @@ func countingBackend(t *testing.T, a *consultest.Agent, key string, adjust func(
 // released when t ends.
 func lead(t *testing.T, a *consultest.Agent, key string) election.Lease {
 	t.Helper()
-	l := electiontest.Acquire(t, newCandidate(t, a, key), "leader", 30*time.Second)
-	t.Cleanup(func() { electiontest.Release(t, l) })
+	l := backendtest.Acquire(t, newCandidate(t, a, key), "leader", 30*time.Second)
+	t.Cleanup(func() { backendtest.Release(t, l) })
 	return l
 }
 
@@ -271,8 +271,8 @@ func TestLedger_HistoryStaysBounded(t *testing.T) {
 	b := backendOn(t, mustClient(t), key, func(c *consul.Config) { c.History = keep })
 	lg := b.Ledger()
 	ctx := bctx(t)
-	l := electiontest.Acquire(t, b, "a", 30*time.Second)
-	defer electiontest.Release(t, l)
+	l := backendtest.Acquire(t, b, "a", 30*time.Second)
+	defer backendtest.Release(t, l)
 	const n = 4*keep + 2
 	for i := range n {
 		c := ledger.Claim{Job: job, Tick: batchTick.Add(time.Duration(i) * time.Minute), Token: l.Token(), Instance: "a"}
@@ -533,8 +533,8 @@ func TestLedger_FinishOfAnotherTokensRun(t *testing.T) {
 	key := newKey(t)
 	c1 := newCandidate(t, a, key)
 	ctx := bctx(t)
-	l := electiontest.Acquire(t, c1, "a", 30*time.Second)
-	defer electiontest.Release(t, l)
+	l := backendtest.Acquire(t, c1, "a", 30*time.Second)
+	defer backendtest.Release(t, l)
 	cs := claimsAt([]string{"x", "y"}, batchTick, l.Token(), "a")
 	allNil(t, "Claim", c1.Ledger().Claim(ctx, cs), 2)
 
@@ -570,15 +570,15 @@ func TestLedger_StaleBeforeTickClaimed(t *testing.T) {
 	key := newKey(t)
 	ca, cb := newCandidate(t, a, key), newCandidate(t, a, key)
 	ctx := bctx(t)
-	la := electiontest.Acquire(t, ca, "a", 30*time.Second)
+	la := backendtest.Acquire(t, ca, "a", 30*time.Second)
 	c := ledger.Claim{Job: "j", Tick: batchTick, Token: la.Token(), Instance: "a"}
 	allNil(t, "Claim", ca.Ledger().Claim(ctx, []ledger.Claim{c}), 1)
 	if err := ca.Ledger().Claim(ctx, []ledger.Claim{c})[0]; !errors.Is(err, ledger.ErrTickClaimed) {
 		t.Errorf("the same claim again: %v, want ErrTickClaimed", err)
 	}
-	electiontest.Release(t, la)
-	lb := electiontest.Acquire(t, cb, "b", 30*time.Second)
-	defer electiontest.Release(t, lb)
+	backendtest.Release(t, la)
+	lb := backendtest.Acquire(t, cb, "b", 30*time.Second)
+	defer backendtest.Release(t, lb)
 	if err := ca.Ledger().Claim(ctx, []ledger.Claim{c})[0]; !errors.Is(err, ledger.ErrStaleTerm) {
 		t.Errorf("the same claim after the term ended: %v, want ErrStaleTerm", err)
 	}
@@ -591,8 +591,8 @@ func TestLedger_DuplicateInOneCall(t *testing.T) {
 	a := sharedAgent(t)
 	c1 := newCandidate(t, a, newKey(t))
 	ctx := bctx(t)
-	l := electiontest.Acquire(t, c1, "a", 30*time.Second)
-	defer electiontest.Release(t, l)
+	l := backendtest.Acquire(t, c1, "a", 30*time.Second)
+	defer backendtest.Release(t, l)
 	cs := claimsAt([]string{"j", "k", "j"}, batchTick, l.Token(), "a")
 	cs[2].Tick = batchTick.Add(time.Minute)
 	errs := c1.Ledger().Claim(ctx, cs)
@@ -631,8 +631,8 @@ func TestLedger_AgentBefore114(t *testing.T) {
 	})
 	lg := b.Ledger()
 	ctx := bctx(t)
-	l := electiontest.Acquire(t, b, "a", 30*time.Second)
-	defer electiontest.Release(t, l)
+	l := backendtest.Acquire(t, b, "a", 30*time.Second)
+	defer backendtest.Release(t, l)
 	jobs := jobNames(3 * lg.MaxBatch())
 	cs := claimsAt(jobs, batchTick, l.Token(), "a")
 	allNil(t, "Claim", lg.Claim(ctx, cs), len(cs))
@@ -660,8 +660,8 @@ func TestLedger_BatchLatency(t *testing.T) {
 	b := backendOn(t, agentClient(t, a, "", ""), newKey(t), nil)
 	lg := b.Ledger()
 	ctx := bctx(t)
-	l := electiontest.Acquire(t, b, "a", 30*time.Second)
-	defer electiontest.Release(t, l)
+	l := backendtest.Acquire(t, b, "a", 30*time.Second)
+	defer backendtest.Release(t, l)
 	sizes := []int{1000}
 	if !testing.Short() {
 		sizes = append(sizes, 10000)
@@ -717,8 +717,8 @@ func TestLedger_AgentBefore114_FinishFirst(t *testing.T) {
 	})
 	lg := b.Ledger()
 	ctx := bctx(t)
-	l := electiontest.Acquire(t, b, "a", 30*time.Second)
-	defer electiontest.Release(t, l)
+	l := backendtest.Acquire(t, b, "a", 30*time.Second)
+	defer backendtest.Release(t, l)
 	jobs := jobNames(120)
 	cs := claimsAt(jobs, batchTick, l.Token(), "a")
 	for from := 0; from < len(cs); from += 40 { // 41 operations each: accepted

@@ -8,15 +8,13 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
-	"github.com/batonhq/baton/control/controltest"
+	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/ledger"
-	"github.com/batonhq/baton/ledger/ledgertest"
 )
 
 // The claims, history and Finish rules common to every ledger are checked
-// by TestLedger_Conformance (ledgertest); what follows is Consul's own.
+// by TestBackend/Ledger (backendtest.RunLedger); what follows is Consul's own.
 
 // TestLedger_FinishWithAnotherToken: a Finish with another term's token
 // leaves the entry alone and is not an error.
@@ -25,8 +23,8 @@ func TestLedger_FinishWithAnotherToken(t *testing.T) {
 	c := newCandidate(t, a, newKey(t))
 	lg := c.Ledger()
 	ctx := context.Background()
-	l := electiontest.Acquire(t, c, "a", 30*time.Second)
-	defer electiontest.Release(t, l)
+	l := backendtest.Acquire(t, c, "a", 30*time.Second)
+	defer backendtest.Release(t, l)
 
 	base := time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
 	job := "mail/daily report" // escaped in the key
@@ -63,9 +61,9 @@ func TestLedger_StaleTerm(t *testing.T) {
 	ctx := context.Background()
 	tick := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-	la := electiontest.Acquire(t, ca, "a", 30*time.Second)
-	electiontest.Release(t, la)
-	lb := electiontest.Acquire(t, cb, "b", 30*time.Second)
+	la := backendtest.Acquire(t, ca, "a", 30*time.Second)
+	backendtest.Release(t, la)
+	lb := backendtest.Acquire(t, cb, "b", 30*time.Second)
 	err := ca.Ledger().Claim(ctx, []ledger.Claim{{Job: "j", Tick: tick, Token: la.Token(), Instance: "a"}})[0]
 	if !errors.Is(err, ledger.ErrStaleTerm) || !errors.Is(err, election.ErrLeadershipLost) {
 		t.Errorf("Claim with a released term's token: %v, want ErrStaleTerm", err)
@@ -104,7 +102,7 @@ func TestLedger_StaleTerm(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Error("b's term still open 5s after a stale claim")
 	}
-	electiontest.Release(t, lb)
+	backendtest.Release(t, lb)
 	if last, err := cb.Ledger().LastClaimed(ctx, []string{"j"}); err != nil || !last[0].Equal(tick) {
 		t.Errorf("LastClaimed = %v, %v; want %v (the stale claim must not count)", last, err, tick)
 	}
@@ -125,20 +123,4 @@ func loseOnStale(l election.Lease, err error) {
 	if errors.Is(err, ledger.ErrStaleTerm) {
 		l.(election.Loser).Lose(err)
 	}
-}
-
-func TestLedger_Conformance(t *testing.T) {
-	a := sharedAgent(t)
-	ledgertest.Run(t, func(t *testing.T) ledgertest.Election {
-		c := newCandidate(t, a, newKey(t))
-		return ledgertest.Election{Ledger: c.Ledger(), Lead: ledgertest.Leader(c.Backend)}
-	})
-}
-
-func TestControl_Conformance(t *testing.T) {
-	a := sharedAgent(t)
-	controltest.Run(t, func(t *testing.T) controltest.Election {
-		c := newCandidate(t, a, newKey(t))
-		return controltest.Election{Store: c.Control(), Lead: ledgertest.Leader(c.Backend)}
-	})
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/batonhq/baton/backends/consul"
-	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/internal/consultest"
 	"github.com/batonhq/baton/internal/testenv"
 )
@@ -59,7 +59,7 @@ func TestSecurity_ACL(t *testing.T) {
 	good := aclToken(t, mgmt, "baton-election", leastPrivilege(key))
 
 	t.Run("LeastPrivilegeToken", func(t *testing.T) {
-		electiontest.RunSmoke(t, tokenBackend(t, a, key, good), tokenBackend(t, a, key, good), 30*time.Second)
+		backendtest.RunSmoke(t, tokenBackend(t, a, key, good), tokenBackend(t, a, key, good), 30*time.Second)
 	})
 	for _, tc := range []struct {
 		name, token, key string
@@ -76,7 +76,7 @@ session %q { policy = "write" }`, key, consultest.NodeName)), key, []string{"wri
 			[]string{"create session:", "lacks permission 'session:write' on \"" + consultest.NodeName + "\""}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := electiontest.CheckFails(t, tokenBackend(t, a, tc.key, tc.token), 2*time.Second)
+			err := backendtest.CheckFails(t, tokenBackend(t, a, tc.key, tc.token), 2*time.Second)
 			testenv.WantErrors(t, err, tc.want)
 		})
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/batonhq/baton/backends/consul"
-	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/backendtest"
 )
 
 // TestLease_Transient500KeepsTerm answers renewals and the watch's
@@ -52,8 +52,8 @@ func TestLease_Transient500KeepsTerm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := electiontest.Acquire(t, b, "a", 30*time.Second)
-	defer electiontest.Release(t, l)
+	l := backendtest.Acquire(t, b, "a", 30*time.Second)
+	defer backendtest.Release(t, l)
 	failRenews.Store(2)
 	waitFor(t, 3*consul.DefaultTTL, "two failed renewals and a good one", func() bool {
 		return failedRenews.Load() >= 2 && okRenews.Load() >= 1

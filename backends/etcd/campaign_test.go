@@ -12,8 +12,8 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/batonhq/baton/backends/etcd"
+	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/internal/testenv"
 )
 
@@ -65,8 +65,8 @@ func TestAcquire_LeaseExpiresWhileCampaigning(t *testing.T) {
 	bcli, bproxy := proxied(t)
 	b := newBackend(t, bcli, pfx, 2*time.Second)
 
-	la := electiontest.Acquire(t, a, "a", acquireWithin)
-	defer electiontest.Release(t, la)
+	la := backendtest.Acquire(t, a, "a", acquireWithin)
+	defer backendtest.Release(t, la)
 
 	type attempt struct {
 		lease election.Lease
@@ -126,22 +126,22 @@ func TestAcquire_LeaseExpiresWhileCampaigning(t *testing.T) {
 	t.Logf("b's campaign ended %v after the cut: %v", r.at.Sub(cut).Round(time.Millisecond), r.err)
 	bproxy.Heal()
 	waitFor(t, 10*time.Second, "b's new key", func() bool { return countKeys(t, check, pfx) == 2 })
-	if !electiontest.IsOpen(la) {
+	if !backendtest.IsOpen(la) {
 		t.Fatalf("a's term ended: %v", la.Err())
 	}
 	released := time.Now()
-	electiontest.Release(t, la)
+	backendtest.Release(t, la)
 
 	for r := range attempts {
 		if r.lease == nil {
 			t.Logf("b's Acquire failed again: %v", r.err)
 			continue
 		}
-		defer electiontest.Release(t, r.lease)
+		defer backendtest.Release(t, r.lease)
 		if !r.held {
 			t.Fatalf("b's Acquire returned a lease whose key is not held: %s", r.why)
 		}
-		if !electiontest.IsOpen(r.lease) {
+		if !backendtest.IsOpen(r.lease) {
 			t.Fatalf("b's new term already ended: %v", r.lease.Err())
 		}
 		if r.lease.Token() <= la.Token() {
@@ -162,9 +162,9 @@ func TestAcquire_OwnKeyDeletedWithLeaders(t *testing.T) {
 	a := newBackend(t, dial(t, server(t).Addr()), pfx, 2*time.Second)
 	b := newBackend(t, dial(t, server(t).Addr()), pfx, 2*time.Second)
 	for i := range 10 {
-		la := electiontest.Acquire(t, a, "a", acquireWithin)
+		la := backendtest.Acquire(t, a, "a", acquireWithin)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		ch := electiontest.AcquireAsync(ctx, b, "b")
+		ch := backendtest.AcquireAsync(ctx, b, "b")
 		waitFor(t, 5*time.Second, "b's key", func() bool { return countKeys(t, check, pfx) == 2 })
 		resp, err := check.Txn(ctx).Then(clientv3.OpDelete(pfx+"/", clientv3.WithPrefix())).Commit()
 		if err != nil || !resp.Succeeded {
@@ -174,7 +174,7 @@ func TestAcquire_OwnKeyDeletedWithLeaders(t *testing.T) {
 		cancel()
 		if r.Lease != nil {
 			held, why := keyHeld(t, check, r.Lease)
-			electiontest.Release(t, r.Lease)
+			backendtest.Release(t, r.Lease)
 			t.Fatalf("trial %d: b acquired after its own key was deleted (held %v: %s)", i, held, why)
 		}
 		if !errors.Is(r.Err, etcd.ErrCampaignLost) {
@@ -188,7 +188,7 @@ func TestAcquire_OwnKeyDeletedWithLeaders(t *testing.T) {
 		if !errors.Is(la.Err(), etcd.ErrKeyGone) || !errors.Is(la.Err(), election.ErrLeadershipLost) {
 			t.Errorf("trial %d: a's Err = %v, want ErrLeadershipLost wrapping ErrKeyGone", i, la.Err())
 		}
-		electiontest.Release(t, la)
+		backendtest.Release(t, la)
 	}
 }
 
@@ -234,7 +234,7 @@ func TestAcquire_CompatibleWithConcurrencyElection(t *testing.T) {
 	if err := <-ch; err != nil {
 		t.Fatal(err)
 	}
-	defer electiontest.Release(t, l)
+	defer backendtest.Release(t, l)
 	resp, err := concurrency.NewElection(s, pfx).Leader(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -7,10 +7,9 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/backends/etcd"
+	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/internal/etcdtest"
-	"github.com/batonhq/baton/schedulerhost/hosttest"
 )
 
 // Crash failover (design guarantee 7): when the leader vanishes without
@@ -26,7 +25,7 @@ func TestCrashFailover(t *testing.T) {
 	for i := range 3 {
 		acli, aproxy := proxied(t)
 		a := newBackend(t, acli, pfx, ttl)
-		la := electiontest.Acquire(t, a, "a", acquireWithin)
+		la := backendtest.Acquire(t, a, "a", acquireWithin)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		ch := make(chan election.Lease, 1)
 		go func() {
@@ -53,46 +52,9 @@ func TestCrashFailover(t *testing.T) {
 		rctx, rcancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		_ = la.Release(rctx) // stops a's goroutines; the server cannot be told
 		rcancel()
-		electiontest.Release(t, lb)
+		backendtest.Release(t, lb)
 	}
 	t.Logf("crash failover with TTL %v: worst %v (design bound TTL+1s = %v)", ttl, worst.Round(time.Millisecond), ttl+time.Second)
-}
-
-// Once per tick across a crash, under each misfire policy, and a deposed
-// leader's refused claim (issue: once per tick), on embedded etcd.
-func TestFailoverConformance(t *testing.T) {
-	admin := dial(t, server(t).Addr())
-	hosttest.RunFailoverConformance(t, hosttest.Harness{
-		// A wide safety margin leaves 3.5 s between the crashed leader's
-		// local deadline and the lease's expiry on the server, so the
-		// misfire policies can be told apart; the TTL of 6 s leaves a
-		// renewal 1.5 s (at TTL 4 s, 0.5 s was missed under ci-loaded, and a
-		// leader that lost its term and led again ran a second catch-up).
-		Timing: election.Timing{TTL: 6 * time.Second, RenewInterval: time.Second, SafetyMargin: 3500 * time.Millisecond},
-		NewElection: func(t *testing.T, timing election.Timing) func(*testing.T, string) electiontest.Candidate {
-			pfx := prefix(t)
-			return func(t *testing.T, name string) electiontest.Candidate {
-				cli, p := proxied(t)
-				b, err := etcd.New(etcd.Config{Client: cli, Prefix: pfx, Timing: timing})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return electiontest.Candidate{Backend: b, Cut: p.Blackhole, Heal: p.Heal, Ledger: b.Ledger(),
-					Depose: func(t *testing.T, l election.Lease) {
-						// As an operator would: etcdctl lease revoke <id>.
-						_, id, ok := etcd.LeaseKey(l)
-						if !ok {
-							t.Fatalf("depose: %T is not an etcd lease", l)
-						}
-						ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-						defer cancel()
-						if _, err := admin.Revoke(ctx, id); err != nil {
-							t.Fatalf("depose: revoke lease %x: %v", id, err)
-						}
-					}}
-			}
-		},
-	})
 }
 
 // Across a server restart the term goes on: while the server shuts down
@@ -110,8 +72,8 @@ func TestLease_RenewsAcrossServerRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := electiontest.Acquire(t, b, "a", acquireWithin)
-	defer electiontest.Release(t, l)
+	l := backendtest.Acquire(t, b, "a", acquireWithin)
+	defer backendtest.Release(t, l)
 	time.Sleep(timing.RenewInterval + timing.RenewInterval/2) // one renewal on the stream
 	start := time.Now()
 	if err := srv.Restart(); err != nil {
@@ -142,23 +104,4 @@ func TestLease_RenewsAcrossServerRestart(t *testing.T) {
 		t.Errorf("key not held (%s) %v after the restart while the term is live; logs:\n%s",
 			why, time.Since(restarted).Round(time.Millisecond), logs)
 	}
-}
-
-// The operators' actions a Host acknowledged are honoured across lost
-// answers (issue 28), on embedded etcd.
-func TestHostControl(t *testing.T) {
-	hosttest.RunControlConformance(t, hosttest.ControlHarness{
-		NewElection: func(t *testing.T, timing election.Timing) func(*testing.T, string) hosttest.ControlCandidate {
-			pfx := prefix(t)
-			return func(t *testing.T, name string) hosttest.ControlCandidate {
-				cli, p := proxied(t)
-				b, err := etcd.New(etcd.Config{Client: cli, Prefix: pfx, Timing: timing})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return hosttest.ControlCandidate{Candidate: electiontest.Candidate{Backend: b, Cut: p.Blackhole, Heal: p.Heal, Ledger: b.Ledger()},
-					Control: b.Control(), Proxy: p}
-			}
-		},
-	})
 }

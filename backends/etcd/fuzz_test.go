@@ -6,12 +6,12 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 )
 
 // FuzzConfig: Validate never panics, names a field in every problem, and
-// what it accepts has a sane timing (electiontest.CheckValidate), whole
+// what it accepts has a sane timing (backendtest.CheckValidate), whole
 // seconds of TTL, room for one claim per transaction, and a Prefix that
 // is set, does not end with a slash and has no "-ledger" segment.
 func FuzzConfig(f *testing.F) {
@@ -31,7 +31,7 @@ func FuzzConfig(f *testing.F) {
 		if verr := c.Validate(); (verr == nil) != (err == nil) {
 			t.Fatalf("Validate %v, resolved %v", verr, err)
 		}
-		electiontest.CheckValidate(t, "etcd", err, []string{"Client", "TTL", "RenewInterval", "SafetyMargin", "History", "MaxTxnOps", "Prefix"},
+		backendtest.CheckValidate(t, "etcd", err, []string{"Client", "TTL", "RenewInterval", "SafetyMargin", "History", "MaxTxnOps", "Prefix"},
 			r.Timing, MinTTL, 0)
 		if err == nil && (r.Client == nil || r.Timing.TTL%time.Second != 0 || r.MaxTxnOps < minTxnOps || r.History < 0 ||
 			r.Prefix == "" || r.Prefix[len(r.Prefix)-1] == '/' || notInLedger(r.Prefix) != nil) {

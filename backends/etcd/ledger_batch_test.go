@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/batonhq/baton/backends/etcd"
+	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/ledger"
 )
 
@@ -229,8 +229,8 @@ func TestLedger_HistoryTrimmedByClaims(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := electiontest.Acquire(t, b, "a", acquireWithin)
-	defer electiontest.Release(t, l)
+	l := backendtest.Acquire(t, b, "a", acquireWithin)
+	defer backendtest.Release(t, l)
 	lg := b.Ledger()
 	ctx := batchCtx(t)
 	tick := func(i int) time.Time { return tick0.Add(time.Duration(i) * time.Minute) }
@@ -314,10 +314,10 @@ func TestLedger_FinishOtherToken(t *testing.T) {
 
 	// The next term finishes, through a ledger of its own, the run of
 	// the previous term's claim, with its own token: refused.
-	electiontest.Release(t, la)
+	backendtest.Release(t, la)
 	b := newBackend(t, dial(t, server(t).Addr()), pfx, 2*time.Second)
-	lb := electiontest.Acquire(t, b, "b", acquireWithin)
-	defer electiontest.Release(t, lb)
+	lb := backendtest.Acquire(t, b, "b", acquireWithin)
+	defer backendtest.Release(t, lb)
 	theirs := ledger.Run{Job: "theirs", Tick: tick0, Instance: "i2", Token: lb.Token(), Started: tick0,
 		Ended: tick0.Add(time.Second), Result: ledger.ResultCancelled, Error: "not mine either"}
 	if err := finish(t, b.Ledger(), theirs); err == nil || !strings.Contains(err.Error(), "token") {

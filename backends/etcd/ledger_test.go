@@ -9,11 +9,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonhq/baton/backends/etcd"
-	"github.com/batonhq/baton/control/controltest"
+	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/ledger"
-	"github.com/batonhq/baton/ledger/ledgertest"
 )
 
 var tick0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
@@ -39,13 +37,13 @@ func finish(t *testing.T, lg ledger.Ledger, r ledger.Run) error {
 func leadLedger(t *testing.T, cli *clientv3.Client, pfx string) (*etcd.Backend, election.Lease, ledger.Ledger) {
 	t.Helper()
 	b := newBackend(t, cli, pfx, 2*time.Second)
-	l := electiontest.Acquire(t, b, "a", acquireWithin)
-	t.Cleanup(func() { electiontest.Release(t, l) })
+	l := backendtest.Acquire(t, b, "a", acquireWithin)
+	t.Cleanup(func() { backendtest.Release(t, l) })
 	return b, l, b.Ledger()
 }
 
 // The claims, history and Finish rules common to every ledger are checked
-// by TestLedger_Conformance (ledgertest); what follows is etcd's own.
+// by TestBackend (backendtest); what follows is etcd's own.
 
 // TestLedger_NotPartOfTheElection: the ledger's keys live outside the
 // election's prefix, so they neither lead nor hide the leader.
@@ -71,14 +69,14 @@ func TestLedger_StaleTokenAfterTakeover(t *testing.T) {
 	acli, aproxy := proxied(t)
 	a := newBackend(t, acli, pfx, 2*time.Second)
 	b := newBackend(t, dial(t, server(t).Addr()), pfx, 2*time.Second)
-	la := electiontest.Acquire(t, a, "a", acquireWithin)
+	la := backendtest.Acquire(t, a, "a", acquireWithin)
 	if err := claim(t, a.Ledger(), "job", tick0, la.Token()); err != nil {
 		t.Fatal(err)
 	}
 	// a is cut off; its lease expires; b takes over and claims.
 	aproxy.Blackhole()
-	lb := electiontest.Acquire(t, b, "b", acquireWithin)
-	defer electiontest.Release(t, lb)
+	lb := backendtest.Acquire(t, b, "b", acquireWithin)
+	defer backendtest.Release(t, lb)
 	if err := claim(t, b.Ledger(), "job", tick0.Add(time.Minute), lb.Token()); err != nil {
 		t.Fatalf("b's claim: %v", err)
 	}
@@ -89,10 +87,10 @@ func TestLedger_StaleTokenAfterTakeover(t *testing.T) {
 		t.Fatalf("claim with the old token: err = %v, want ErrStaleTerm", err)
 	}
 	loseOnStale(la, err)
-	if electiontest.IsOpen(la) || !errors.Is(la.Err(), election.ErrLeadershipLost) {
-		t.Errorf("a's lease after a stale claim: open %v, Err %v", electiontest.IsOpen(la), la.Err())
+	if backendtest.IsOpen(la) || !errors.Is(la.Err(), election.ErrLeadershipLost) {
+		t.Errorf("a's lease after a stale claim: open %v, Err %v", backendtest.IsOpen(la), la.Err())
 	}
-	electiontest.Release(t, la)
+	backendtest.Release(t, la)
 	// A token that is not a held term is refused without a transaction.
 	if err := claim(t, b.Ledger(), "job", tick0.Add(3*time.Minute), lb.Token()+1000); !errors.Is(err, ledger.ErrStaleTerm) {
 		t.Errorf("claim with an unknown token: %v", err)
@@ -111,7 +109,7 @@ func TestLedger_StaleClaimEndsTerm(t *testing.T) {
 	a := newBackend(t, dial(t, server(t).Addr()), pfx, 2*time.Second)
 	byClaim := 0
 	for range 5 {
-		la := electiontest.Acquire(t, a, "a", acquireWithin)
+		la := backendtest.Acquire(t, a, "a", acquireWithin)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if _, err := admin.Delete(ctx, pfx+"/", clientv3.WithPrefix()); err != nil {
 			t.Fatal(err)
@@ -130,7 +128,7 @@ func TestLedger_StaleClaimEndsTerm(t *testing.T) {
 		if errors.Is(la.Err(), ledger.ErrStaleTerm) {
 			byClaim++ // else the key watch was first
 		}
-		electiontest.Release(t, la)
+		backendtest.Release(t, la)
 	}
 	t.Logf("5 trials: the stale claim itself ended the term %d times, the key watch %d times", byClaim, 5-byClaim)
 }
@@ -169,8 +167,8 @@ func TestLedger_HistoryTrimsStoredKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	small := sb.Ledger()
-	ls := electiontest.Acquire(t, sb, "s", acquireWithin)
-	defer electiontest.Release(t, ls)
+	ls := backendtest.Acquire(t, sb, "s", acquireWithin)
+	defer backendtest.Release(t, ls)
 	for i := range 4 {
 		if err := claim(t, small, "other", tick0.Add(time.Duration(i)*time.Second), ls.Token()); err != nil {
 			t.Fatal(err)
@@ -217,7 +215,7 @@ func TestLedger_Finish(t *testing.T) {
 		t.Errorf("after Finish: %+v", got)
 	}
 	// Finish does not depend on the term: it records runs that end after a loss.
-	electiontest.Release(t, l)
+	backendtest.Release(t, l)
 	r.Result = ledger.ResultCancelled
 	if err := finish(t, lg, r); err != nil {
 		t.Errorf("Finish after release: %v", err)
@@ -230,20 +228,4 @@ func loseOnStale(l election.Lease, err error) {
 	if errors.Is(err, ledger.ErrStaleTerm) {
 		l.(election.Loser).Lose(err)
 	}
-}
-
-func TestLedger_Conformance(t *testing.T) {
-	cli := dial(t, server(t).Addr())
-	ledgertest.Run(t, func(t *testing.T) ledgertest.Election {
-		b := newBackend(t, cli, prefix(t), 2*time.Second)
-		return ledgertest.Election{Ledger: b.Ledger(), Lead: ledgertest.Leader(b)}
-	})
-}
-
-func TestControl_Conformance(t *testing.T) {
-	cli := dial(t, server(t).Addr())
-	controltest.Run(t, func(t *testing.T) controltest.Election {
-		b := newBackend(t, cli, prefix(t), 2*time.Second)
-		return controltest.Election{Store: b.Control(), Lead: ledgertest.Leader(b)}
-	})
 }

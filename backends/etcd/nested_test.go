@@ -11,8 +11,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonhq/baton/backends/etcd"
+	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/ledger"
 )
 
@@ -37,12 +37,12 @@ func parentLeads(ctx context.Context, t *testing.T, parent *etcd.Backend, when s
 // ledger and releases: the ledger's keys, which have no lease, stay.
 func leaveLedgerKeys(ctx context.Context, t *testing.T, b *etcd.Backend, id string) {
 	t.Helper()
-	l := electiontest.Acquire(t, b, id, acquireWithin)
+	l := backendtest.Acquire(t, b, id, acquireWithin)
 	tick := time.Now().UTC().Truncate(time.Second)
 	if err := b.Ledger().Claim(ctx, []ledger.Claim{{Job: "report", Tick: tick, Token: l.Token(), Instance: id, Started: time.Now()}})[0]; err != nil {
 		t.Fatalf("%s: Claim: %v", id, err)
 	}
-	electiontest.Release(t, l)
+	backendtest.Release(t, l)
 }
 
 // Elections may nest: P and P/eu are two elections. The candidates of
@@ -53,19 +53,19 @@ func TestNested_ParentIgnoresNestedElection(t *testing.T) {
 	parent := newBackend(t, dial(t, server(t).Addr()), pfx, 2*time.Second)
 	child := newBackend(t, dial(t, server(t).Addr()), pfx+"/eu", 2*time.Second)
 
-	lc := electiontest.Acquire(t, child, "eu-1", acquireWithin)
-	defer electiontest.Release(t, lc)
+	lc := backendtest.Acquire(t, child, "eu-1", acquireWithin)
+	defer backendtest.Release(t, lc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	lp := parentLeads(ctx, t, parent, "while the nested election has a leader")
-	defer electiontest.Release(t, lp)
+	defer backendtest.Release(t, lp)
 	if info, err := parent.Leader(ctx); err != nil || info.Identity.ID != "p-1" || info.Token != lp.Token() {
 		t.Errorf("parent: Leader() = %+v, %v; want p-1 with token %d", info, err, lp.Token())
 	}
 	if info, err := child.Leader(ctx); err != nil || info.Identity.ID != "eu-1" || info.Token != lc.Token() {
 		t.Errorf("child: Leader() = %+v, %v; want eu-1 with token %d", info, err, lc.Token())
 	}
-	if !electiontest.IsOpen(lc) || !electiontest.IsOpen(lp) {
+	if !backendtest.IsOpen(lc) || !backendtest.IsOpen(lp) {
 		t.Errorf("a term ended: child %v, parent %v", lc.Err(), lp.Err())
 	}
 }
@@ -82,7 +82,7 @@ func TestNested_NestedLedgerDoesNotBlockParent(t *testing.T) {
 	leaveLedgerKeys(ctx, t, child, "eu-1")
 
 	lp := parentLeads(ctx, t, parent, "with the nested election's ledger in place")
-	electiontest.Release(t, lp)
+	backendtest.Release(t, lp)
 }
 
 // The keys of a nested election and of its ledger, under P/ and older
@@ -96,10 +96,10 @@ func TestNested_ParentClaimsBesideNestedKeys(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	leaveLedgerKeys(ctx, t, child, "eu-1")
-	lc := electiontest.Acquire(t, child, "eu-2", acquireWithin)
-	defer electiontest.Release(t, lc)
-	lp := electiontest.Acquire(t, parent, "p-1", acquireWithin)
-	defer electiontest.Release(t, lp)
+	lc := backendtest.Acquire(t, child, "eu-2", acquireWithin)
+	defer backendtest.Release(t, lc)
+	lp := backendtest.Acquire(t, parent, "p-1", acquireWithin)
+	defer backendtest.Release(t, lp)
 	tick := time.Now().UTC().Truncate(time.Second)
 	if err := parent.Ledger().Claim(ctx, []ledger.Claim{{Job: "report", Tick: tick, Token: lp.Token(), Instance: "p-1", Started: time.Now()}})[0]; err != nil {
 		t.Fatalf("parent's claim beside the nested election's keys: %v", err)
@@ -124,7 +124,7 @@ func TestNested_ElectionInsideLedgerRefused(t *testing.T) {
 			l, aerr := b.Acquire(actx, election.Identity{ID: "intruder"})
 			acancel()
 			if aerr == nil {
-				electiontest.Release(t, l)
+				backendtest.Release(t, l)
 			}
 			t.Errorf("New accepted prefix %s, in the ledger of election %s: Leader() = %+v, %v; Acquire: %v", p, pfx, info, lerr, aerr)
 			continue
@@ -201,7 +201,7 @@ func TestNested_ManyCandidatesBetweenSubtrees(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no term 5 s after the earlier candidates were deleted")
 	}
-	defer electiontest.Release(t, l)
+	defer backendtest.Release(t, l)
 	if info, err := b.Leader(ctx); err != nil || info.Identity.ID != "c" || info.Token != l.Token() {
 		t.Errorf("Leader() = %+v, %v; want c with token %d", info, err, l.Token())
 	}

@@ -13,8 +13,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/batonhq/baton/backends/etcd"
+	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/internal/etcdtest"
 	"github.com/batonhq/baton/internal/testcerts"
 	"github.com/batonhq/baton/internal/testenv"
@@ -95,7 +95,7 @@ func grantElection(t *testing.T, root *clientv3.Client, user, pass, pfx string) 
 // failure at start, not a wait for a timeout).
 func checkFails(t *testing.T, cli *clientv3.Client, pfx string, bound time.Duration) error {
 	t.Helper()
-	return electiontest.CheckFails(t, newBackend(t, cli, pfx, 2*time.Second), bound)
+	return backendtest.CheckFails(t, newBackend(t, cli, pfx, 2*time.Second), bound)
 }
 
 func wantIn(t *testing.T, err error, parts ...string) {
@@ -129,7 +129,7 @@ func TestSecurity_ClientCertificates(t *testing.T) {
 	t.Run("RightCertificate", func(t *testing.T) {
 		a := newBackend(t, mustSecureClient(t, srv, good), pfx, 2*time.Second)
 		b := newBackend(t, mustSecureClient(t, srv, good), pfx, 2*time.Second)
-		electiontest.RunSmoke(t, a, b, 10*time.Second)
+		backendtest.RunSmoke(t, a, b, 10*time.Second)
 	})
 	t.Run("RoleDoesNotCoverPrefix", func(t *testing.T) {
 		err := checkFails(t, mustSecureClient(t, srv, good), prefix(t), time.Second)
@@ -185,13 +185,13 @@ func TestSecurity_Password(t *testing.T) {
 	t.Run("LeastPrivilegeUser", func(t *testing.T) {
 		a := newBackend(t, mustSecureClient(t, srv, good), pfx, 2*time.Second)
 		b := newBackend(t, mustSecureClient(t, srv, good), pfx, 2*time.Second)
-		electiontest.RunSmoke(t, a, b, 10*time.Second)
+		backendtest.RunSmoke(t, a, b, 10*time.Second)
 	})
 	t.Run("Root", func(t *testing.T) {
 		rpfx := prefix(t)
 		a := newBackend(t, root, rpfx, 2*time.Second)
 		b := newBackend(t, mustSecureClient(t, srv, creds{ca: certs.CA, user: "root", pass: rootPassword}), rpfx, 2*time.Second)
-		electiontest.RunSmoke(t, a, b, 10*time.Second)
+		backendtest.RunSmoke(t, a, b, 10*time.Second)
 	})
 	t.Run("WrongPassword", func(t *testing.T) {
 		start := time.Now()
@@ -349,8 +349,8 @@ func TestSecurity_SlowPasswordCheck(t *testing.T) {
 		t.Fatalf("a: Acquire: %v", err)
 	}
 	t.Logf("a: Acquire took %v", time.Since(start).Round(time.Millisecond))
-	defer electiontest.Release(t, la)
-	bres := electiontest.AcquireAsync(ctx, b, "b")
+	defer backendtest.Release(t, la)
+	bres := backendtest.AcquireAsync(ctx, b, "b")
 
 	hold := func(name string, l election.Lease, d time.Duration) {
 		t.Helper()
@@ -367,12 +367,12 @@ func TestSecurity_SlowPasswordCheck(t *testing.T) {
 		}
 	}
 	hold("a", la, 2*ttl) // several renewals of a's term and of b's campaign
-	electiontest.Release(t, la)
-	r := electiontest.Await(t, bres, 10*time.Second, "b: no term 10 s after a released")
+	backendtest.Release(t, la)
+	r := backendtest.Await(t, bres, 10*time.Second, "b: no term 10 s after a released")
 	if r.Err != nil {
 		t.Fatalf("b: Acquire after a released: %v", r.Err)
 	}
-	defer electiontest.Release(t, r.Lease)
+	defer backendtest.Release(t, r.Lease)
 	bres = nil // b returned: hold watches b's term only
 	hold("b", r.Lease, ttl)
 }
@@ -403,8 +403,8 @@ func TestSecurity_JWTTokens(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l := electiontest.Acquire(t, b, "a", acquireWithin)
-		t.Cleanup(func() { electiontest.Release(t, l) })
+		l := backendtest.Acquire(t, b, "a", acquireWithin)
+		t.Cleanup(func() { backendtest.Release(t, l) })
 		return l, logs, root
 	}
 	holds := func(t *testing.T, l election.Lease, logs *lines, root *clientv3.Client, d time.Duration) {

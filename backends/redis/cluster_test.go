@@ -8,16 +8,10 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/batonhq/baton/backends/redis"
-	"github.com/batonhq/baton/control/controltest"
-	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/internal/faultproxy"
 	"github.com/batonhq/baton/internal/redistest"
-	"github.com/batonhq/baton/ledger/ledgertest"
-	"github.com/batonhq/baton/schedulerhost/hosttest"
 )
 
 // cutDialer is a candidate's own network path to a Cluster: a Cluster
@@ -71,82 +65,33 @@ func (d *cutDialer) close() {
 	d.each(func(p *faultproxy.Proxy) { p.Close() }, false)
 }
 
-// The election contract, the ledger contract and the Host's failover
-// guarantees against a Redis Cluster of three primaries: the election's
-// keys share one slot, so one shard serves it all.
+// clusterBackend returns a Backend of Cluster c, closed when t ends, and
+// the cutDialer that carries its traffic.
+func clusterBackend(t *testing.T, c *redistest.Cluster, cfg redis.Config) (*redis.Backend, *cutDialer) {
+	d := newCutDialer(t)
+	cfg.ClusterAddrs, cfg.Dialer = c.Addrs(), d.dial
+	return newBackend(t, cfg), d
+}
+
+// Check and the fail-closed WAIT against a Redis Cluster of three
+// primaries; TestBackend_Cluster runs the conformance suite on one.
 func TestCluster(t *testing.T) {
 	c := redistest.StartCluster(t)
-	cluster := func(t *testing.T, cfg redis.Config) (*redis.Backend, *cutDialer) {
-		d := newCutDialer(t)
-		cfg.ClusterAddrs, cfg.Dialer = c.Addrs(), d.dial
-		return newBackend(t, cfg), d
-	}
 	t.Run("Check", func(t *testing.T) {
-		b, _ := cluster(t, redis.Config{Election: electionName(t)})
+		b, _ := clusterBackend(t, c, redis.Config{Election: electionName(t)})
 		if err := b.Check(ctxT(t, 5*time.Second)); err != nil {
 			t.Fatalf("Check: %v", err)
 		}
 	})
 	t.Run("WaitWithoutReplicas", func(t *testing.T) {
 		// No replica: every write fails closed, on the slot's primary.
-		b, _ := cluster(t, redis.Config{Election: electionName(t), WaitReplicas: 1})
+		b, _ := clusterBackend(t, c, redis.Config{Election: electionName(t), WaitReplicas: 1})
 		if err := b.Check(ctxT(t, 5*time.Second)); !errors.Is(err, redis.ErrNotReplicated) {
 			t.Errorf("Check: %v, want ErrNotReplicated", err)
 		}
-		if l, err := b.Acquire(ctxT(t, 2*time.Second), electiontest.TestIdentity("a")); err == nil {
+		if l, err := b.Acquire(ctxT(t, 2*time.Second), backendtest.TestIdentity("a")); err == nil {
 			l.Release(context.Background()) //nolint:errcheck // the test failed already
 			t.Errorf("Acquire without a replica to acknowledge: a lease, want none")
 		}
-	})
-	t.Run("Conformance", func(t *testing.T) {
-		electiontest.RunConformance(t, electiontest.Harness{
-			NewElection: func(t *testing.T) func(t *testing.T, name string) electiontest.Candidate {
-				e := electionName(t)
-				return func(t *testing.T, name string) electiontest.Candidate {
-					b, d := cluster(t, redis.Config{Election: e, Timing: election.Timing{TTL: 2 * time.Second}})
-					return electiontest.Candidate{Backend: b, Cut: d.Cut, Heal: d.Heal}
-				}
-			},
-			TTL:            2 * time.Second,
-			HandoverBound:  100 * time.Millisecond,
-			CutTrials:      5,
-			Handovers:      5,
-			FailoverBound:  3 * time.Second,
-			FailoverTrials: 1,
-			Package:        "github.com/batonhq/baton/backends/redis",
-		})
-	})
-	t.Run("Ledger", func(t *testing.T) {
-		ledgertest.Run(t, func(t *testing.T) ledgertest.Election {
-			b, _ := cluster(t, redis.Config{Election: electionName(t), History: 5, MaxBatch: 7})
-			return ledgertest.Election{Ledger: b.Ledger(), Lead: ledgertest.Leader(b), History: 5}
-		})
-	})
-	t.Run("Control", func(t *testing.T) {
-		controltest.Run(t, func(t *testing.T) controltest.Election {
-			b, _ := cluster(t, redis.Config{Election: electionName(t)})
-			return controltest.Election{Store: b.Control(), Lead: ledgertest.Leader(b)}
-		})
-	})
-	t.Run("Failover", func(t *testing.T) {
-		adm := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.Addrs(), DisableIdentity: true})
-		t.Cleanup(func() { adm.Close() })
-		hosttest.RunFailoverConformance(t, hosttest.Harness{
-			Timing: election.Timing{TTL: 6 * time.Second, RenewInterval: time.Second, SafetyMargin: 3500 * time.Millisecond},
-			NewElection: func(t *testing.T, timing election.Timing) func(*testing.T, string) electiontest.Candidate {
-				e := electionName(t)
-				return func(t *testing.T, name string) electiontest.Candidate {
-					b, d := cluster(t, redis.Config{Election: e, Timing: timing})
-					return electiontest.Candidate{Backend: b, Cut: d.Cut, Heal: d.Heal, Ledger: b.Ledger(),
-						Depose: func(t *testing.T, l election.Lease) {
-							ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-							defer cancel()
-							if err := adm.Del(ctx, b.LeaseKey()).Err(); err != nil {
-								t.Fatalf("depose: DEL %s: %v", b.LeaseKey(), err)
-							}
-						}}
-				}
-			},
-		})
 	})
 }

@@ -4,13 +4,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 )
 
 // FuzzConfig: Validate never panics, names a field in every problem, and
 // what it accepts has a sane timing in whole milliseconds
-// (electiontest.CheckValidate), an Addr, an Election name that keeps its
+// (backendtest.CheckValidate), an Addr, an Election name that keeps its
 // keys in one hash slot, a MaxBatch in range, a DialTimeout that is not
 // negative, and no Username without a Password.
 func FuzzConfig(f *testing.F) {
@@ -25,7 +25,7 @@ func FuzzConfig(f *testing.F) {
 		if verr := c.Validate(); (verr == nil) != (err == nil) {
 			t.Fatalf("Validate %v, resolved %v", verr, err)
 		}
-		electiontest.CheckValidate(t, "redis", err, []string{"Addr", "TTL", "RenewInterval", "SafetyMargin", "History", "Election", "MaxBatch", "DialTimeout", "Password", "WaitTimeout", "WaitReplicas", "SentinelAddrs", "MasterName", "ClusterAddrs"},
+		backendtest.CheckValidate(t, "redis", err, []string{"Addr", "TTL", "RenewInterval", "SafetyMargin", "History", "Election", "MaxBatch", "DialTimeout", "Password", "WaitTimeout", "WaitReplicas", "SentinelAddrs", "MasterName", "ClusterAddrs"},
 			r.Timing, MinTTL, 0)
 		if err != nil {
 			return

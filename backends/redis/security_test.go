@@ -10,9 +10,9 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/backends/redis"
+	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/internal/testcerts"
 	"github.com/batonhq/baton/ledger"
@@ -41,7 +41,7 @@ func exercise(t *testing.T, b, b2 *redis.Backend) {
 	if err := b.Check(ctxT(t, 5*time.Second)); err != nil {
 		t.Fatalf("Check: %v", err)
 	}
-	l := electiontest.Acquire(t, b, "a", acquireWithin)
+	l := backendtest.Acquire(t, b, "a", acquireWithin)
 	if info, err := b.Leader(ctxT(t, 5*time.Second)); err != nil || info.Token != l.Token() || info.Identity.ID != "a" {
 		t.Errorf("Leader = %+v, %v; want a with token %d", info, err, l.Token())
 	}
@@ -80,7 +80,7 @@ func exercise(t *testing.T, b, b2 *redis.Backend) {
 	}()
 	time.Sleep(200 * time.Millisecond) // b waits on the channel
 	released := time.Now()
-	electiontest.Release(t, l)
+	backendtest.Release(t, l)
 	l2 := <-got
 	if l2 == nil {
 		t.FailNow()
@@ -88,7 +88,7 @@ func exercise(t *testing.T, b, b2 *redis.Backend) {
 	if took := time.Since(released); took > time.Second {
 		t.Errorf("b led %v after the release: the pub/sub wake-up did not arrive", took)
 	}
-	electiontest.Release(t, l2)
+	backendtest.Release(t, l2)
 }
 
 // The ACL line of doc.go is enough, and nothing less: a user with exactly

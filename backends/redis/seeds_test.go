@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/backends/redis"
+	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 )
 
 // The failure cases of the Redis lock articles in /work/shared/seeds
@@ -49,7 +49,7 @@ func TestSeed_LockExpiresWhileJobRuns(t *testing.T) {
 	a := newBackend(t, redis.Config{Addr: pa.Addr(), Election: e, Timing: seedTiming})
 	b := newBackend(t, redis.Config{Election: e, Timing: seedTiming})
 	for trial := range 3 {
-		la := electiontest.Acquire(t, a, "a", acquireWithin)
+		la := backendtest.Acquire(t, a, "a", acquireWithin)
 		got := acquireAsync(t, b, "b")
 		time.Sleep(time.Duration(trial) * seedTiming.TTL / 5)
 		pa.Blackhole() // the job runs on; renewals no longer arrive
@@ -72,7 +72,7 @@ func TestSeed_LockExpiresWhileJobRuns(t *testing.T) {
 		_ = la.Release(rctx)
 		cancel()
 		pa.Heal()
-		electiontest.Release(t, r.l)
+		backendtest.Release(t, r.l)
 	}
 }
 
@@ -152,17 +152,17 @@ func TestSeed_GracefulStopHandsOverAtOnce(t *testing.T) {
 	b := newBackend(t, redis.Config{Election: e, Timing: election.Timing{TTL: 10 * time.Second}})
 	var worst time.Duration
 	for range 5 {
-		la := electiontest.Acquire(t, a, "a", acquireWithin)
+		la := backendtest.Acquire(t, a, "a", acquireWithin)
 		got := acquireAsync(t, b, "b")
 		time.Sleep(100 * time.Millisecond)
 		start := time.Now()
-		electiontest.Release(t, la)
+		backendtest.Release(t, la)
 		r := <-got
 		if r.l == nil {
 			t.FailNow()
 		}
 		worst = max(worst, r.at.Sub(start))
-		electiontest.Release(t, r.l)
+		backendtest.Release(t, r.l)
 	}
 	t.Logf("handover after release, TTL 10s: worst of 5 %v", worst.Round(100*time.Microsecond))
 	if worst > 200*time.Millisecond {

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/backends/redis"
+	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/ledger"
 )
@@ -134,7 +134,7 @@ func TestSentinelAsyncFailoverOverlaps(t *testing.T) {
 	// CI run (cause not found; the failure now prints both servers' view
 	// of the lease key).
 	x := newSentinelSetup(t, 0)
-	l1 := electiontest.Acquire(t, x.l1, "L1", acquireWithin)
+	l1 := backendtest.Acquire(t, x.l1, "L1", acquireWithin)
 	l1Start := time.Now()
 	defer l1.Release(context.Background()) //nolint:errcheck // ends the renew loop; the server may be gone
 	ctx := ctxT(t, promoteWithin+demoteWithin+time.Minute)
@@ -144,12 +144,12 @@ func TestSentinelAsyncFailoverOverlaps(t *testing.T) {
 	// not lead within promoteWithin in loaded CI runs; 4 runs of the whole
 	// package, 3 of them with a core kept busy, then led 120-200 ms after
 	// the promotion.)
-	ch := electiontest.AcquireAsync(ctx, x.l2, "L2")
+	ch := backendtest.AcquireAsync(ctx, x.l2, "L2")
 
 	x.waitReplicated(t, x.l1.LeaseKey())
 	cut, promoted := x.cutAndPromote(t)
 	l2b := x.l2
-	var r electiontest.Result
+	var r backendtest.Result
 	select {
 	case r = <-ch:
 	case <-time.After(promoteWithin):
@@ -163,7 +163,7 @@ func TestSentinelAsyncFailoverOverlaps(t *testing.T) {
 		t.Fatalf("L2: Acquire: %v", r.Err)
 	}
 	l2 := r.Lease
-	defer electiontest.Release(t, l2)
+	defer backendtest.Release(t, l2)
 	select {
 	case <-l1.Done():
 		t.Fatalf("L1's term ended (%v) before L2 led: no overlap to show", l1.Err())
@@ -201,7 +201,7 @@ func TestSentinelAsyncFailoverOverlaps(t *testing.T) {
 func TestSentinelWaitReplicasFailsClosed(t *testing.T) {
 	t.Parallel()
 	x := newSentinelSetup(t, 1)
-	l1 := electiontest.Acquire(t, x.l1, "L1", acquireWithin)
+	l1 := backendtest.Acquire(t, x.l1, "L1", acquireWithin)
 	l1Start := time.Now()
 	defer l1.Release(context.Background()) //nolint:errcheck // ends the renew loop; the server may be gone
 	t1 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -210,7 +210,7 @@ func TestSentinelWaitReplicasFailsClosed(t *testing.T) {
 		t.Fatalf("L1 claims %v before the cut: %v", t1, err)
 	}
 	ctx := ctxT(t, promoteWithin+demoteWithin+time.Minute)
-	ch := electiontest.AcquireAsync(ctx, x.l2, "L2")
+	ch := backendtest.AcquireAsync(ctx, x.l2, "L2")
 
 	x.waitReplicated(t, x.l1.LeaseKey())
 	x.s.Proxy.Blackhole()
@@ -248,12 +248,12 @@ func TestSentinelWaitReplicasFailsClosed(t *testing.T) {
 	}
 
 	healed, demoted := x.heal(t)
-	r := electiontest.Await(t, ch, demoteWithin, "L2 did not lead after the heal")
+	r := backendtest.Await(t, ch, demoteWithin, "L2 did not lead after the heal")
 	if r.Err != nil {
 		t.Fatalf("L2: Acquire: %v", r.Err)
 	}
 	l2 := r.Lease
-	defer electiontest.Release(t, l2)
+	defer backendtest.Release(t, l2)
 	if !r.At.After(l1End) || !r.At.After(healed) {
 		t.Errorf("L2 led at %v; L1's term ended at %v, the heal at %v: want L2 after both", x.at(r.At), x.at(l1End), x.at(healed))
 	}

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/backends/redis"
+	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 )
 
 // A candidate whose subscription connection hangs (it was dialed to a
@@ -32,7 +32,7 @@ func TestAcquire_HungSubscriptionStillCampaigns(t *testing.T) {
 	timing := election.Timing{TTL: 2 * time.Second}
 	a := newBackend(t, redis.Config{Election: e, Timing: timing})
 	b := newBackend(t, redis.Config{Addr: direct, Election: e, Timing: timing, Dialer: dial})
-	la := electiontest.Acquire(t, a, "a", acquireWithin)
+	la := backendtest.Acquire(t, a, "a", acquireWithin)
 	arm.Store(true)
 	got := acquireAsync(t, b, "b")
 	time.Sleep(500 * time.Millisecond)

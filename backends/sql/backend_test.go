@@ -12,23 +12,23 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batonhq/baton/backends/sql"
+	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/internal/faultproxy"
 	"github.com/batonhq/baton/ledger"
 )
 
-// acquire, release and open are electiontest's helpers, acquire with
+// acquire, release and open are backendtest's helpers, acquire with
 // this package's bound; ledger_test.go uses them too.
 func acquire(t *testing.T, b election.Backend, id string) election.Lease {
 	t.Helper()
-	return electiontest.Acquire(t, b, id, 10*testTTL)
+	return backendtest.Acquire(t, b, id, 10*testTTL)
 }
 
 var (
-	release = electiontest.Release
-	open    = electiontest.IsOpen
+	release = backendtest.Release
+	open    = backendtest.IsOpen
 )
 
 func ms(d time.Duration) string { return d.Round(100 * time.Microsecond).String() }
@@ -112,7 +112,7 @@ func TestClockSkew_AppClockDoesNotMatter(t *testing.T) {
 				cut := time.Now()
 				ctx, cancel = context.WithTimeout(context.Background(), 5*ttl)
 				defer cancel()
-				ch := electiontest.AcquireAsync(ctx, cd, "candidate")
+				ch := backendtest.AcquireAsync(ctx, cd, "candidate")
 				var ended time.Time
 				select {
 				case <-la.Done():
@@ -309,7 +309,7 @@ func TestListen_BrokenFallsBackToPolling(t *testing.T) {
 			la := acquire(t, a, "a")
 			ctx, cancel := context.WithTimeout(context.Background(), 10*testTTL)
 			defer cancel()
-			ch := electiontest.AcquireAsync(ctx, bb, "b")
+			ch := backendtest.AcquireAsync(ctx, bb, "b")
 			time.Sleep(300 * time.Millisecond)
 			released := time.Now()
 			release(t, la)

@@ -7,13 +7,13 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 )
 
 // FuzzConfig: Validate (shared by postgres and mysql) never panics, names
 // a field in every problem, and what it accepts has a sane timing
-// (electiontest.CheckValidate), a Table that is one or two lowercase
+// (backendtest.CheckValidate), a Table that is one or two lowercase
 // identifiers short enough for its derived names, an Election of 1 to
 // MaxNameLen characters, and no negative PollInterval or QueryTimeout.
 func FuzzConfig(f *testing.F) {
@@ -29,7 +29,7 @@ func FuzzConfig(f *testing.F) {
 		}
 		err := c.Validate()
 		r := c.withDefaults()
-		electiontest.CheckValidate(t, "sql", err, []string{"DB", "TTL", "RenewInterval", "SafetyMargin", "History", "Table", "Election", "PollInterval", "QueryTimeout"},
+		backendtest.CheckValidate(t, "sql", err, []string{"DB", "TTL", "RenewInterval", "SafetyMargin", "History", "Table", "Election", "PollInterval", "QueryTimeout"},
 			r.Timing, MinTTL, 0)
 		if err != nil {
 			return

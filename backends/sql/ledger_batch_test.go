@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/backends/sql"
+	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/ledger"
-	"github.com/batonhq/baton/ledger/ledgertest"
 )
 
 // Batches: round trips per chunk, history bounds, concurrent batches,
@@ -282,7 +282,7 @@ func TestLedger_ConcurrentBatches(t *testing.T) {
 func TestLedger_StaleBatchRecordsNothing(t *testing.T) {
 	forEachServer(t, func(t *testing.T, s *server) {
 		table := s.newTable(t)
-		lead := ledgertest.Leader(s.backend(t, s.admin, table, "stale-batch", nil))
+		lead := backendtest.Leader(s.backend(t, s.admin, table, "stale-batch", nil))
 		db, rt := s.countingDB(t)
 		lg := s.backend(t, db, table, "stale-batch", slowQueries).Ledger()
 		idle := s.dialect == sql.MySQL && hasIdleTransactionTimeout(s.admin)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/backends/sql"
-	"github.com/batonhq/baton/election/electiontest"
+	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/ledger"
 )
 
@@ -74,12 +74,12 @@ func TestLedger_ClaimCutMidTransaction(t *testing.T) {
 
 	// b waits to lead; a claims. Both goroutines are drained before the
 	// test returns, whatever happens.
-	acq := electiontest.AcquireAsync(ctx, b, "b")
+	acq := backendtest.AcquireAsync(ctx, b, "b")
 	claimed := make(chan []error, 1)
 	go func() { claimed <- lg.Claim(ctx, claims(jobs, tick0, la.Token())) }()
 	var (
 		errs     []error
-		r        electiontest.Result
+		r        backendtest.Result
 		gotErrs  bool
 		gotLease bool
 	)

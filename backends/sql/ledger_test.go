@@ -6,15 +6,12 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/batonhq/baton/backends/sql"
-	"github.com/batonhq/baton/control/controltest"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/ledger"
-	"github.com/batonhq/baton/ledger/ledgertest"
 )
 
 func ctx5(t *testing.T) context.Context {
@@ -27,7 +24,7 @@ func ctx5(t *testing.T) context.Context {
 var tick0 = time.Date(2026, 3, 29, 1, 30, 0, 123456789, time.FixedZone("CET", 3600))
 
 // The claims, history and Finish rules common to every ledger are checked
-// by TestLedger_Conformance (ledgertest); what follows is SQL's own.
+// by TestBackend (backendtest.RunLedger); what follows is SQL's own.
 
 // TestLedger_Precision: ticks are kept to the nanosecond (one nanosecond
 // earlier is claimed already, one later is new), Started to the
@@ -248,42 +245,4 @@ func loseOnStale(l election.Lease, err error) {
 	if errors.Is(err, ledger.ErrStaleTerm) {
 		l.(election.Loser).Lose(err)
 	}
-}
-
-// TestLedger_Conformance runs the ledger conformance suite on both
-// dialects, each election in a table of its own.
-func TestLedger_Conformance(t *testing.T) {
-	forEachServer(t, func(t *testing.T, s *server) {
-		ledgertest.Run(t, func(t *testing.T) ledgertest.Election {
-			b := s.backend(t, s.admin, s.newTable(t), "conformance", nil)
-			return ledgertest.Election{Ledger: b.Ledger(), Lead: ledgertest.Leader(b)}
-		})
-	})
-}
-
-// TestLedger_ConformanceWithoutJSONTable runs the suite on MariaDB with
-// the ledger's rows sent as UNION ALL rows, as on a server without
-// JSON_TABLE (MariaDB 10.5).
-func TestLedger_ConformanceWithoutJSONTable(t *testing.T) {
-	s := getServer(t, "mariadb")
-	t.Parallel()
-	ledgertest.Run(t, func(t *testing.T) ledgertest.Election {
-		b := s.backend(t, s.admin, s.newTable(t), "conformance", nil)
-		sql.SetJSONTable(b, false)
-		return ledgertest.Election{Ledger: b.Ledger(), Lead: ledgertest.Leader(b)}
-	})
-}
-
-// TestControl_Conformance runs the control store's suite on both
-// dialects, every election in one table: they must not see each other's
-// entries.
-func TestControl_Conformance(t *testing.T) {
-	forEachServer(t, func(t *testing.T, s *server) {
-		table := s.newTable(t)
-		var n atomic.Int64
-		controltest.Run(t, func(t *testing.T) controltest.Election {
-			b := s.backend(t, s.admin, table, fmt.Sprintf("control-%d", n.Add(1)), nil)
-			return controltest.Election{Store: b.Control(), Lead: ledgertest.Leader(b)}
-		})
-	})
 }

@@ -16,8 +16,8 @@ import (
 
 	"github.com/batonhq/baton/backends/sql"
 	"github.com/batonhq/baton/backends/sql/postgres"
+	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/internal/testdb"
 	"github.com/batonhq/baton/internal/testenv"
 )
@@ -97,7 +97,7 @@ func TestPostgres_SSLModeRequire(t *testing.T) {
 	}
 	a, dbA := newBackend()
 	b, _ := newBackend()
-	electiontest.RunSmoke(t, a, b, 20*time.Second)
+	backendtest.RunSmoke(t, a, b, 20*time.Second)
 
 	// The server's own view of a pool connection.
 	var ssl bool
@@ -184,7 +184,7 @@ func TestMySQL_TLS(t *testing.T) {
 	a := s.backend(t, open("skip-verify"), table, "tls", nil)
 	db := open("skip-verify")
 	b := s.backend(t, db, table, "tls", nil)
-	electiontest.RunSmoke(t, a, b, 20*time.Second)
+	backendtest.RunSmoke(t, a, b, 20*time.Second)
 	var vname, cipher string
 	if err := db.QueryRowContext(ctx, "SHOW SESSION STATUS LIKE 'Ssl_cipher'").Scan(&vname, &cipher); err != nil {
 		t.Fatal(err)

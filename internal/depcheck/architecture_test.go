@@ -6,6 +6,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -80,7 +81,7 @@ func matchesAny(patterns []string, pkg string) bool {
 }
 
 // isRig reports whether pkg is a test rig: its last element ends in
-// "test" (electiontest, hosttest, consultest, ...).
+// "test" (backendtest, consultest, killtest, ...).
 func isRig(pkg string) bool { return strings.HasSuffix(path.Base(pkg), "test") }
 
 // TestArchitectureTable checks every package of the module, by its
@@ -156,7 +157,69 @@ func TestArchitectureMatching(t *testing.T) {
 			t.Errorf("matches(%q, %q) = %v, want %v", c.pattern, c.pkg, got, c.want)
 		}
 	}
-	if !isRig("schedulerhost/hosttest") || isRig("internal/testenv") {
-		t.Error("isRig: hosttest is a rig, testenv is not")
+	if !isRig("backendtest") || isRig("internal/testenv") {
+		t.Error("isRig: backendtest is a rig, testenv is not")
+	}
+}
+
+// usersOnly are the public packages that the module's own code does not
+// import, because they are there for users: the front door and the
+// in-memory backend.
+var usersOnly = map[string]bool{".": true, "backends/memory": true}
+
+// TestNoPublicTestOnlyPackage fails for a public package (one outside
+// every internal/ folder) that only tests of the module import (or test
+// rigs, which import testing in their non-test files), apart
+// from backendtest, the one conformance suite, and usersOnly: a test rig
+// in the public API.
+func TestNoPublicTestOnlyPackage(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f",
+		`{{.ImportPath}} {{.Name}} | {{join .Imports " "}} | {{join .TestImports " "}} {{join .XTestImports " "}}`,
+		module+"/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	names := map[string]string{}
+	byCode, byTests := map[string]bool{}, map[string]bool{}
+	for line := range strings.Lines(string(out)) {
+		parts := strings.Split(strings.TrimRight(line, "\n"), " | ")
+		if len(parts) != 3 {
+			continue
+		}
+		f := strings.Fields(parts[0])
+		names[f[0]] = f[1]
+		imps := strings.Fields(parts[1])
+		// A package that imports testing in its non-test files is a rig:
+		// what it imports, only tests use.
+		used := byCode
+		if slices.Contains(imps, "testing") {
+			used = byTests
+		}
+		for _, imp := range imps {
+			used[imp] = true
+		}
+		for _, imp := range strings.Fields(parts[2]) {
+			byTests[imp] = true
+		}
+	}
+	n := 0
+	for p, name := range names {
+		rel := "."
+		if p != module {
+			rel = strings.TrimPrefix(p, module+"/")
+		}
+		if name == "main" || rel == "internal" || strings.HasPrefix(rel, "internal/") || strings.Contains(rel, "/internal/") {
+			continue
+		}
+		n++
+		if byTests[p] && !byCode[p] && rel != "backendtest" && !usersOnly[rel] {
+			t.Errorf("%s: a public package that only tests import; move it under an internal/ folder", rel)
+		}
+	}
+	if n < 10 {
+		t.Fatalf("found %d public packages; want them all", n)
+	}
+	if !t.Failed() {
+		t.Logf("%d public packages, none used only by tests apart from backendtest", n)
 	}
 }

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/internal/execjob"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -131,7 +131,7 @@ func CheckHandover(t testing.TB, recs map[uint64]*Record, old, next uint64) time
 // 5 s), lead on a fresh election from newElection; the leader's path to
 // the backend is cut while its command runs. In every trial the old
 // command must be gone before the new leader's starts.
-func RunLostTerm(t *testing.T, trials int, newElection func(t *testing.T) func(t *testing.T, name string) electiontest.Candidate) {
+func RunLostTerm(t *testing.T, trials int, newElection func(t *testing.T) func(t *testing.T, name string) backendtest.Candidate) {
 	var gaps []string
 	for i := range trials {
 		t.Run(fmt.Sprintf("trial-%d", i), func(t *testing.T) {
@@ -141,7 +141,7 @@ func RunLostTerm(t *testing.T, trials int, newElection func(t *testing.T) func(t
 	t.Logf("new start less the old command's last heartbeat, by trial: %s", strings.Join(gaps, ", "))
 }
 
-func lostTermTrial(t *testing.T, candidate func(t *testing.T, name string) electiontest.Candidate) time.Duration {
+func lostTermTrial(t *testing.T, candidate func(t *testing.T, name string) backendtest.Candidate) time.Duration {
 	dir := t.TempDir()
 	file, pids := filepath.Join(dir, "beats"), filepath.Join(dir, "pids")
 	if err := os.Mkdir(pids, 0o755); err != nil {
@@ -230,13 +230,13 @@ func wait(t *testing.T, d time.Duration, what string, cond func() bool) {
 // node is one Elector + Host with the command job.
 type node struct {
 	name    string
-	c       electiontest.Candidate
+	c       backendtest.Candidate
 	elector *election.Elector
 	cancel  context.CancelFunc
 	done    chan error
 }
 
-func startNode(t *testing.T, c electiontest.Candidate, name, file, pids string) *node {
+func startNode(t *testing.T, c backendtest.Candidate, name, file, pids string) *node {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	if os.Getenv("BATON_TEST_LOG") != "" {

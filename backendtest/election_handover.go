@@ -1,4 +1,4 @@
-package electiontest
+package backendtest
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // candidates h.Handovers times, each release at a different phase of the
 // waiter's wait; every waiter must lead within HandoverBound of the
 // release, with a greater token.
-func testRepeatedHandover(t *testing.T, h Harness) {
+func testRepeatedHandover(t *testing.T, h ElectionHarness) {
 	if h.Handovers == 0 {
 		t.Skip("harness asks for no repeated handovers")
 	}
@@ -57,7 +57,7 @@ func testRepeatedHandover(t *testing.T, h Harness) {
 // of the renew cycle. A waiting candidate must lead within FailoverBound of
 // the cut, never while the old term is open, with a greater token; the old
 // term ends with ErrLeadershipLost.
-func testCrashFailover(t *testing.T, h Harness) {
+func testCrashFailover(t *testing.T, h ElectionHarness) {
 	if h.FailoverBound == 0 {
 		t.Skip("harness sets no FailoverBound")
 	}

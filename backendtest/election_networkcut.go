@@ -1,4 +1,4 @@
-package electiontest
+package backendtest
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 
 // testNetworkCut checks the network-cut rule: cutting the leader off
 // ends its term before any other candidate leads, in every trial.
-func testNetworkCut(t *testing.T, h Harness) {
+func testNetworkCut(t *testing.T, h ElectionHarness) {
 	newC := h.NewElection(t)
 	trials := h.CutTrials
 	if trials == 0 {

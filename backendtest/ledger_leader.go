@@ -1,4 +1,4 @@
-package ledgertest
+package backendtest
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"github.com/batonhq/baton/election"
 )
 
-// Leader returns a function for Election.Lead that takes terms of b, in
+// Leader returns a function for LedgerElection.Lead that takes terms of b, in
 // the name of one candidate: each call releases the term the call before
 // took, then acquires a new one (within 30s). The last term is released
 // when the test that took it ends.

@@ -1,4 +1,4 @@
-package hosttest
+package backendtest
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 // so that claims, finishes and the catch-up read go in batches across a
 // real loss: no tick of any job starts twice, and each job gets exactly
 // one catch-up run (MisfireRunOnce).
-func testCrashManyJobs(t *testing.T, h Harness, n int) {
+func testCrashManyJobs(t *testing.T, h FailoverHarness, n int) {
 	newC := h.NewElection(t, h.Timing)
 	var rec runRecord
 	ttl := h.Timing.TTL

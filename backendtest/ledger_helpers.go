@@ -1,4 +1,4 @@
-package ledgertest
+package backendtest
 
 import (
 	"context"
@@ -9,8 +9,10 @@ import (
 	"github.com/batonhq/baton/ledger"
 )
 
+// ctx is a context for one call of a subtest: it ends with the test, or
+// after 10 s.
 func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	c, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	t.Cleanup(cancel)
 	return c
 }

@@ -1,25 +1,20 @@
-// Package controltest is the conformance suite every control.Store runs.
-// A backend's test calls Run with a function that sets up a fresh
-// election and its store; each subtest gets its own.
-package controltest
+package backendtest
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/ledger"
 )
 
-// Election is one fresh election (no term held, no entries) with its
+// ControlElection is one fresh election (no term held, no entries) with its
 // control store, as a backend's harness sets it up.
-type Election struct {
+type ControlElection struct {
 	// Store is the election's control store. Required.
 	Store control.Store
 	// Lead ends the term an earlier call of Lead started, if any, makes a
@@ -28,9 +23,9 @@ type Election struct {
 	Lead func(t *testing.T) uint64
 }
 
-// Run runs the suite: each subtest calls newElection once (twice for
+// RunControl runs the suite: each subtest calls newElection once (twice for
 // ElectionsAreSeparate). It blocks until every subtest is done.
-func Run(t *testing.T, newElection func(t *testing.T) Election) {
+func RunControl(t *testing.T, newElection func(t *testing.T) ControlElection) {
 	t.Run("PutIfAbsent", func(t *testing.T) {
 		s := newElection(t).Store
 		v1 := put(t, s, control.Put{Key: "pause/report", Value: []byte(`{"by":"alice"}`)})
@@ -221,13 +216,6 @@ func Run(t *testing.T, newElection func(t *testing.T) Election) {
 			t.Fatalf("counter after %d CAS increments = %v, want %d", workers*each, es, workers*each)
 		}
 	})
-}
-
-func ctx(t *testing.T) context.Context {
-	t.Helper()
-	c, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	t.Cleanup(cancel)
-	return c
 }
 
 func put(t *testing.T, s control.Store, p control.Put) int64 {

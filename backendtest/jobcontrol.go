@@ -1,4 +1,4 @@
-package hosttest
+package backendtest
 
 import (
 	"bytes"
@@ -11,39 +11,38 @@ import (
 
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
-	"github.com/batonhq/baton/internal/faultproxy"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
-// ControlHarness tells RunControlConformance how to make elections whose
+// JobControlHarness tells RunJobControl how to make elections whose
 // candidates carry a control store.
-type ControlHarness struct {
+type JobControlHarness struct {
 	// NewElection starts a fresh election and returns a function making
 	// candidates for it, each with its Ledger, its Control store and the
-	// fault proxy that all of its traffic goes through.
-	NewElection func(t *testing.T, timing election.Timing) func(t *testing.T, name string) ControlCandidate
+	// Network that all of its traffic goes through.
+	NewElection func(t *testing.T, timing election.Timing) func(t *testing.T, name string) JobControlCandidate
 }
 
-// ControlCandidate is a candidate with its control store and its proxy.
-type ControlCandidate struct {
-	electiontest.Candidate
+// JobControlCandidate is a candidate with its control store and the
+// network path that all of its traffic goes through.
+type JobControlCandidate struct {
+	Candidate
 	Control control.Store
-	Proxy   *faultproxy.Proxy
+	Network Network
 }
 
 // controlTiming leaves a term 12 s after its last renewal: replies held
 // for the 5 s of a control write's timeout do not end it.
 var controlTiming = election.Timing{TTL: 15 * time.Second, RenewInterval: time.Second, SafetyMargin: 3 * time.Second}
 
-// RunControlConformance checks, as subtests of t, that the operators'
+// RunJobControl checks, as subtests of t, that the operators'
 // actions a Host acknowledged are honoured on a real backend:
 //   - a run-now request whose take was applied by the server but whose
 //     answer was lost (held until the client timed out, or answered for a
 //     resent command) runs once, in the term that took it;
 //   - a pause acknowledged between a tick and its jittered start stops
 //     the run.
-func RunControlConformance(t *testing.T, h ControlHarness) {
+func RunJobControl(t *testing.T, h JobControlHarness) {
 	for _, mode := range []lostMode{answerHeld, takeResent} {
 		t.Run("RunNowAnswerLost/"+string(mode), func(t *testing.T) {
 			testRunNowAnswerLost(t, h, mode)
@@ -71,7 +70,7 @@ const (
 // request, as mode says.
 type lossyStore struct {
 	control.Store
-	proxy *faultproxy.Proxy
+	proxy Network
 	mode  lostMode
 
 	mu    sync.Mutex
@@ -127,7 +126,7 @@ func controlLogger(t *testing.T, name string) *slog.Logger {
 
 // startControlNode starts an Elector and a Host with store as its
 // Control, stopped when t ends.
-func startControlNode(t *testing.T, c ControlCandidate, store control.Store, jobs ...schedulerhost.Job) (*election.Elector, *schedulerhost.Host) {
+func startControlNode(t *testing.T, c JobControlCandidate, store control.Store, jobs ...schedulerhost.Job) (*election.Elector, *schedulerhost.Host) {
 	t.Helper()
 	log := controlLogger(t, "a")
 	e, err := election.New(election.Config{Backend: c.Backend, Identity: election.Identity{ID: "a"}, Logger: log, RetryPeriod: 200 * time.Millisecond})
@@ -143,7 +142,7 @@ func startControlNode(t *testing.T, c ControlCandidate, store control.Store, job
 	done := make(chan error, 1)
 	go func() { done <- e.Run(ctx, host.Lead) }()
 	t.Cleanup(func() {
-		c.Proxy.Heal()
+		c.Network.Heal()
 		cancel()
 		select {
 		case <-done:
@@ -194,9 +193,9 @@ func (m *manualRuns) of(id string) []uint64 {
 // by the server and its answer lost. The term must find out that it holds
 // the request and run it once: the request ends done, run by the term's
 // token, and the job ran it exactly once.
-func testRunNowAnswerLost(t *testing.T, h ControlHarness, mode lostMode) {
+func testRunNowAnswerLost(t *testing.T, h JobControlHarness, mode lostMode) {
 	c := h.NewElection(t, controlTiming)(t, "a")
-	store := &lossyStore{Store: c.Control, proxy: c.Proxy, mode: mode}
+	store := &lossyStore{Store: c.Control, proxy: c.Network, mode: mode}
 	var rec manualRuns
 	e, _ := startControlNode(t, c, store, rec.job("manual"))
 	jobs := control.NewJobs(c.Control)
@@ -244,7 +243,7 @@ func testRunNowAnswerLost(t *testing.T, h ControlHarness, mode lostMode) {
 // pause of the jittered job acknowledged after the tick and before its
 // jittered start stops that run: it is recorded as skipped; the other
 // job's run of the tick is not touched.
-func testPauseDuringJitter(t *testing.T, h ControlHarness) {
+func testPauseDuringJitter(t *testing.T, h JobControlHarness) {
 	c := h.NewElection(t, controlTiming)(t, "a")
 	var mu sync.Mutex
 	ran := map[string][]time.Time{} // job -> start times, by tick

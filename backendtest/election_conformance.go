@@ -1,4 +1,4 @@
-package electiontest
+package backendtest
 
 import (
 	"context"
@@ -12,25 +12,25 @@ import (
 
 // Candidate is one contender in a conformance election: a Backend with a
 // network path of its own, which Cut and Heal affect alone (blackhole and
-// restore, typically through a faultproxy.Proxy).
+// restore, typically through a Proxy).
 type Candidate struct {
 	Backend election.Backend
 	Cut     func()
 	Heal    func()
 	// Ledger is the backend's tick ledger for this candidate, for
-	// hosttest.RunFailoverConformance (package schedulerhost/hosttest); nil
+	// RunFailover; nil
 	// where only the lease rules are tested.
 	Ledger ledger.Ledger
 	// Depose, if set, ends the term of lease on the backend side only
 	// (revoke it, expire its row, destroy its session), as an operator or
 	// an expiry would, so that another candidate can lead while the holder
-	// has not noticed. For hosttest.RunFailoverConformance.
+	// has not noticed. For RunFailover.
 	Depose func(t *testing.T, lease election.Lease)
 }
 
-// Harness tells RunConformance how to make elections on the backend under
+// ElectionHarness tells RunElection how to make elections on the backend under
 // test and what to expect of it.
-type Harness struct {
+type ElectionHarness struct {
 	// NewElection starts a fresh election (a new key prefix, row or table)
 	// and returns a function making candidates for it. Resources belong to
 	// t (use t.Cleanup).
@@ -55,20 +55,20 @@ type Harness struct {
 	// Package, if set, is the import path of the backend: after Release no
 	// goroutine may remain with a function of that package on its stack.
 	// The check sees every goroutine of the process, so do not run other
-	// tests of that package in parallel with RunConformance.
+	// tests of that package in parallel with RunElection.
 	Package string
 }
 
-func (h Harness) handover() time.Duration {
+func (h ElectionHarness) handover() time.Duration {
 	if h.HandoverBound > 0 {
 		return h.HandoverBound
 	}
 	return time.Second
 }
 
-// RunConformance checks every lease rule of the election contract against
+// RunElection checks every lease rule of the election contract against
 // the backend h describes, as subtests of t.
-func RunConformance(t *testing.T, h Harness) {
+func RunElection(t *testing.T, h ElectionHarness) {
 	t.Run("AcquireRelease", func(t *testing.T) { testAcquireRelease(t, h) })
 	t.Run("LeaseOutlivesAcquireContext", func(t *testing.T) { testOutlivesCtx(t, h) })
 	t.Run("ExclusionAndPromptHandover", func(t *testing.T) { testHandover(t, h) })
@@ -81,7 +81,7 @@ func RunConformance(t *testing.T, h Harness) {
 	t.Run("CrashFailover", func(t *testing.T) { testCrashFailover(t, h) })
 }
 
-func testAcquireRelease(t *testing.T, h Harness) {
+func testAcquireRelease(t *testing.T, h ElectionHarness) {
 	newC := h.NewElection(t)
 	a := newC(t, "a")
 	l := Acquire(t, a.Backend, "a", 10*h.TTL)
@@ -110,7 +110,7 @@ func testAcquireRelease(t *testing.T, h Harness) {
 	Release(t, l2)
 }
 
-func testOutlivesCtx(t *testing.T, h Harness) {
+func testOutlivesCtx(t *testing.T, h ElectionHarness) {
 	newC := h.NewElection(t)
 	a, b := newC(t, "a"), newC(t, "b")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -133,7 +133,7 @@ func testOutlivesCtx(t *testing.T, h Harness) {
 	}
 }
 
-func testHandover(t *testing.T, h Harness) {
+func testHandover(t *testing.T, h ElectionHarness) {
 	newC := h.NewElection(t)
 	a, b := newC(t, "a"), newC(t, "b")
 	la := Acquire(t, a.Backend, "a", 10*h.TTL)
@@ -169,7 +169,7 @@ func testHandover(t *testing.T, h Harness) {
 	}
 }
 
-func testAcquireCancel(t *testing.T, h Harness) {
+func testAcquireCancel(t *testing.T, h ElectionHarness) {
 	newC := h.NewElection(t)
 	a, b := newC(t, "a"), newC(t, "b")
 	la := Acquire(t, a.Backend, "a", 10*h.TTL)
@@ -194,7 +194,7 @@ func testAcquireCancel(t *testing.T, h Harness) {
 	}
 }
 
-func testExpiry(t *testing.T, h Harness) {
+func testExpiry(t *testing.T, h ElectionHarness) {
 	newC := h.NewElection(t)
 	a, b := newC(t, "a"), newC(t, "b")
 	if a.Cut == nil {
@@ -228,7 +228,7 @@ func testExpiry(t *testing.T, h Harness) {
 	Release(t, lc)
 }
 
-func testReleaseBounded(t *testing.T, h Harness) {
+func testReleaseBounded(t *testing.T, h ElectionHarness) {
 	newC := h.NewElection(t)
 	a := newC(t, "a")
 	if a.Cut == nil {
@@ -249,7 +249,7 @@ func testReleaseBounded(t *testing.T, h Harness) {
 	}
 }
 
-func testLeaderReader(t *testing.T, h Harness) {
+func testLeaderReader(t *testing.T, h ElectionHarness) {
 	newC := h.NewElection(t)
 	a, b := newC(t, "a"), newC(t, "b")
 	lr, ok := b.Backend.(election.LeaderReader)

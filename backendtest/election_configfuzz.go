@@ -1,4 +1,4 @@
-package electiontest
+package backendtest
 
 import (
 	"strings"

@@ -1,4 +1,4 @@
-package hosttest
+package backendtest
 
 import (
 	"context"
@@ -10,31 +10,30 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/electiontest"
 	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
-// Harness tells RunFailoverConformance how to make elections whose
+// FailoverHarness tells RunFailover how to make elections whose
 // candidates carry a tick ledger.
-type Harness struct {
+type FailoverHarness struct {
 	// NewElection starts a fresh election (new prefix, key or table) and
 	// returns a function making candidates for it, each with its own path
 	// (Cut, Heal) and Ledger, all using timing.
-	NewElection func(t *testing.T, timing election.Timing) func(t *testing.T, name string) electiontest.Candidate
+	NewElection func(t *testing.T, timing election.Timing) func(t *testing.T, name string) Candidate
 	// Timing is the lease timing to use: valid for the backend, with a
 	// SafetyMargin wide enough that a crashed leader leaves at least two
 	// 1-second ticks unclaimed before the next leader starts.
 	Timing election.Timing
 }
 
-// RunFailoverConformance checks the once-per-tick guarantees of a
+// RunFailover checks the once-per-tick guarantees of a
 // backend's ledger with real Hosts on a real backend, as subtests of t:
 // after the leader crashes (its path cut, no release), every tick is
 // started at most once, and the misfire policies cover the gap exactly as
 // documented; a deposed leader's claim is refused, its term ends, and it
 // starts nothing.
-func RunFailoverConformance(t *testing.T, h Harness) {
+func RunFailover(t *testing.T, h FailoverHarness) {
 	// Alone, first: 1,000 runs a second would slow the other trials' hosts.
 	t.Run("CrashFailover/1000-jobs-per-instant", func(t *testing.T) {
 		testCrashManyJobs(t, h, 1000)
@@ -95,14 +94,14 @@ func (r *runRecord) snapshot() []recordedRun {
 
 // hostNode is one Elector + Host on a candidate.
 type hostNode struct {
-	c       electiontest.Candidate
+	c       Candidate
 	elector *election.Elector
 	host    *schedulerhost.Host
 	cancel  context.CancelFunc
 	done    chan error
 }
 
-func startHostNode(t *testing.T, c electiontest.Candidate, name string, jobs ...schedulerhost.Job) *hostNode {
+func startHostNode(t *testing.T, c Candidate, name string, jobs ...schedulerhost.Job) *hostNode {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	if os.Getenv("BATON_TEST_LOG") != "" {
@@ -156,7 +155,7 @@ func waitLeader(t *testing.T, within time.Duration, nodes ...*hostNode) *hostNod
 	return nil
 }
 
-func testCrashPolicy(t *testing.T, h Harness, policy schedulerhost.Misfire, maxCatch int) {
+func testCrashPolicy(t *testing.T, h FailoverHarness, policy schedulerhost.Misfire, maxCatch int) {
 	newC := h.NewElection(t, h.Timing)
 	var rec runRecord
 	ttl := h.Timing.TTL
@@ -280,7 +279,7 @@ func testCrashPolicy(t *testing.T, h Harness, policy schedulerhost.Misfire, maxC
 	}
 }
 
-func testDeposed(t *testing.T, h Harness) {
+func testDeposed(t *testing.T, h FailoverHarness) {
 	newC := h.NewElection(t, h.Timing)
 	a, b := newC(t, "a"), newC(t, "b")
 	if a.Cut == nil || a.Ledger == nil || b.Depose == nil {

@@ -1,7 +1,4 @@
-// Package ledgertest is the conformance suite every ledger.Ledger runs. A
-// backend's test calls Run with a function that sets up a fresh election
-// and its ledger; each subtest gets its own.
-package ledgertest
+package backendtest
 
 import (
 	"errors"
@@ -13,9 +10,9 @@ import (
 	"github.com/batonhq/baton/ledger"
 )
 
-// Election is one fresh election (no term held, no claims) with its
+// LedgerElection is one fresh election (no term held, no claims) with its
 // ledger, as a backend's harness sets it up.
-type Election struct {
+type LedgerElection struct {
 	// Ledger is the election's ledger. Required.
 	Ledger ledger.Ledger
 	// Lead ends the term an earlier call of Lead started, if any, makes a
@@ -30,9 +27,9 @@ type Election struct {
 // tick0 is a whole second, so that every backend stores it exactly.
 var tick0 = time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)
 
-// Run runs the suite: each subtest calls newElection once. It blocks
+// RunLedger runs the suite: each subtest calls newElection once. It blocks
 // until every subtest is done.
-func Run(t *testing.T, newElection func(t *testing.T) Election) {
+func RunLedger(t *testing.T, newElection func(t *testing.T) LedgerElection) {
 	t.Run("ClaimRecordsRunning", func(t *testing.T) {
 		e := newElection(t)
 		tok := e.Lead(t)
