@@ -30,7 +30,7 @@ import (
 
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/ledger"
+	"github.com/batonhq/baton/election/driver"
 	"github.com/batonhq/baton/metrics"
 	"github.com/batonhq/baton/node"
 	"github.com/batonhq/baton/schedulerhost"
@@ -121,10 +121,10 @@ func New(cfg Config) (*Baton, error) {
 		Jobs: cfg.Jobs, Location: cfg.Location, ShutdownTimeout: cfg.ShutdownTimeout,
 		Instance: cfg.Instance, Observer: m, Logger: cfg.Logger,
 	}
-	if l, ok := cfg.Backend.(interface{ Ledger() ledger.Ledger }); ok {
+	if l, ok := cfg.Backend.(driver.Ledgerer); ok {
 		hcfg.Ledger = l.Ledger()
 	}
-	if c, ok := cfg.Backend.(interface{ Control() control.Store }); ok {
+	if c, ok := cfg.Backend.(driver.Controller); ok {
 		hcfg.Control = c.Control()
 	}
 	host, err := schedulerhost.New(hcfg)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/driver"
 	"github.com/batonhq/baton/ledger"
 )
 
@@ -252,9 +253,9 @@ func testReleaseBounded(t *testing.T, h ElectionHarness) {
 func testLeaderReader(t *testing.T, h ElectionHarness) {
 	newC := h.NewElection(t)
 	a, b := newC(t, "a"), newC(t, "b")
-	lr, ok := b.Backend.(election.LeaderReader)
+	lr, ok := b.Backend.(driver.LeaderReader)
 	if !ok {
-		t.Skip("backend does not implement election.LeaderReader")
+		t.Skip("backend does not implement driver.LeaderReader")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

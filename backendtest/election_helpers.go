@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/driver"
 )
 
 // The helpers below are the ones every backend's tests need around a
@@ -106,7 +107,7 @@ func IsOpen(l election.Lease) bool {
 // returns its error. It stops t (t.Fatal) if Check succeeds, and reports
 // with t.Errorf a failure that took longer than within: such a backend
 // must fail at start, quickly and clearly, not after a timeout.
-func CheckFails(t testing.TB, c election.Checker, within time.Duration) error {
+func CheckFails(t testing.TB, c driver.Checker, within time.Duration) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

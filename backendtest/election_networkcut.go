@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/driver"
 )
 
 // testNetworkCut checks the network-cut rule: cutting the leader off
@@ -67,7 +68,7 @@ func testNetworkCut(t *testing.T, h ElectionHarness) {
 		waitFor := time.Now().Add(10 * h.TTL)
 		aLeads := false
 		for !aLeads && time.Now().Before(waitFor) {
-			if lr, ok := a.Backend.(election.LeaderReader); ok {
+			if lr, ok := a.Backend.(driver.LeaderReader); ok {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				info, err := lr.Leader(ctx)
 				cancel()

@@ -7,14 +7,15 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/driver"
 	"github.com/batonhq/baton/ledger"
 )
 
 // RunSmoke is a short conformance-style check of two candidates of one
 // election, for backends reached with credentials or TLS that the full
 // suites do not set up: a and b pass Check (if they implement
-// election.Checker); a acquires; b reads a as the leader (if it implements
-// election.LeaderReader) and does not lead while a holds; a releases and b
+// driver.Checker); a acquires; b reads a as the leader (if it implements
+// driver.LeaderReader) and does not lead while a holds; a releases and b
 // leads with a greater token; b claims a tick in its ledger (if it has a
 // Ledger() method) and a claim with a's old token is refused as stale; b
 // releases. timeout bounds each step.
@@ -23,14 +24,14 @@ func RunSmoke(t *testing.T, a, b election.Backend, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	for name, be := range map[string]election.Backend{"a": a, "b": b} {
-		if c, ok := be.(election.Checker); ok {
+		if c, ok := be.(driver.Checker); ok {
 			if err := c.Check(ctx); err != nil {
 				t.Fatalf("%s: Check: %v", name, err)
 			}
 		}
 	}
 	la := Acquire(t, a, "a", timeout)
-	if lr, ok := b.(election.LeaderReader); ok {
+	if lr, ok := b.(driver.LeaderReader); ok {
 		info, err := lr.Leader(ctx)
 		if err != nil || info.Identity.ID != "a" || info.Token != la.Token() {
 			t.Errorf("b: Leader() = %+v, %v; want a with token %d", info, err, la.Token())
@@ -57,7 +58,7 @@ func RunSmoke(t *testing.T, a, b election.Backend, timeout time.Duration) {
 	if lb.Token() <= la.Token() {
 		t.Errorf("b's token %d not above a's %d", lb.Token(), la.Token())
 	}
-	lg, ok := b.(interface{ Ledger() ledger.Ledger })
+	lg, ok := b.(driver.Ledgerer)
 	if !ok {
 		return
 	}

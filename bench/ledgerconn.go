@@ -12,6 +12,7 @@ import (
 	batonmysql "github.com/batonhq/baton/backends/sql/mysql"
 	"github.com/batonhq/baton/backends/sql/postgres"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/driver"
 	"github.com/batonhq/baton/ledger"
 )
 
@@ -81,7 +82,7 @@ func openLedger(e *env, backend, addr, lane string) (*ledgerConn, error) {
 	default:
 		return nil, fmt.Errorf("unknown backend %q", backend)
 	}
-	lb, ok := b.(interface{ Ledger() ledger.Ledger })
+	lb, ok := b.(driver.Ledgerer)
 	if !ok {
 		closeFn()
 		return nil, fmt.Errorf("%s: no ledger", backend)

@@ -40,46 +40,18 @@ type Lease interface {
 	Release(ctx context.Context) error
 }
 
-// Deadliner is implemented by leases that know the local safe deadline of
-// their term, so that a job start can re-check it without waiting for the
-// timer behind Done to fire.
-type Deadliner interface {
-	// Deadline is the instant (with a monotonic reading) after which the
-	// term must be treated as over unless a renewal sent later succeeds.
-	Deadline() time.Time
-}
-
-// GoneByer is implemented by leases that know, once the term is lost, the
-// instant by which whatever the term started must be gone: before the
-// backend could give the lease to another candidate. GoneBy (and Term's
-// GoneBy) read it.
-type GoneByer interface {
-	// GoneBy is meaningful once Err wraps ErrLeadershipLost. It is half
-	// the SafetyMargin after the local deadline when the term ended there
-	// without a renewal (the backend keeps the lease a whole SafetyMargin
-	// longer; the other half is kept for clock-rate differences and the
-	// kill itself). It is the instant of the loss when the backend
-	// reported the lease gone or Lose was called: another candidate may
-	// hold it already.
-	GoneBy() time.Time
-}
-
-// Loser is implemented by leases that can be ended locally at once, before
-// the backend or the renew loop would notice. Term.Lose calls it.
-type Loser interface {
-	// Lose ends the term: Done closes and Err wraps ErrLeadershipLost and
-	// reason. It does not block; later calls and calls after the end do
-	// nothing.
-	Lose(reason error)
-}
-
-// LeaderReader is implemented by backends that can tell who leads now, so
-// that followers can report it. It is found by type assertion.
-type LeaderReader interface {
-	// Leader reads the current leader from the backend. It returns an error
-	// wrapping ErrNoLeader when nobody holds the election.
-	Leader(ctx context.Context) (LeaderInfo, error)
-}
+// The optional capabilities a Backend or a Lease may have are named for
+// backend authors in package election/driver (Deadliner, GoneByer, Loser,
+// LeaderReader, Checker, Ledgerer, Controller). An Elector and a Term find
+// the ones they use by type assertion, through these unexported mirrors.
+type (
+	deadliner    interface{ Deadline() time.Time }
+	goneByer     interface{ GoneBy() time.Time }
+	loser        interface{ Lose(reason error) }
+	leaderReader interface {
+		Leader(ctx context.Context) (LeaderInfo, error)
+	}
+)
 
 // Identity names one candidate. ID must be unique per process (two
 // processes with the same ID would look like one to an operator); Host and
@@ -96,13 +68,4 @@ type LeaderInfo struct {
 	Identity Identity  `json:"identity"`
 	Token    uint64    `json:"token"`
 	Since    time.Time `json:"since,omitzero"`
-}
-
-// Checker is implemented by backends that can verify, without campaigning,
-// that the store is reachable with the credentials given and is set up
-// (schema, permissions). Call it at start to fail fast on a wrong address,
-// password, certificate or ACL token instead of retrying forever. It is
-// found by type assertion.
-type Checker interface {
-	Check(ctx context.Context) error
 }

@@ -77,5 +77,8 @@ func (c Config) Validate() error {
 	if c.ReleaseTimeout < 0 {
 		errs = append(errs, fmt.Errorf("ReleaseTimeout %v: must be positive", c.ReleaseTimeout))
 	}
-	return InvalidConfig("election", errs)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("election: invalid config: %w", err)
+	}
+	return nil
 }

@@ -18,15 +18,10 @@
 // the lead function learns it is stale. Jobs read the token of their term
 // with TokenFromContext.
 //
-// The whole backend contract is in backend.go: Backend and Lease, and the
-// optional capabilities, separate interfaces found by type assertion:
-// LeaderReader (who leads now), Checker (reachable and set up), Deadliner
-// (a lease's local deadline) and Loser (end a lease locally at once).
-//
-// Backends build their leases with package election/kit, whose
-// ManagedLease owns the renew loop and the self-fencing deadline, so every
-// backend applies the same rules; they check their Timing with
-// Timing.WithDefaults and Timing.Validate, and report loss with LostError.
-// Package backendtest holds the conformance suite every backend runs;
-// backends/memory is the in-memory backend, built only from the kit.
+// A Backend and its Lease are all an Elector needs. The backend author's
+// contract, with the optional capabilities (a lease's local deadline, who
+// leads now, a check of the store, the ledger, the control store) and
+// ManagedLease, which every backend's lease is built on, is package
+// election/driver. Package backendtest holds the conformance suite every
+// backend runs; backends/memory is the in-memory backend.
 package election

@@ -75,7 +75,7 @@ func LeaseDone(ctx context.Context) <-chan struct{} {
 // a client that does not give up on a cancelled context (go-redis) still
 // gives up at a deadline.
 func LocalDeadline(ctx context.Context) (time.Time, bool) {
-	if d, ok := ctx.Value(leaseKey{}).(Deadliner); ok {
+	if d, ok := ctx.Value(leaseKey{}).(deadliner); ok {
 		return d.Deadline(), true
 	}
 	return time.Time{}, false
@@ -107,7 +107,7 @@ func GoneBy(ctx context.Context) (goneBy time.Time, lost bool) {
 	if !leaseLost {
 		return time.Time{}, false
 	}
-	if g, ok := l.(GoneByer); ok {
+	if g, ok := l.(goneByer); ok {
 		return g.GoneBy(), true
 	}
 	return time.Now(), true
@@ -147,14 +147,14 @@ func (t *term) Check() error {
 		return t.lease.Err()
 	default:
 	}
-	if d, ok := t.lease.(Deadliner); ok && !time.Now().Before(d.Deadline()) {
+	if d, ok := t.lease.(deadliner); ok && !time.Now().Before(d.Deadline()) {
 		return LostError(errDeadlinePassed)
 	}
 	return nil
 }
 
 func (t *term) Lose(err error) {
-	if l, ok := t.lease.(Loser); ok {
+	if l, ok := t.lease.(loser); ok {
 		l.Lose(err)
 	}
 	t.cancel(LostError(err))

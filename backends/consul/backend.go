@@ -9,23 +9,24 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/driver"
 )
 
 var (
-	_ election.Backend      = (*Backend)(nil)
-	_ election.LeaderReader = (*Backend)(nil)
-	_ election.Checker      = (*Backend)(nil)
+	_ election.Backend    = (*Backend)(nil)
+	_ driver.LeaderReader = (*Backend)(nil)
+	_ driver.Checker      = (*Backend)(nil)
 )
 
 // Backend is a Consul leader election on one key: a candidate creates a
 // TTL session and locks the key with it (`?acquire=`, as `consul lock`
 // does); whoever holds the lock leads. It implements election.Backend,
-// election.LeaderReader and election.Checker. Its methods are safe for
+// driver.LeaderReader and driver.Checker. Its methods are safe for
 // concurrent use.
 //
 // It does not use api.Lock: it owns the session, times every renewal
 // from when it was sent, and ends a term at the local safe deadline (see
-// kit.ManagedLease), which api.Lock does not do.
+// driver.ManagedLease), which api.Lock does not do.
 type Backend struct {
 	cfg    Config
 	log    *slog.Logger

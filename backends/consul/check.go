@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/consul/api"
 )
 
-// Check implements election.Checker: it verifies that the agent answers and
+// Check implements driver.Checker: it verifies that the agent answers and
 // that the client's ACL token may do what the election and its ledger do,
 // so that a missing, unknown or too weak token fails at start with
 // Consul's own reason instead of making Acquire retry forever. It blocks

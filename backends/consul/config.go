@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/driver"
 	"github.com/batonhq/baton/ledger"
 )
 
@@ -30,7 +31,7 @@ const (
 
 // limits are Consul's bounds and defaults for the fields every backend's
 // Config has.
-var limits = election.BackendLimits{
+var limits = driver.BackendLimits{
 	Client:         "Client",
 	DefaultTTL:     DefaultTTL,
 	MinTTL:         MinTTL,
@@ -186,5 +187,5 @@ func (c Config) resolved() (Config, error) {
 	if c.WaitTime < 0 {
 		errs = append(errs, fmt.Errorf("WaitTime %v: must be positive", c.WaitTime))
 	}
-	return c, election.InvalidConfig("consul", errs)
+	return c, driver.InvalidConfig("consul", errs)
 }

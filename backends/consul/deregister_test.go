@@ -14,6 +14,7 @@ import (
 	"github.com/batonhq/baton/backends/consul"
 	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/driver"
 	"github.com/batonhq/baton/internal/consultest"
 	"github.com/batonhq/baton/internal/faultproxy"
 )
@@ -196,7 +197,7 @@ func deregisterWorstPhase(t *testing.T, srv *consultest.Agent, timing election.T
 	time.Sleep(500 * time.Millisecond) // b reaches its blocking query
 
 	// Wait for a renewal to be answered: the lease's deadline moves.
-	dl := la.(election.Deadliner)
+	dl := la.(driver.Deadliner)
 	d0 := dl.Deadline()
 	waitFor(t, 2*consul.DefaultTTL, "a renewal of a's session", func() bool { return dl.Deadline() != d0 })
 	p.Blackhole()

@@ -18,7 +18,7 @@
 //
 // The leader renews its session every RenewInterval (Session().Renew),
 // watches the key with blocking queries, and ends its term on its own at
-// lastRenewalSent + TTL - SafetyMargin (kit.ManagedLease), long before
+// lastRenewalSent + TTL - SafetyMargin (driver.ManagedLease), long before
 // Consul would reap the session. A renewal error is retried until that
 // deadline, so one 500 from Consul does not end a term; Consul answering
 // that the session is gone, or the key being deleted or held by another

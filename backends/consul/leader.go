@@ -10,7 +10,7 @@ import (
 	"github.com/batonhq/baton/election"
 )
 
-// Leader implements election.LeaderReader: it reads the lock key (one
+// Leader implements driver.LeaderReader: it reads the lock key (one
 // request, bounded by ctx). It returns an error wrapping
 // election.ErrNoLeader when no session holds the key.
 //

@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/kit"
+	"github.com/batonhq/baton/election/driver"
 )
 
 // term is one held lock.
@@ -18,14 +18,14 @@ type term struct {
 	session string
 	token   uint64
 	value   value
-	lease   *kit.ManagedLease
+	lease   *driver.ManagedLease
 }
 
 // newLease builds the managed lease of term t: it renews t's session,
 // watches the key with blocking queries, and on release unlocks the key
 // and destroys the session.
-func (b *Backend) newLease(t *term, sent time.Time, id election.Identity) *kit.ManagedLease {
-	return kit.NewManagedLease(kit.ManagedLeaseConfig{
+func (b *Backend) newLease(t *term, sent time.Time, id election.Identity) *driver.ManagedLease {
+	return driver.NewManagedLease(driver.ManagedLeaseConfig{
 		Timing: b.cfg.Timing,
 		Sent:   sent,
 		Renew: func(ctx context.Context) (time.Duration, error) {
@@ -50,7 +50,7 @@ func (b *Backend) newLease(t *term, sent time.Time, id election.Identity) *kit.M
 					if ctx.Err() != nil {
 						return ctx.Err()
 					}
-					return fmt.Errorf("%w: %v", kit.ErrRetryWatch, err)
+					return fmt.Errorf("%w: %v", driver.ErrRetryWatch, err)
 				}
 				switch {
 				case pair == nil:

@@ -15,13 +15,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/kit"
+	"github.com/batonhq/baton/election/driver"
 )
 
 var (
-	_ election.Backend      = (*Backend)(nil)
-	_ election.LeaderReader = (*Backend)(nil)
-	_ election.Checker      = (*Backend)(nil)
+	_ election.Backend    = (*Backend)(nil)
+	_ driver.LeaderReader = (*Backend)(nil)
+	_ driver.Checker      = (*Backend)(nil)
 )
 
 // cleanupTimeout bounds the revoke of a lease that Acquire gives up on. If
@@ -148,7 +148,7 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (election.L
 		return nil, b.acquireErr(ctx, "put key", err)
 	}
 	l.rev = put.Header.Revision
-	l.ManagedLease = kit.NewManagedLease(kit.ManagedLeaseConfig{
+	l.ManagedLease = driver.NewManagedLease(driver.ManagedLeaseConfig{
 		Timing:  b.timing,
 		Sent:    sent,
 		Renew:   l.renew,

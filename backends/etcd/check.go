@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Check implements election.Checker. It blocks until answered or ctx is
+// Check implements driver.Checker. It blocks until answered or ctx is
 // done, and changes nothing. It sends two requests:
 //
 //   - a read of the election's keys that does not wait for a connection:

@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/driver"
 	"github.com/batonhq/baton/ledger"
 )
 
@@ -38,7 +39,7 @@ const (
 
 // limits are etcd's bounds and defaults for the fields every backend's
 // Config has.
-var limits = election.BackendLimits{
+var limits = driver.BackendLimits{
 	Client:         "Client (or Endpoints)",
 	DefaultTTL:     DefaultTTL,
 	MinTTL:         MinTTL,
@@ -129,7 +130,7 @@ func (c Config) resolved() (Config, error) {
 			errs = append(errs, err)
 		}
 	}
-	return c, election.InvalidConfig("etcd", errs)
+	return c, driver.InvalidConfig("etcd", errs)
 }
 
 // ledgerSuffix ends the name of the key prefix of an election's ledger:

@@ -48,7 +48,7 @@ package etcd
 //
 // # Self-fencing
 //
-// The lease is kept alive by kit.ManagedLease with one keepalive
+// The lease is kept alive by driver.ManagedLease with one keepalive
 // per RenewInterval, from the moment it is granted (also while waiting in
 // the campaign). The term ends locally at lastKeepAliveSent + TTL -
 // SafetyMargin on the monotonic clock: the server cannot expire the lease

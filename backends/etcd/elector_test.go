@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/driver"
 )
 
 // recBackend records when the leases it hands out are released.
@@ -36,7 +37,7 @@ func (l recLease) Release(ctx context.Context) error {
 	return l.Lease.Release(ctx)
 }
 
-func (l recLease) Deadline() time.Time { return l.Lease.(election.Deadliner).Deadline() }
+func (l recLease) Deadline() time.Time { return l.Lease.(driver.Deadliner).Deadline() }
 
 // Graceful stop: the leader's Run ctx is cancelled while a job runs. The
 // job finishes under the lease context, then the lease is released, then

@@ -9,6 +9,7 @@ import (
 	"github.com/batonhq/baton/backends/etcd"
 	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/driver"
 	"github.com/batonhq/baton/internal/etcdtest"
 )
 
@@ -88,7 +89,7 @@ func TestLease_RenewsAcrossServerRestart(t *testing.T) {
 	}
 	// Renewed since the restart: the deadline is past where a renewal
 	// before it could have put it.
-	if d := l.(election.Deadliner).Deadline(); !d.After(restarted.Add(timing.TTL - timing.SafetyMargin - timing.RenewInterval)) {
+	if d := l.(driver.Deadliner).Deadline(); !d.After(restarted.Add(timing.TTL - timing.SafetyMargin - timing.RenewInterval)) {
 		t.Errorf("deadline %v from now: no renewal since the restart", time.Until(d).Round(time.Millisecond))
 	}
 	if !logs.contains("keepalive stream failed, opening another") {

@@ -8,7 +8,7 @@ import (
 	"github.com/batonhq/baton/election"
 )
 
-// Leader implements election.LeaderReader: it reads the candidate key
+// Leader implements driver.LeaderReader: it reads the candidate key
 // with the lowest create revision directly under the prefix (linearizable
 // reads; keys of nested elections, PREFIX/eu/..., are not candidates).
 // Token is that create revision. A value that is not baton's JSON (a

@@ -11,14 +11,14 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/kit"
+	"github.com/batonhq/baton/election/driver"
 )
 
 // lease is one candidacy and, once Acquire returns it, one term: an etcd
-// lease with the candidate's key under it. kit.ManagedLease owns the
+// lease with the candidate's key under it. driver.ManagedLease owns the
 // renew loop and the local deadline; lease supplies the etcd calls.
 type lease struct {
-	*kit.ManagedLease
+	*driver.ManagedLease
 	b   *Backend
 	ka  *keeper // the lease's keepalive stream
 	id  clientv3.LeaseID
@@ -56,7 +56,7 @@ func (l *lease) renew(ctx context.Context) (time.Duration, error) {
 
 // watch blocks until the key is deleted or put under another lease, and
 // returns the reason; or until ctx is done. An interrupted watch returns an
-// error wrapping kit.ErrRetryWatch; the next call reads the key again
+// error wrapping driver.ErrRetryWatch; the next call reads the key again
 // before watching from there, so no change is missed.
 func (l *lease) watch(ctx context.Context) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
@@ -66,7 +66,7 @@ func (l *lease) watch(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("%w: read %s: %w", kit.ErrRetryWatch, l.key, err)
+		return fmt.Errorf("%w: read %s: %w", driver.ErrRetryWatch, l.key, err)
 	}
 	if reason := l.check(resp.Kvs); reason != nil {
 		return reason
@@ -76,7 +76,7 @@ func (l *lease) watch(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("%w: watch %s: %w", kit.ErrRetryWatch, l.key, err)
+			return fmt.Errorf("%w: watch %s: %w", driver.ErrRetryWatch, l.key, err)
 		}
 		for _, ev := range wr.Events {
 			if ev.Type == mvccpb.DELETE {
@@ -90,7 +90,7 @@ func (l *lease) watch(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	return fmt.Errorf("%w: watch %s closed", kit.ErrRetryWatch, l.key)
+	return fmt.Errorf("%w: watch %s closed", driver.ErrRetryWatch, l.key)
 }
 
 // check returns nil if kvs (the result of reading the key) shows the key

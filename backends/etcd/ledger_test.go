@@ -11,6 +11,7 @@ import (
 	"github.com/batonhq/baton/backends/etcd"
 	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/driver"
 	"github.com/batonhq/baton/ledger"
 )
 
@@ -223,9 +224,9 @@ func TestLedger_Finish(t *testing.T) {
 }
 
 // loseOnStale does what the Host does with a claim refused as stale: it
-// ends the term at once (election.Term.Lose, through election.Loser).
+// ends the term at once (election.Term.Lose, through driver.Loser).
 func loseOnStale(l election.Lease, err error) {
 	if errors.Is(err, ledger.ErrStaleTerm) {
-		l.(election.Loser).Lose(err)
+		l.(driver.Loser).Lose(err)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/kit"
+	"github.com/batonhq/baton/election/driver"
 	"github.com/batonhq/baton/ledger"
 )
 
@@ -103,7 +103,7 @@ func (m *Server) RevokeToken(token uint64) bool {
 	return true
 }
 
-// Leader implements election.LeaderReader on the store.
+// Leader implements driver.LeaderReader on the store.
 func (m *Server) Leader(ctx context.Context) (election.LeaderInfo, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -121,7 +121,7 @@ func (m *Server) Candidate() *Backend {
 }
 
 // Backend is one candidate's connection to a Server. It
-// implements election.Backend and election.LeaderReader.
+// implements election.Backend and driver.LeaderReader.
 type Backend struct {
 	m *Server
 
@@ -131,8 +131,8 @@ type Backend struct {
 }
 
 var (
-	_ election.Backend      = (*Backend)(nil)
-	_ election.LeaderReader = (*Backend)(nil)
+	_ election.Backend    = (*Backend)(nil)
+	_ driver.LeaderReader = (*Backend)(nil)
 )
 
 // Cut makes every request on this path hang until Heal (or its context
@@ -173,7 +173,7 @@ func (b *Backend) pass(ctx context.Context) error {
 	}
 }
 
-// Leader implements election.LeaderReader.
+// Leader implements driver.LeaderReader.
 func (b *Backend) Leader(ctx context.Context) (election.LeaderInfo, error) {
 	if err := b.pass(ctx); err != nil {
 		return election.LeaderInfo{}, err
@@ -212,9 +212,9 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (election.L
 
 var errRevoked = errors.New("memory: lease revoked")
 
-func (b *Backend) newLease(h *memHolder, sent time.Time) *kit.ManagedLease {
+func (b *Backend) newLease(h *memHolder, sent time.Time) *driver.ManagedLease {
 	m := b.m
-	l := kit.NewManagedLease(kit.ManagedLeaseConfig{
+	l := driver.NewManagedLease(driver.ManagedLeaseConfig{
 		Timing: m.timing,
 		Sent:   sent,
 		Renew: func(ctx context.Context) (time.Duration, error) {

@@ -18,13 +18,13 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/kit"
+	"github.com/batonhq/baton/election/driver"
 )
 
 var (
-	_ election.Backend      = (*Backend)(nil)
-	_ election.LeaderReader = (*Backend)(nil)
-	_ election.Checker      = (*Backend)(nil)
+	_ election.Backend    = (*Backend)(nil)
+	_ driver.LeaderReader = (*Backend)(nil)
+	_ driver.Checker      = (*Backend)(nil)
 )
 
 // cleanupTimeout bounds the release of a lease that Acquire gives up on.
@@ -284,7 +284,7 @@ func (b *Backend) newLease(token uint64, nonce string, sent time.Time, log *slog
 	tok := strconv.FormatUint(token, 10)
 	l := &lease{b: b, token: tok, nonce: nonce}
 	log = log.With("token", token)
-	l.ManagedLease = kit.NewManagedLease(kit.ManagedLeaseConfig{
+	l.ManagedLease = driver.NewManagedLease(driver.ManagedLeaseConfig{
 		Timing:  b.timing,
 		Sent:    sent,
 		Renew:   l.renew,

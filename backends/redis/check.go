@@ -66,7 +66,7 @@ if err then return redis.error_reply(err) end
 return 1
 `)
 
-// Check implements election.Checker. It blocks until answered or ctx is
+// Check implements driver.Checker. It blocks until answered or ctx is
 // done, and leaves nothing behind. It sends a PING (the connection, TLS
 // and password are checked when the client connects), subscribes to the
 // election's channel, and runs a script that calls every command the

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/driver"
 	"github.com/batonhq/baton/ledger"
 )
 
@@ -35,7 +36,7 @@ const (
 
 // limits are Redis's bounds and defaults for the fields every backend's
 // Config has.
-var limits = election.BackendLimits{
+var limits = driver.BackendLimits{
 	Client:         "Addr",
 	DefaultTTL:     DefaultTTL,
 	MinTTL:         MinTTL,
@@ -159,7 +160,7 @@ func (c Config) resolved() (Config, error) {
 	if c.Password == "" && c.Username != "" {
 		errs = append(errs, fmt.Errorf("Password %q: required with Username %q", "", c.Username))
 	}
-	return c, election.InvalidConfig("redis", errs)
+	return c, driver.InvalidConfig("redis", errs)
 }
 
 // modeProblems checks that exactly one of Addr, SentinelAddrs and

@@ -55,7 +55,7 @@ package redis
 //
 // # Self-fencing
 //
-// kit.ManagedLease renews every RenewInterval with a script that PEXPIREs
+// driver.ManagedLease renews every RenewInterval with a script that PEXPIREs
 // the key only if it still holds the term's token (so no holder renews or
 // deletes another's lease), and ends the term locally at lastRenewalSent
 // + TTL - SafetyMargin on the monotonic clock: the server cannot expire

@@ -12,7 +12,7 @@ import (
 	"github.com/batonhq/baton/election"
 )
 
-// Leader implements election.LeaderReader: one GET of the lease key. A
+// Leader implements driver.LeaderReader: one GET of the lease key. A
 // key that expired on the server is never read. Since is left zero.
 func (b *Backend) Leader(ctx context.Context) (election.LeaderInfo, error) {
 	v, err := b.cli.Get(ctx, b.k.lease).Result()

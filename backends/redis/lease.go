@@ -10,14 +10,14 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/kit"
+	"github.com/batonhq/baton/election/driver"
 )
 
 // lease is one term: the lease key holding "<token> <nonce> ...".
-// kit.ManagedLease owns the renew loop and the local deadline; lease
+// driver.ManagedLease owns the renew loop and the local deadline; lease
 // supplies the Redis calls.
 type lease struct {
-	*kit.ManagedLease
+	*driver.ManagedLease
 	b     *Backend
 	token string // decimal
 	nonce string // the Acquire call's, unique per term
@@ -103,7 +103,7 @@ func (l *lease) check(ctx context.Context) (reason, err error) {
 // the reason; or until ctx is done. It reads the key on every message of
 // the election's channel (another term's "acquired", after an operator
 // deleted the key) and every RenewInterval/2 between renewals. A failed
-// subscription or read returns an error wrapping kit.ErrRetryWatch.
+// subscription or read returns an error wrapping driver.ErrRetryWatch.
 func (l *lease) watch(ctx context.Context) error {
 	ps := l.b.cli.Subscribe(ctx, l.b.k.events)
 	defer ps.Close()
@@ -113,7 +113,7 @@ func (l *lease) watch(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("%w: subscribe %s: %w", kit.ErrRetryWatch, l.b.k.events, err)
+		return fmt.Errorf("%w: subscribe %s: %w", driver.ErrRetryWatch, l.b.k.events, err)
 	}
 	poll := max(l.b.timing.RenewInterval/2, 50*time.Millisecond)
 	for {
@@ -127,13 +127,13 @@ func (l *lease) watch(ctx context.Context) error {
 			return ctx.Err()
 		}
 		if err != nil {
-			return fmt.Errorf("%w: read %s: %w", kit.ErrRetryWatch, l.b.k.lease, err)
+			return fmt.Errorf("%w: read %s: %w", driver.ErrRetryWatch, l.b.k.lease, err)
 		}
 		if _, err := ps.ReceiveTimeout(ctx, poll); err != nil && !isTimeout(err) {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("%w: receive on %s: %w", kit.ErrRetryWatch, l.b.k.events, err)
+			return fmt.Errorf("%w: receive on %s: %w", driver.ErrRetryWatch, l.b.k.events, err)
 		}
 	}
 }

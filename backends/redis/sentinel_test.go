@@ -9,6 +9,7 @@ import (
 	"github.com/batonhq/baton/backends/redis"
 	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/driver"
 	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/ledger"
 )
@@ -215,7 +216,7 @@ func TestSentinelWaitReplicasFailsClosed(t *testing.T) {
 	x.waitReplicated(t, x.l1.LeaseKey())
 	x.s.Proxy.Blackhole()
 	cut := time.Now()
-	deadline := l1.(election.Deadliner).Deadline()
+	deadline := l1.(driver.Deadliner).Deadline()
 	e1 := claimOne(t, x.l1, l1, t2, "L1")
 	if e1 == nil || errors.Is(e1, ledger.ErrTickClaimed) {
 		t.Errorf("L1 claims %v during the partition: %v, want a failure that is not ErrTickClaimed", t2, e1)

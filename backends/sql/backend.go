@@ -12,12 +12,12 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/kit"
+	"github.com/batonhq/baton/election/driver"
 )
 
 // Backend is an election.Backend keeping one election in one row of a SQL
 // table; postgres.New and mysql.New return one. It also implements
-// election.LeaderReader, and its Ledger method gives the election's
+// driver.LeaderReader, and its Ledger method gives the election's
 // ledger.Ledger. Its methods are safe for
 // concurrent use; a process normally runs one candidate per election.
 //
@@ -42,8 +42,8 @@ type Backend struct {
 }
 
 var (
-	_ election.Backend      = (*Backend)(nil)
-	_ election.LeaderReader = (*Backend)(nil)
+	_ election.Backend    = (*Backend)(nil)
+	_ driver.LeaderReader = (*Backend)(nil)
 )
 
 // New copies cfg, applies defaults, validates it with drv and returns a
@@ -56,7 +56,7 @@ func New(cfg Config, drv Driver) (*Backend, error) {
 	if err := drv.validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := election.InvalidConfig("sql", errs); err != nil {
+	if err := driver.InvalidConfig("sql", errs); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
@@ -107,7 +107,7 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (election.L
 		wait := b.cfg.PollInterval
 		free, remaining, err := b.peek(ctx)
 		if err == nil && free {
-			var l *kit.ManagedLease
+			var l *driver.ManagedLease
 			l, err = b.tryAcquire(ctx, holder, log)
 			if l != nil {
 				return l, nil
@@ -159,7 +159,7 @@ func (b *Backend) peek(ctx context.Context) (free bool, remaining time.Duration,
 
 // tryAcquire runs the acquire statement once. It returns a lease, or nil
 // and no error if another candidate holds the row.
-func (b *Backend) tryAcquire(ctx context.Context, holder []byte, log *slog.Logger) (*kit.ManagedLease, error) {
+func (b *Backend) tryAcquire(ctx context.Context, holder []byte, log *slog.Logger) (*driver.ManagedLease, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.QueryTimeout)
 	defer cancel()
 	var (
@@ -219,8 +219,8 @@ func (b *Backend) tryAcquire(ctx context.Context, holder []byte, log *slog.Logge
 
 // newLease starts the lease of the term with token, whose acquire was sent
 // at sent.
-func (b *Backend) newLease(token uint64, sent time.Time) *kit.ManagedLease {
-	l := kit.NewManagedLease(kit.ManagedLeaseConfig{
+func (b *Backend) newLease(token uint64, sent time.Time) *driver.ManagedLease {
+	l := driver.NewManagedLease(driver.ManagedLeaseConfig{
 		Timing: b.cfg.Timing,
 		Sent:   sent,
 		Renew: func(ctx context.Context) (time.Duration, error) {
@@ -307,7 +307,7 @@ func (b *Backend) state(ctx context.Context) (rowState, error) {
 	return st, nil
 }
 
-// Leader implements election.LeaderReader: it reads the row and returns
+// Leader implements driver.LeaderReader: it reads the row and returns
 // the holder if its lease is live by the database clock, else an error
 // wrapping election.ErrNoLeader. It blocks for one statement, bounded by
 // ctx and QueryTimeout.

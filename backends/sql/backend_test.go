@@ -15,6 +15,7 @@ import (
 	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/driver"
 	"github.com/batonhq/baton/internal/faultproxy"
 	"github.com/batonhq/baton/ledger"
 )
@@ -107,7 +108,7 @@ func TestClockSkew_AppClockDoesNotMatter(t *testing.T) {
 
 				// Cut the leader off for good: its term ends by its
 				// monotonic deadline, before the candidate leads.
-				deadline := la.(election.Deadliner).Deadline()
+				deadline := la.(driver.Deadliner).Deadline()
 				ld.proxy.Blackhole()
 				cut := time.Now()
 				ctx, cancel = context.WithTimeout(context.Background(), 5*ttl)

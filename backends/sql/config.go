@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/driver"
 	"github.com/batonhq/baton/ledger"
 )
 
@@ -25,7 +26,7 @@ const (
 
 // limits are the SQL backend's bounds and defaults for the fields every
 // backend's Config has; its client is the DB pool.
-var limits = election.BackendLimits{
+var limits = driver.BackendLimits{
 	Client:         "DB",
 	DefaultTTL:     DefaultTTL,
 	MinTTL:         MinTTL,
@@ -117,11 +118,11 @@ const MaxNameLen = 255
 // applied (a zero duration is valid, a negative one is not). Each problem
 // names the field and its value. It does no I/O.
 func (c Config) Validate() error {
-	return election.InvalidConfig("sql", c.problems())
+	return driver.InvalidConfig("sql", c.problems())
 }
 
 // problems returns every problem with c after defaults are applied, the
-// common fields first (see election.BackendLimits), then the SQL ones.
+// common fields first (see driver.BackendLimits), then the SQL ones.
 func (c Config) problems() []error {
 	c = c.withDefaults()
 	errs := limits.Problems(c.DB != nil, c.Timing, c.History)

@@ -72,7 +72,7 @@ package sql
 //
 // # Self-fencing
 //
-// Leases are kit.ManagedLease values: a term ends locally at the send
+// Leases are driver.ManagedLease values: a term ends locally at the send
 // time of the last successful renewal (or of the acquire) + TTL -
 // SafetyMargin on the monotonic clock, whatever the database has said,
 // while the database cannot give the row to anyone before that renewal's

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/driver"
 	"github.com/batonhq/baton/internal/jobsfile"
 	"github.com/batonhq/baton/metrics"
 	"github.com/batonhq/baton/node"
@@ -130,7 +131,7 @@ func (p *Program) Node(ctx context.Context, sub string, args []string, stdout, s
 		return fmt.Errorf("%s %s: %w", p.Name, sub, src.locate(err))
 	}
 	defer o.Close()
-	if ch, ok := o.Backend.(election.Checker); ok {
+	if ch, ok := o.Backend.(driver.Checker); ok {
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		err := ch.Check(cctx)
 		cancel()

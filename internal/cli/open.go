@@ -25,6 +25,7 @@ import (
 	"github.com/batonhq/baton/backends/sql/postgres"
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/driver"
 	"github.com/batonhq/baton/ledger"
 )
 
@@ -40,16 +41,6 @@ type Opened struct {
 // Close closes the backend's client or database handle. It does not
 // release a lease; the Elector does that.
 func (o *Opened) Close() { o.close() }
-
-// ledgerer is implemented by backends that keep a tick ledger.
-type ledgerer interface {
-	Ledger() ledger.Ledger
-}
-
-// controller is implemented by backends that keep a control store.
-type controller interface {
-	Control() control.Store
-}
 
 // Open connects to the backend the flags name, with timing t and (SQL
 // followers) poll interval poll, without campaigning. It blocks while it
@@ -157,10 +148,10 @@ func (b *BackendFlags) Open(ctx context.Context, t election.Timing, poll time.Du
 	default:
 		return nil, fmt.Errorf("--backend %q: want etcd, postgres, mysql, consul or redis", b.Kind)
 	}
-	if l, ok := o.Backend.(ledgerer); ok {
+	if l, ok := o.Backend.(driver.Ledgerer); ok {
 		o.Ledger = l.Ledger()
 	}
-	if c, ok := o.Backend.(controller); ok {
+	if c, ok := o.Backend.(driver.Controller); ok {
 		o.Control = c.Control()
 	}
 	return o, nil

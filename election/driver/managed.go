@@ -1,4 +1,4 @@
-package kit
+package driver
 
 import (
 	"context"
@@ -60,9 +60,9 @@ type ManagedLease struct {
 }
 
 var (
-	_ election.Lease     = (*ManagedLease)(nil)
-	_ election.Deadliner = (*ManagedLease)(nil)
-	_ election.GoneByer  = (*ManagedLease)(nil)
+	_ election.Lease = (*ManagedLease)(nil)
+	_ Deadliner      = (*ManagedLease)(nil)
+	_ GoneByer       = (*ManagedLease)(nil)
 )
 
 // NewManagedLease starts the renew loop (and the watch, if any) and returns

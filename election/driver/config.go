@@ -1,15 +1,17 @@
-package election
+package driver
 
 import (
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/batonhq/baton/election"
 )
 
 // BackendLimits describe, for one backend, the fields that every backend's
-// Config has whatever its store: a client, Timing, History and Logger. A
-// backend keeps one BackendLimits value and calls Defaults from its
+// Config has whatever its store: a client, Timing, History and Logger.
+// A backend keeps one BackendLimits value and calls Defaults from its
 // Config's defaults and Problems from its Validate, so that every backend
 // applies the same defaults and reports the same problems in the same
 // words. The zero value imposes nothing and defaults nothing.
@@ -17,7 +19,7 @@ type BackendLimits struct {
 	// Client is the name of the Config's client field, used in the
 	// problem a missing client reports ("Client <nil>: required").
 	Client string
-	// DefaultTTL replaces a zero Timing.TTL.
+	// DefaultTTL replaces a zero election.Timing.TTL.
 	DefaultTTL time.Duration
 	// MinTTL is the shortest TTL the store accepts.
 	MinTTL time.Duration
@@ -34,7 +36,7 @@ type BackendLimits struct {
 // Defaults returns t, history and logger with their zero values replaced:
 // t by t.WithDefaults(l.DefaultTTL), history by l.DefaultHistory, logger
 // by slog.Default(). It does not block.
-func (l BackendLimits) Defaults(t Timing, history int, logger *slog.Logger) (Timing, int, *slog.Logger) {
+func (l BackendLimits) Defaults(t election.Timing, history int, logger *slog.Logger) (election.Timing, int, *slog.Logger) {
 	t = t.WithDefaults(l.DefaultTTL)
 	if history == 0 {
 		history = l.DefaultHistory
@@ -47,10 +49,10 @@ func (l BackendLimits) Defaults(t Timing, history int, logger *slog.Logger) (Tim
 
 // Problems returns every problem with the common fields of a Config whose
 // defaults are applied, each naming its field and value: a missing client
-// (hasClient false), the timing (Timing.Validate with MinTTL and TTLUnit,
-// and a TTL above MaxTTL) and a negative history. It returns nil when
+// (hasClient false), the timing (Timing.Validate with MinTTL and
+// TTLUnit, and a TTL above MaxTTL) and a negative history. It returns nil when
 // there is none. A backend appends its own problems and joins them.
-func (l BackendLimits) Problems(hasClient bool, t Timing, history int) []error {
+func (l BackendLimits) Problems(hasClient bool, t election.Timing, history int) []error {
 	var errs []error
 	if !hasClient {
 		errs = append(errs, fmt.Errorf("%s <nil>: required", l.Client))

@@ -1,8 +1,8 @@
-package kit
+package driver
 
 import "errors"
 
 // ErrRetryWatch is returned (wrapped) by a ManagedLeaseConfig.Watch that
 // stopped without learning anything about the lease, to be restarted
 // rather than end the term.
-var ErrRetryWatch = errors.New("kit: watch interrupted")
+var ErrRetryWatch = errors.New("driver: watch interrupted")

@@ -1,4 +1,4 @@
-package kit_test
+package driver_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/kit"
+	"github.com/batonhq/baton/election/driver"
 )
 
 // The in-memory backend's leases are ManagedLeases.
@@ -37,7 +37,7 @@ func TestManagedLease_SelfFencesAtLocalDeadline(t *testing.T) {
 			t.Errorf("Err = %v, want ErrLeadershipLost", l.Err())
 		}
 		// Its processes must be gone by half the margin after the deadline.
-		if g, ok := l.(election.GoneByer); !ok {
+		if g, ok := l.(driver.GoneByer); !ok {
 			t.Errorf("%T is not a GoneByer", l)
 		} else if got := g.GoneBy().Sub(start); got != 9500*time.Millisecond {
 			t.Errorf("GoneBy at %v, want 9.5s (deadline + SafetyMargin/2)", got)
@@ -67,10 +67,10 @@ func TestManagedLease_GoneByAtOnceOnLose(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(3 * time.Second)
-		l.(election.Loser).Lose(errors.New("stale claim"))
+		l.(driver.Loser).Lose(errors.New("stale claim"))
 		lost := time.Now()
 		<-l.Done()
-		if got := l.(election.GoneByer).GoneBy(); !got.Equal(lost) {
+		if got := l.(driver.GoneByer).GoneBy(); !got.Equal(lost) {
 			t.Errorf("GoneBy %v after the loss, want at once", got.Sub(lost))
 		}
 		l.Release(context.Background())
@@ -88,7 +88,7 @@ func TestManagedLease_RenewalAfterALateAnswerIsNotLate(t *testing.T) {
 		start := time.Now()
 		var mu sync.Mutex
 		var sent []time.Duration
-		l := kit.NewManagedLease(kit.ManagedLeaseConfig{
+		l := driver.NewManagedLease(driver.ManagedLeaseConfig{
 			Timing: timing,
 			Sent:   start,
 			Renew: func(ctx context.Context) (time.Duration, error) {

@@ -1,4 +1,4 @@
-package election_test
+package driver_test
 
 import (
 	"log/slog"
@@ -7,10 +7,11 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/election/driver"
 	"github.com/batonhq/baton/internal/testenv"
 )
 
-var testLimits = election.BackendLimits{
+var testLimits = driver.BackendLimits{
 	Client:         "Client",
 	DefaultTTL:     10 * time.Second,
 	MinTTL:         2 * time.Second,
@@ -57,20 +58,20 @@ func TestBackendLimits_Problems(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			errs := testLimits.Problems(tc.hasClient, tc.timing, tc.history)
-			testenv.WantErrors(t, election.InvalidConfig("test", errs), tc.want)
+			testenv.WantErrors(t, driver.InvalidConfig("test", errs), tc.want)
 		})
 	}
 }
 
 func TestInvalidConfig(t *testing.T) {
-	if err := election.InvalidConfig("test", nil); err != nil {
+	if err := driver.InvalidConfig("test", nil); err != nil {
 		t.Errorf("InvalidConfig with no problems = %v, want nil", err)
 	}
-	if err := election.InvalidConfig("test", []error{nil}); err != nil {
+	if err := driver.InvalidConfig("test", []error{nil}); err != nil {
 		t.Errorf("InvalidConfig with only nil entries = %v, want nil", err)
 	}
-	limits := election.BackendLimits{Client: "DB"}
-	err := election.InvalidConfig("test", limits.Problems(false, election.Timing{TTL: time.Second}.WithDefaults(0), 0))
+	limits := driver.BackendLimits{Client: "DB"}
+	err := driver.InvalidConfig("test", limits.Problems(false, election.Timing{TTL: time.Second}.WithDefaults(0), 0))
 	if err == nil || !strings.HasPrefix(err.Error(), "test: invalid config: DB <nil>: required") {
 		t.Errorf("InvalidConfig = %v, want it to begin with %q", err, "test: invalid config: DB <nil>: required")
 	}

@@ -1,0 +1,34 @@
+// Package driver is the backend author's contract, in one place: what a
+// new baton backend implements and what it is built from, so that every
+// backend applies the same lease rules. A person who embeds baton never
+// needs it; package election keeps the embedder's names.
+//
+// The contract (contract.go):
+//
+//   - Backend and Lease, the one capability every backend has. Package
+//     election declares them, because an Elector's Config holds a Backend
+//     and a Term wraps a Lease; they are aliased here, with Identity,
+//     LeaderInfo and Timing.
+//   - The optional capabilities, each an interface found by type
+//     assertion: of a Lease, Deadliner, GoneByer and Loser; of a Backend,
+//     LeaderReader, Checker, Ledgerer (the tick ledger of package ledger)
+//     and Controller (the control store of package control).
+//
+// What a backend is built from:
+//
+//   - ManagedLease owns a lease's renew loop, its local safe deadline (last
+//     successful renewal sent + TTL - SafetyMargin, on the monotonic clock;
+//     the next renewal is due RenewInterval after that send, at once if its
+//     answer came later), Done, Err, Lose and Release; a backend supplies
+//     only the calls that talk to its store (ManagedLeaseConfig: Renew,
+//     Watch, Release). A Watch that stopped without learning anything
+//     returns ErrRetryWatch and is restarted.
+//   - BackendLimits gives every backend's Config the same defaults and
+//     the same problems for its common fields (client, Timing, History,
+//     Logger); InvalidConfig joins the problems into one error; LostError
+//     is what a Lease's Err wraps after a loss.
+//
+// The in-memory backend, backends/memory, is built from this package
+// alone, and is the worked example of a backend. Package backendtest is
+// the conformance suite every backend runs.
+package driver
