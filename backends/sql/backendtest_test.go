@@ -13,8 +13,9 @@ import (
 )
 
 // TestBackend runs the whole conformance suite (backendtest.Run: the
-// lease rules, the tick ledger, the control store and failover across a
-// crash) on each dialect, as subtests "postgres" and "mariadb".
+// lease rules, the tick ledger, the control store, failover across a
+// crash and the operators' actions whose answers were lost) on each
+// dialect, as subtests "postgres" and "mariadb".
 //
 // It is not parallel, nor are its subtests: the election suite checks that
 // no goroutine of this package is left after Release, which a parallel
@@ -80,8 +81,21 @@ func TestBackend(t *testing.T) {
 						}
 					},
 				},
-				// JobControl is left nil (its subtest skips): this package
-				// has not run the lost-answer suite.
+				// The operators' actions a Host acknowledged are honoured
+				// across lost answers (issue 28): each candidate's
+				// connections go through its proxy, which holds the replies.
+				JobControl: backendtest.JobControlHarness{
+					NewElection: func(t *testing.T, timing election.Timing) func(*testing.T, string) backendtest.JobControlCandidate {
+						table := s.newTable(t)
+						return func(t *testing.T, name string) backendtest.JobControlCandidate {
+							c := s.candidate(t, table, "jobcontrol", candOpts{timing: &timing})
+							return backendtest.JobControlCandidate{
+								Candidate: backendtest.Candidate{Backend: c.Backend, Cut: c.proxy.Blackhole, Heal: c.proxy.Heal, Ledger: c.Ledger()},
+								Control:   c.Control(), Network: c.proxy,
+							}
+						}
+					},
+				},
 			})
 		})
 	}
