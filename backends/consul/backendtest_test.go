@@ -40,8 +40,10 @@ func cutTrials() int {
 // deposed one's deadline, and the deposed one's claim is refused all the
 // same.
 //
-// JobControl is left out (it skips, saying so): no candidate here has
-// the backendtest.Network its lost-answer suite needs.
+// JobControl: a run-now take applied by the agent whose answer was held
+// until the client timed out, or resent, runs once; a pause acknowledged
+// during a run's jitter stops the run. Each candidate's proxy holds the
+// replies.
 func TestBackend(t *testing.T) {
 	a := sharedAgent(t)
 	admin := agentClient(t, a, a.HTTPAddr, "")
@@ -88,6 +90,21 @@ func TestBackend(t *testing.T) {
 								t.Fatalf("depose: destroy session: %v", err)
 							}
 						}}
+				}
+			},
+		},
+		// JobControl: operators' actions whose answers the network lost
+		// (issue 28), each candidate's HTTP through its own proxy.
+		JobControl: backendtest.JobControlHarness{
+			NewElection: func(t *testing.T, timing election.Timing) func(*testing.T, string) backendtest.JobControlCandidate {
+				key := newKey(t)
+				return func(t *testing.T, name string) backendtest.JobControlCandidate {
+					p := proxyTo(t, a)
+					b := backendOn(t, agentClient(t, a, p.Addr(), ""), key, func(c *consul.Config) { c.Timing = timing })
+					return backendtest.JobControlCandidate{
+						Candidate: backendtest.Candidate{Backend: b, Cut: p.Blackhole, Heal: p.Heal, Ledger: b.Ledger()},
+						Control:   b.Control(), Network: p,
+					}
 				}
 			},
 		},
