@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,55 +17,67 @@ import (
 )
 
 // render writes f back as a jobs file: what Parse accepted, in the
-// canonical form (every duration as Go prints it, every string quoted by
-// the YAML encoder).
+// canonical form (every duration as Go prints it, every string
+// double-quoted). It builds the YAML nodes itself: yaml.v3 writes a
+// string that starts with a newline, or holds a tab before a line break,
+// as a block scalar it cannot read back.
 func render(t *testing.T, f *jobsfile.File) []byte {
 	t.Helper()
-	type job struct {
-		Name         string `yaml:"name"`
-		Schedule     string `yaml:"schedule"`
-		Builtin      string `yaml:"builtin,omitempty"`
-		Duration     string `yaml:"duration,omitempty"`
-		Command      string `yaml:"command,omitempty"`
-		Timeout      string `yaml:"timeout,omitempty"`
-		Overlap      string `yaml:"overlap,omitempty"`
-		Misfire      string `yaml:"misfire,omitempty"`
-		MisfireGrace string `yaml:"misfire_grace,omitempty"`
-		MaxCatchUp   int    `yaml:"max_catch_up,omitempty"`
-
-		Retries         int    `yaml:"retries,omitempty"`
-		RetryBackoff    string `yaml:"retry_backoff,omitempty"`
-		RetryBackoffMax string `yaml:"retry_backoff_max,omitempty"`
-		Jitter          string `yaml:"jitter,omitempty"`
-	}
-	dur := func(d time.Duration) string {
-		if d == 0 {
-			return ""
+	str := func(m *yaml.Node, k, v string) {
+		if v != "" {
+			m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: k},
+				&yaml.Node{Kind: yaml.ScalarNode, Style: yaml.DoubleQuotedStyle, Value: v})
 		}
-		return d.String()
 	}
-	e := f.Election
-	doc := struct {
-		Election map[string]string `yaml:"election,omitempty"`
-		Jobs     []job             `yaml:"jobs"`
-	}{Election: map[string]string{}}
-	for k, d := range map[string]time.Duration{"ttl": e.TTL, "renew_interval": e.RenewInterval, "safety_margin": e.SafetyMargin,
-		"retry_period": e.RetryPeriod, "release_timeout": e.ReleaseTimeout, "shutdown_timeout": e.ShutdownTimeout,
-		"kill_grace": e.KillGrace, "poll_interval": e.PollInterval} {
+	dur := func(m *yaml.Node, k string, d time.Duration) {
 		if d != 0 {
-			doc.Election[k] = d.String()
+			str(m, k, d.String())
 		}
 	}
+	num := func(m *yaml.Node, k string, n int) {
+		if n != 0 {
+			m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: k},
+				&yaml.Node{Kind: yaml.ScalarNode, Value: strconv.Itoa(n)})
+		}
+	}
+	doc := &yaml.Node{Kind: yaml.MappingNode}
+	e := f.Election
+	election := &yaml.Node{Kind: yaml.MappingNode}
+	dur(election, "ttl", e.TTL)
+	dur(election, "renew_interval", e.RenewInterval)
+	dur(election, "safety_margin", e.SafetyMargin)
+	dur(election, "retry_period", e.RetryPeriod)
+	dur(election, "release_timeout", e.ReleaseTimeout)
+	dur(election, "shutdown_timeout", e.ShutdownTimeout)
+	dur(election, "kill_grace", e.KillGrace)
+	dur(election, "poll_interval", e.PollInterval)
+	if len(election.Content) > 0 {
+		doc.Content = append(doc.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: "election"}, election)
+	}
+	jobs := &yaml.Node{Kind: yaml.SequenceNode}
 	for _, j := range f.Jobs {
-		r := job{Name: j.Name, Schedule: j.Schedule, Builtin: string(j.Builtin), Command: j.Command,
-			Timeout: dur(j.Timeout), Overlap: string(j.Overlap), Misfire: string(j.Misfire),
-			MisfireGrace: dur(j.MisfireGrace), MaxCatchUp: j.MaxCatchUp,
-			Retries: j.Retries, RetryBackoff: dur(j.RetryBackoff), RetryBackoffMax: dur(j.RetryBackoffMax), Jitter: dur(j.Jitter)}
+		m := &yaml.Node{Kind: yaml.MappingNode}
+		m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: "name"},
+			&yaml.Node{Kind: yaml.ScalarNode, Style: yaml.DoubleQuotedStyle, Value: j.Name},
+			&yaml.Node{Kind: yaml.ScalarNode, Value: "schedule"},
+			&yaml.Node{Kind: yaml.ScalarNode, Style: yaml.DoubleQuotedStyle, Value: j.Schedule})
+		str(m, "builtin", string(j.Builtin))
 		if j.Builtin == jobsfile.BuiltinSleep {
-			r.Duration = j.Duration.String() // required with sleep, even if zero
+			str(m, "duration", j.Duration.String()) // required with sleep, even if zero
 		}
-		doc.Jobs = append(doc.Jobs, r)
+		str(m, "command", j.Command)
+		dur(m, "timeout", j.Timeout)
+		str(m, "overlap", string(j.Overlap))
+		str(m, "misfire", string(j.Misfire))
+		dur(m, "misfire_grace", j.MisfireGrace)
+		num(m, "max_catch_up", j.MaxCatchUp)
+		num(m, "retries", j.Retries)
+		dur(m, "retry_backoff", j.RetryBackoff)
+		dur(m, "retry_backoff_max", j.RetryBackoffMax)
+		dur(m, "jitter", j.Jitter)
+		jobs.Content = append(jobs.Content, m)
 	}
+	doc.Content = append(doc.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: "jobs"}, jobs)
 	out, err := yaml.Marshal(doc)
 	if err != nil {
 		t.Fatalf("render: %v", err)
@@ -96,6 +109,9 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("jobs:\n\t- name: a\n"))
 	f.Add([]byte("election:\n  ttl: 5\njobs:\n  - {name: a, schedule: '@every 1s', builtin: log}\n"))
 	f.Add([]byte("a: &x [*x]\n"))
+	// Commands that yaml.v3 writes as block scalars it cannot read back.
+	f.Add([]byte("jobs:\n  - {name: a, schedule: '0 0 1 1 0', command: \"\\n0\"}\n"))
+	f.Add([]byte("jobs:\n  - {name: a, schedule: '0 0 1 1 0', command: \"\\t\\n0\"}\n"))
 	f.Add([]byte("---\njobs: []\n---\njobs: []\n"))
 	f.Add([]byte(""))
 	if _, file, _, ok := runtime.Caller(0); ok {
