@@ -1,7 +1,7 @@
 # The commands the README and CI use. `make test` is the whole suite; it
 # builds the pinned tools first (.bin/etcdctl, .bin/etcd, .bin/consul,
-# .bin/kube-apiserver)
-# because the etcdctl and Consul tests and the clustered e2e runs use them.
+# .bin/kube-apiserver) because the etcdctl, Consul and Kubernetes tests
+# and the clustered e2e runs use them.
 GO ?= go
 
 .PHONY: test vet fmt-check tools demo soak bench fuzz mutate

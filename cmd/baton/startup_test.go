@@ -26,3 +26,22 @@ jobs:
 		t.Errorf("baton run with Redis down: status %d, want 1 and baton's error alone:\n%s", code, errOut)
 	}
 }
+
+// The kube backend has no tick ledger yet: baton run refuses it at start,
+// naming the backend and what works, instead of running jobs without the
+// once-per-tick guarantee.
+func TestRun_KubeRefusedWithoutLedger(t *testing.T) {
+	dir := t.TempDir()
+	cfg := write(t, dir, "baton.yaml", `election:
+  name: startup-test
+backend:
+  kind: kube
+  kube_server: https://127.0.0.1:1
+jobs:
+  - {name: a, schedule: "@every 1m", command: "true"}
+`)
+	_, errOut, code := runBaton(t, "run", "--config", cfg)
+	if code != 1 || !strings.Contains(errOut, "--backend kube: keeps no tick ledger yet") || !strings.Contains(errOut, "baton lock") {
+		t.Errorf("baton run on kube: status %d, want 1 and the refusal:\n%s", code, errOut)
+	}
+}

@@ -23,7 +23,7 @@ import (
 // every command that opens one (`demo node`, `demo history`). Register
 // them on a FlagSet, parse, then call Open.
 type BackendFlags struct {
-	// Kind is the backend: etcd, postgres, mysql or consul.
+	// Kind is the backend: etcd, postgres, mysql, consul, redis or kube.
 	Kind string
 	// Election is the election's name.
 	Election string
@@ -53,6 +53,8 @@ type BackendFlags struct {
 	redisWaitReplicas                        int
 	// Sentinel ACL user and password file.
 	redisSentinelUser, redisSentinelPasswordFile string
+	// Kubernetes API server, token, CA and namespace.
+	kubeServer, kubeTokenFile, kubeCACert, kubeNamespace string
 }
 
 // DefaultRedisAddr is --redis-addr when neither it nor --redis-sentinel
@@ -74,7 +76,7 @@ const EtcdPasswordEnv = "BATON_ETCD_PASSWORD"
 
 // Register defines the flags on fs. It does not parse.
 func (b *BackendFlags) Register(fs *flag.FlagSet) {
-	fs.StringVar(&b.Kind, "backend", "etcd", "backend: etcd, postgres, mysql, consul or redis")
+	fs.StringVar(&b.Kind, "backend", "etcd", "backend: etcd, postgres, mysql, consul, redis or kube (baton lock only)")
 	fs.StringVar(&b.endpoints, "endpoints", "http://127.0.0.1:2379", "etcd: comma-separated client URLs")
 	fs.StringVar(&b.dsn, "dsn", "", "postgres: URL such as postgres://postgres@127.0.0.1:5432/test?sslmode=disable;\nmysql: DSN such as root@tcp(127.0.0.1:3306)/test")
 	fs.StringVar(&b.table, "table", "baton_lease", "postgres, mysql: lease table (created if missing)")
@@ -103,6 +105,10 @@ func (b *BackendFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&b.redisCACert, "redis-cacert", "", "redis: CA certificate (PEM) that signed the server's certificate (default: the\nsystem roots)")
 	fs.StringVar(&b.redisCert, "redis-cert", "", "redis: client certificate (PEM), for servers with tls-auth-clients")
 	fs.StringVar(&b.redisKey, "redis-key", "", "redis: key (PEM) of --redis-cert")
+	fs.StringVar(&b.kubeServer, "kube-server", "", "kube: API server URL (default in a pod: its service account's)")
+	fs.StringVar(&b.kubeTokenFile, "kube-token-file", "", "kube: file holding a bearer token, read again every minute (default in a pod:\nits service account's)")
+	fs.StringVar(&b.kubeCACert, "kube-cacert", "", "kube: CA certificate (PEM) of the API server (default in a pod: its service\naccount's; else the system roots)")
+	fs.StringVar(&b.kubeNamespace, "kube-namespace", "", "kube: namespace of the election's Lease, named --election (default in a pod:\nits own; else default)")
 }
 
 // readSecret returns the contents of the file at path without trailing

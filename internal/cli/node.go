@@ -131,6 +131,9 @@ func (p *Program) Node(ctx context.Context, sub string, args []string, stdout, s
 		return fmt.Errorf("%s %s: %w", p.Name, sub, src.locate(err))
 	}
 	defer o.Close()
+	if o.Ledger == nil {
+		return fmt.Errorf("%s %s: --backend %s: keeps no tick ledger yet, so it cannot run jobs once per tick; use it with baton lock", p.Name, sub, bf.Kind)
+	}
 	if ch, ok := o.Backend.(driver.Checker); ok {
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		err := ch.Check(cctx)

@@ -145,8 +145,14 @@ func (b *BackendFlags) Open(ctx context.Context, t election.Timing, poll time.Du
 			return nil, err
 		}
 		o = &Opened{Backend: be, Where: "redis key " + be.LeaseKey() + " at " + be.Servers(), close: func() { be.Close() }}
+	case "kube":
+		be, err := b.openKube(t, log)
+		if err != nil {
+			return nil, err
+		}
+		o = &Opened{Backend: be, Where: "kube Lease " + be.LeaseName(), close: func() {}}
 	default:
-		return nil, fmt.Errorf("--backend %q: want etcd, postgres, mysql, consul or redis", b.Kind)
+		return nil, fmt.Errorf("--backend %q: want etcd, postgres, mysql, consul, redis or kube", b.Kind)
 	}
 	if l, ok := o.Backend.(driver.Ledgerer); ok {
 		o.Ledger = l.Ledger()

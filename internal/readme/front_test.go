@@ -19,6 +19,7 @@ var backendNames = map[string][]string{
 	"backends/sql/postgres": {"PostgreSQL"},
 	"backends/sql/mysql":    {"MySQL/MariaDB"},
 	"backends/memory":       {"in memory"},
+	"backends/kube":         {"Kubernetes Lease"},
 	"backends/sql":          nil, // the dialects name it
 }
 
