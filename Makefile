@@ -12,6 +12,7 @@ GO ?= go
 # directory, so that go test prints its per-backend summary.
 test: tools vet fmt-check
 	BATON_E2E= $(GO) test -race -count=1 -timeout 20m ./...
+	cd backends/kube/interop && $(GO) test -race -count=1 -timeout 10m ./...
 	cd e2e && BATON_E2E=1 $(GO) test -race -count=1 -timeout 15m
 	GO=$(GO) sh tools/fuzz.sh $(FUZZ_SHORT)
 
@@ -54,6 +55,7 @@ mutate:
 
 vet:
 	$(GO) vet ./...
+	cd backends/kube/interop && $(GO) vet ./...
 
 fmt-check:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
