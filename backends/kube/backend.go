@@ -46,14 +46,20 @@ func (b *Backend) Timing() election.Timing { return b.timing }
 // LeaseName returns namespace/name of the election's Lease.
 func (b *Backend) LeaseName() string { return b.ns + "/" + b.name }
 
-// Check reads the election's Lease and its terms ConfigMap, so that a
-// wrong server, token or missing permission fails at start. A missing
-// object is fine: the first candidate creates it.
+// Check reads the election's Lease and its terms ConfigMap and starts a
+// watch of the Lease, so that a wrong server, token or missing permission
+// fails at start. A missing object is fine: the first candidate creates
+// it.
 func (b *Backend) Check(ctx context.Context) error {
 	if _, err := b.c.get(ctx, leases, b.ns, b.name); err != nil && !isNotFound(err) {
 		return fmt.Errorf("kube: check: %w", err)
 	}
 	if _, err := b.c.get(ctx, configMaps, b.ns, b.terms); err != nil && !isNotFound(err) {
+		return fmt.Errorf("kube: check: %w", err)
+	}
+	// Without watch the backend still works, by polling: a handover
+	// would wait for it. Fail at start instead.
+	if err := b.c.checkWatch(ctx, leases.collection(b.ns), b.name); err != nil {
 		return fmt.Errorf("kube: check: %w", err)
 	}
 	return nil

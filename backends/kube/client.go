@@ -155,7 +155,7 @@ type StatusError struct {
 }
 
 func (e *StatusError) Error() string {
-	return fmt.Sprintf("kube: %s %s: %d %s: %s", e.Method, e.Path, e.Code, e.Reason, e.Message)
+	return fmt.Sprintf("%s %s: %d %s: %s", e.Method, e.Path, e.Code, e.Reason, e.Message)
 }
 
 func isCode(err error, code int) bool {
@@ -223,7 +223,7 @@ func (c *Client) send(ctx context.Context, method, path string, body any) (*http
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("kube: %s %s: %w", method, path, err)
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	return resp, nil
 }
@@ -300,3 +300,22 @@ func (c *Client) watchOne(ctx context.Context, path, name, rv string, timeout ti
 }
 
 var errWatchEnded = errors.New("kube: watch ended without an event")
+
+// checkWatch starts a watch of the object named name in the collection
+// at path and stops it as soon as the server has answered: it returns
+// the server's refusal, if any.
+func (c *Client) checkWatch(ctx context.Context, path, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	q := url.Values{"watch": {"1"}, "fieldSelector": {"metadata.name=" + name}, "timeoutSeconds": {"1"}}
+	resp, err := c.send(ctx, http.MethodGet, path+"?"+q.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return statusError("WATCH", path, resp.StatusCode, b)
+	}
+	return nil
+}
