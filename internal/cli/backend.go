@@ -108,7 +108,7 @@ func (b *BackendFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&b.kubeServer, "kube-server", "", "kube: API server URL (default in a pod: its service account's)")
 	fs.StringVar(&b.kubeTokenFile, "kube-token-file", "", "kube: file holding a bearer token, read again every minute (default in a pod:\nits service account's)")
 	fs.StringVar(&b.kubeCACert, "kube-cacert", "", "kube: CA certificate (PEM) of the API server (default in a pod: its service\naccount's; else the system roots)")
-	fs.StringVar(&b.kubeNamespace, "kube-namespace", "", "kube: namespace of the election's Lease, named --election (default in a pod:\nits own; else default)")
+	fs.StringVar(&b.kubeNamespace, "kube-namespace", "", "kube: namespace of the election's Lease, which is named after the election\n(default in a pod: its own; else default)")
 }
 
 // readSecret returns the contents of the file at path without trailing
