@@ -27,6 +27,7 @@ import (
 	"github.com/batonhq/baton/backends/sql/postgres"
 	"github.com/batonhq/baton/internal/consultest"
 	"github.com/batonhq/baton/internal/etcdtest"
+	"github.com/batonhq/baton/internal/kubetest"
 	"github.com/batonhq/baton/internal/redistest"
 )
 
@@ -49,6 +50,11 @@ type env struct {
 	redis    *redistest.Server
 	redisDir string
 	redisPID int // 0 if not found
+
+	// kube is an etcd and kube-apiserver pair from .bin (nil when they
+	// are not built: the Kubernetes rows are left out, and say so).
+	kube    *kubetest.Server
+	kubeErr error
 
 	pgDSN    string // without host and port
 	pg       *sql.DB
@@ -129,6 +135,13 @@ func startEnv(ctx context.Context, needConsul, needSQL bool) (*env, error) {
 			return nil, fmt.Errorf("consul: %w", err)
 		}
 		e.consul = a
+		if dir, err := os.MkdirTemp("", "baton-bench-kube-"); err == nil {
+			e.kube, e.kubeErr = kubetest.Start(ctx, dir, kubetest.Options{})
+			if e.kubeErr != nil {
+				os.RemoveAll(dir)
+				fmt.Fprintf(os.Stderr, "bench: no Kubernetes rows: %v\n", e.kubeErr)
+			}
+		}
 	}
 	if e.redisDir, err = os.MkdirTemp("", "baton-bench-redis-"); err != nil {
 		e.close()
@@ -335,6 +348,9 @@ func childPID(comm string) int {
 func (e *env) close() {
 	if e.consul != nil {
 		e.consul.Close()
+	}
+	if e.kube != nil {
+		e.kube.Close()
 	}
 	if e.redis != nil {
 		e.redis.Stop()

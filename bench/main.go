@@ -277,7 +277,7 @@ func slug(s string) string {
 }
 
 func handoverSystems(e *env) []*system {
-	return []*system{
+	return append([]*system{
 		batonEtcd(e, 5*time.Second),
 		rawEtcd(e, 5*time.Second),
 		batonConsul(e, 10*time.Second),
@@ -286,10 +286,20 @@ func handoverSystems(e *env) []*system {
 		batonSQL(e, batonsql.MySQL, 5*time.Second),
 		batonRedis(e, 5*time.Second),
 		newClientGo(true),
-	}
+	}, kubeSystems(e, kubeTTL)...)
 }
 
-func idleSystems(e *env) []*system { return handoverSystems(e) }
+// idleSystems are the handover systems whose requests the proxy can
+// count: not the Kubernetes rows, whose TLS it passes through unread.
+func idleSystems(e *env) []*system {
+	var out []*system
+	for _, s := range handoverSystems(e) {
+		if s.proto != "tls" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
 
 func crashSystems(e *env) []*system {
 	var s []*system
@@ -301,6 +311,7 @@ func crashSystems(e *env) []*system {
 		s = append(s, batonSQL(e, batonsql.Postgres, ttl), batonSQL(e, batonsql.MySQL, ttl))
 	}
 	s = append(s, batonRedis(e, 5*time.Second))
+	s = append(s, kubeSystems(e, kubeTTL)...)
 	return append(s, newClientGo(true), newClientGo(false))
 }
 

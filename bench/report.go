@@ -185,6 +185,10 @@ func (r *results) markdown() string {
 				ratios = "vs api.Lock " + ratio(h.d, rawC) + "; vs client-go " + ratio(h.d, cg)
 			case "baton PostgreSQL (TTL 5s)", "baton MariaDB (TTL 5s)", "baton Redis (TTL 5s)":
 				ratios = "vs client-go " + ratio(h.d, cg)
+			case batonKubeName:
+				if cgk, ok := r.find(clientGoKubeName); ok {
+					ratios = "vs client-go LeaseLock on the same server " + ratio(h.d, cgk)
+				}
 			}
 			name := h.sys.name
 			if h.sys.poll > 0 {

@@ -41,6 +41,7 @@ func (r *results) targets() []target {
 	ho("baton PostgreSQL (TTL 5s)", "PostgreSQL", 50*time.Millisecond)
 	ho("baton MariaDB (TTL 5s)", "MariaDB (PollInterval 1 s)", time.Second+50*time.Millisecond)
 	ho("baton Redis (TTL 5s)", "Redis", 10*time.Millisecond)
+	ho(batonKubeName, "Kubernetes Lease", 50*time.Millisecond)
 
 	cr := func(sys, label string, bound time.Duration) {
 		c := r.crashOf(sys)
@@ -66,6 +67,8 @@ func (r *results) targets() []target {
 		}
 	}
 	cr("baton Redis (TTL 5s)", "Redis TTL 5 s", 5*time.Second+500*time.Millisecond)
+	// A candidate takes the Lease a TTL after it saw the last renewal.
+	cr(batonKubeName, "Kubernetes Lease TTL 6 s", 6*time.Second+time.Second)
 
 	// Loss detection.
 	{
