@@ -38,7 +38,9 @@ func startNode(t *testing.T, m *memory.Server, name string, cfg schedulerhost.Co
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Logger = quiet
+	if cfg.Logger == nil {
+		cfg.Logger = quiet
+	}
 	if cfg.Ledger == nil {
 		cfg.Ledger = m.Ledger()
 	}

@@ -18,6 +18,7 @@ import (
 //	gateStep     waits for the claim turn and the tick's jitter delay; stops a run of a stopping or lost term
 //	claimStep    claims the tick in the ledger (with a Ledger only)
 //	pauseStep    records the tick as skipped if its job is paused (with a Control store only; control.go)
+//	marginStep   holds the start while the term's lease is about to run out unrenewed (margin.go)
 //	observeStep  tells the Observer and the log that the run starts and how it ended
 //	retryStep    calls the rest once per attempt: again after a failure, while retries are left (retry.go)
 //	timeoutStep  gives the attempt a context that ends after the job's Timeout (with a Timeout only)
@@ -61,7 +62,7 @@ func (h *Host) pipeline(withTimeout bool) runFunc {
 	if h.cfg.Control != nil {
 		steps = append(steps, pauseStep)
 	}
-	steps = append(steps, observeStep, retryStep)
+	steps = append(steps, marginStep, observeStep, retryStep)
 	if withTimeout {
 		steps = append(steps, timeoutStep)
 	}

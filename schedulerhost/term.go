@@ -43,6 +43,9 @@ type termRun struct {
 	pending []*jobState
 	wake    chan struct{} // capacity 1
 
+	margin    time.Duration // the start margin (margin.go), if hasMargin
+	hasMargin bool
+
 	claims *batchQueue[ledger.Claim] // the term's claims on their way to the ledger (batch.go); nil without a Ledger
 
 	pauses pauseView // the latest read of the pauses (control.go), with a Control store
@@ -68,6 +71,7 @@ func (h *Host) newTerm(ctx context.Context, term election.Term) (t *termRun, loo
 	base, cancelBase := context.WithCancelCause(term.Context())
 	loopCtx, cancelLoop := context.WithCancelCause(ctx)
 	t = &termRun{h: h, term: term, token: term.Token(), base: base, cancelBase: cancelBase, cancelLoop: cancelLoop, loopCtx: loopCtx, idle: make(chan struct{}), wake: make(chan struct{}, 1)}
+	t.margin, t.hasMargin = startMargin(base)
 	if l := h.cfg.Ledger; l != nil {
 		t.claims = newBatchQueue(l.MaxBatch(), claimsInflight, func(cs []ledger.Claim) []error {
 			ctx, cancel := context.WithTimeout(base, ledgerTimeout)
