@@ -162,6 +162,19 @@ func (sc *scenario) check(from, to time.Time) string {
 		var b strings.Builder
 		fmt.Fprintf(&b, "%s: %d violations, %d problems\nreplay: BATON_E2E=1 BATON_E2E_SEED=%d BATON_E2E_BACKENDS=%s BATON_E2E_PROFILE=%s go test -count=1 -v -run 'TestFaults' ./e2e\nartifacts: %s (runs.log, node-*.log, jobs.yaml)\n",
 			sc.label(), len(r.Violations), len(sc.problems), sc.seed, be.name, sc.prof.name, sc.dir)
+		// The violations first: a log cut short keeps its head.
+		lines := readLines(sc.runsPath)
+		for _, v := range r.Violations {
+			fmt.Fprintf(&b, "violation: %s\n", v)
+			for _, n := range lineRefs(v.Detail) {
+				if n >= 1 && n <= len(lines) {
+					fmt.Fprintf(&b, "    runs.log:%d: %s\n", n, lines[n-1])
+				}
+			}
+		}
+		for _, p := range sc.problems {
+			fmt.Fprintf(&b, "problem: %s\n", p)
+		}
 		b.WriteString("fault timeline:\n")
 		for _, f := range sc.timeline {
 			fmt.Fprintf(&b, "  %s %-20s %-10s %s\n", f.At.Format("15:04:05.000"), f.Kind, f.Target, f.Detail)
@@ -172,18 +185,6 @@ func (sc *scenario) check(from, to time.Time) string {
 		for _, tm := range terms {
 			fmt.Fprintf(&b, "  token %-8d %-10s start %s stop %s end %s graceful %v killed %v\n", tm.Token, tm.Instance,
 				stamp(tm.Start), stamp(tm.Stop), stamp(tm.End), tm.Graceful, tm.Killed)
-		}
-		for _, p := range sc.problems {
-			fmt.Fprintf(&b, "problem: %s\n", p)
-		}
-		lines := readLines(sc.runsPath)
-		for _, v := range r.Violations {
-			fmt.Fprintf(&b, "violation: %s\n", v)
-			for _, n := range lineRefs(v.Detail) {
-				if n >= 1 && n <= len(lines) {
-					fmt.Fprintf(&b, "    runs.log:%d: %s\n", n, lines[n-1])
-				}
-			}
 		}
 		t.Error(b.String())
 	}
