@@ -19,7 +19,7 @@ const AlreadyClaimed = "run not started: tick already claimed"
 //     the skip, less the slack, or while the instance was frozen, which
 //     it woke from just before the skip; its process had not been
 //     killed); or m's term let a tick of the job (one it was live for,
-//     or its catch-up's) go unstarted by the skip, and not skipped,
+//     or its catch-up's, started or not) go unstarted by the skip, and not skipped,
 //     within the claim timeout before (its claim in flight: the run
 //     admitted, not started).
 //   - AlreadyClaimed: another term, with a lower token, was live at the
@@ -63,11 +63,23 @@ func backed(in Input, terms []Term, p Policy, m Misfire) bool {
 		if term == nil {
 			return false
 		}
-		// caughtUp reports whether m's term ran a catch-up run of t: its
-		// claim was made as the term began, before the schedule loop.
+		// caughtUp reports whether m's term had a catch-up run of t: its
+		// claim was made as the term began, before the schedule loop. It
+		// started, or the term read a last claim of the job before t and
+		// t is the job's last tick before the term began (run-once: the
+		// tick its one catch-up run takes; run-all: any missed tick), so
+		// the run was admitted whether or not it started.
 		caughtUp := func(t time.Time) bool {
 			for _, s := range in.Starts {
 				if s.Job == m.Job && s.Token == m.Token && s.CatchUp && s.Tick.Equal(t) {
+					return true
+				}
+			}
+			if p.Misfire == "skip" || t.After(term.Start.Add(in.Slack)) || (p.Misfire != "run-all" && !t.Add(p.Every).After(term.Start.Add(-in.Slack))) {
+				return false
+			}
+			for _, c := range in.LastClaims {
+				if c.Token == m.Token && c.Instance == m.Instance && c.Job == m.Job && !c.Tick.IsZero() && c.Tick.Before(t) {
 					return true
 				}
 			}

@@ -136,6 +136,18 @@ func TestCheck_ExcusesNeedEvidence(t *testing.T) {
 			in.Misfires = []Misfire{{Instance: "b", Token: 20, Job: "j", Tick: at(13), At: at(13.001), Reason: StillGoing}}
 			return in
 		}},
+		{"still going, as a catch-up run pending that b's read of the claims did not plan", 13, func() Input {
+			// As pendingCatchUp, but b read 12 as the last claim: it
+			// had no catch-up run to wait for.
+			in := pendingCatchUp()
+			in.LastClaims[0].Tick = at(12)
+			return in
+		}},
+		{"still going, as a catch-up run pending, with no read of the claims", 13, func() Input {
+			in := pendingCatchUp()
+			in.LastClaims = in.LastClaims[1:]
+			return in
+		}},
 		{"a catch-up does not stand for ticks after its own", 14, func() Input {
 			// b's catch-up ran tick 12 (from 11); b's loop lost tick 14.
 			in := clean()
@@ -180,6 +192,32 @@ func withEnds(in Input) Input {
 	for _, s := range in.Starts {
 		in.Ends = append(in.Ends, End{Job: s.Job, Tick: s.Tick, Token: s.Token, Instance: s.Instance, At: s.At.Add(5 * time.Millisecond)})
 	}
+	return in
+}
+
+// pendingCatchUp is clean() where b's term (from 12.5 s) read 10 as the
+// job's last claim, admitted its catch-up run of tick 12, skipped tick 13
+// as "still going" while that run's claim was pending, and lost its term
+// at 13.5 s before the run started; c, from 14.5 s, read 12 as the last
+// claim (b's had landed) and its catch-up run of 14 stands for 13 on (a
+// CI fault run on PostgreSQL HA, under 234 ms of latency per chunk).
+func pendingCatchUp() Input {
+	in := withEnds(clean())
+	in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Token == 20 })
+	in.Ends = slices.DeleteFunc(in.Ends, func(e End) bool { return e.Token == 20 })
+	in.Terms[1].Stop = at(13.5)
+	in.Terms = append(in.Terms, Term{Instance: "c", Token: 30, Start: at(14.5)})
+	in.Misfires = []Misfire{
+		{Instance: "b", Token: 20, Job: "j", Tick: at(13), At: at(13.001), Reason: StillGoing},
+		{Instance: "b", Token: 20, Job: "j", Tick: at(12), At: at(13.6), Reason: "run not started: term over"},
+	}
+	in.Starts = append(in.Starts, Start{Job: "j", Tick: at(14), Token: 30, Instance: "c", At: at(14.51), CatchUp: true, CatchUpFrom: at(13), Line: 200})
+	in.Ends = append(in.Ends, End{Job: "j", Tick: at(14), Token: 30, Instance: "c", At: at(14.52)})
+	for tk := 15; tk <= 20; tk++ {
+		in.Starts = append(in.Starts, Start{Job: "j", Tick: at(float64(tk)), Token: 30, Instance: "c", At: at(float64(tk) + 0.001), Line: 200 + tk})
+		in.Ends = append(in.Ends, End{Job: "j", Tick: at(float64(tk)), Token: 30, Instance: "c", At: at(float64(tk) + 0.005)})
+	}
+	in.LastClaims = append(in.LastClaims, LastClaim{Instance: "c", Token: 30, Job: "j", Tick: at(12)})
 	return in
 }
 
@@ -234,6 +272,11 @@ func TestCheck_ExcusesWithEvidencePass(t *testing.T) {
 	in.Misfires = []Misfire{{Instance: "b", Token: 20, Job: "j", Tick: at(13), At: at(13.001), Reason: StillGoing}}
 	if r := Check(in); r.LostTicks != 0 {
 		t.Errorf("skip while the catch-up's claim was pending: %v", r.Violations)
+	}
+	// b skipped tick 13 while its catch-up run of 12, admitted, never
+	// started: its claim was pending at the skip.
+	if r := Check(pendingCatchUp()); !r.OK() {
+		t.Errorf("skip while the catch-up's run, never started, was pending: %v", r.Violations)
 	}
 	// a's claim of tick 10 was refused as stale; b's catch-up covers it.
 	in = clean()
