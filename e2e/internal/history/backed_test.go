@@ -256,6 +256,7 @@ func TestCheck_StillGoingWhileFrozen(t *testing.T) {
 		{"frozen 200 ms after the run ended", 4.205, 5.8, 5.8},
 		{"skip 300 ms after waking", 4.013, 5.5, 5.8},
 		{"woke before the tick", 4.013, 4.5, 5.001},
+		{"skip logged while still frozen", 4.013, 5.8, 5.7},
 	} {
 		if r := Check(frozen(c.from, c.to, c.skip)); !lostAt(r, 5) {
 			t.Errorf("%s: tick 5 not reported lost: %v", c.name, r.Violations)

@@ -63,20 +63,27 @@ func backed(in Input, terms []Term, p Policy, m Misfire) bool {
 		if term == nil {
 			return false
 		}
-		// caughtUp reports whether m's term had a catch-up run of t: its
-		// claim was made as the term began, before the schedule loop. It
-		// started, or the term read a last claim of the job before t and
-		// t is the job's last tick before the term began (run-once: the
-		// tick its one catch-up run takes; run-all: any missed tick), so
-		// the run was admitted whether or not it started.
+		// caughtUp reports whether m's term had a catch-up run of t, a
+		// tick before the term began: its claim was made as the term
+		// began, before the schedule loop. It started, or the term read a
+		// last claim of the job before t and t is a tick its catch-up
+		// runs (run-once: the last before the term began, which its one
+		// run takes; run-all: any), so the run was admitted whether or
+		// not it started.
 		caughtUp := func(t time.Time) bool {
 			for _, s := range in.Starts {
 				if s.Job == m.Job && s.Token == m.Token && s.CatchUp && s.Tick.Equal(t) {
 					return true
 				}
 			}
-			if p.Misfire == "skip" || t.After(term.Start.Add(in.Slack)) || (p.Misfire != "run-all" && !t.Add(p.Every).After(term.Start.Add(-in.Slack))) {
+			switch p.Misfire {
+			case "skip":
 				return false
+			case "run-all":
+			default: // run-once
+				if !t.Add(p.Every).After(term.Start.Add(-in.Slack)) {
+					return false
+				}
 			}
 			for _, c := range in.LastClaims {
 				if c.Token == m.Token && c.Instance == m.Instance && c.Job == m.Job && !c.Tick.IsZero() && c.Tick.Before(t) {

@@ -143,6 +143,34 @@ func TestCheck_ExcusesNeedEvidence(t *testing.T) {
 			in.LastClaims[0].Tick = at(12)
 			return in
 		}},
+		{"still going, as a run-once catch-up of a tick it does not take", 13, func() Input {
+			// As pendingCatchUp, but b's catch-up run of 12 failed its
+			// claim before the skip: tick 11, which its one run stands
+			// for but does not take, was never a run of its own.
+			in := pendingCatchUp()
+			in.Misfires[1].Reason, in.Misfires[1].At = "run not started: claim failed", at(12.9)
+			return in
+		}},
+		{"still going, as another job's catch-up run", 13, func() Input {
+			// As the case before, with a catch-up run of job k (tick 11)
+			// started by b: not j's.
+			in := pendingCatchUp()
+			in.Misfires[1].Reason, in.Misfires[1].At = "run not started: claim failed", at(12.9)
+			in.Starts = append(in.Starts, Start{Job: "k", Tick: at(11), Token: 20, Instance: "b", At: at(12.51), CatchUp: true, CatchUpFrom: at(11), Line: 300})
+			return in
+		}},
+		{"still going, as a catch-up run pending, with no claim of the job yet", 13, func() Input {
+			// b read that the ledger held no claim of j: no catch-up.
+			in := pendingCatchUp()
+			in.LastClaims[0].Tick = time.Time{}
+			return in
+		}},
+		{"still going, as a catch-up run pending, under the skip policy", 13, func() Input {
+			// A job that skips missed ticks has no catch-up run.
+			in := pendingCatchUp()
+			in.Jobs = map[string]Policy{"j": {Every: time.Second, Misfire: "skip"}}
+			return in
+		}},
 		{"still going, as a catch-up run pending, with no read of the claims", 13, func() Input {
 			in := pendingCatchUp()
 			in.LastClaims = in.LastClaims[1:]
