@@ -98,6 +98,7 @@ func claimStep(next runFunc) runFunc {
 	return func(r *tickRun) {
 		if !r.claimed {
 			var out claimOutcome
+			sent := time.Now()
 			err := r.t.claim(r.job, r.tick.Time, r.tick.CatchUp, r.expected, &out)
 			r.unknown = out.unknown
 			r.expected = false
@@ -107,10 +108,10 @@ func claimStep(next runFunc) runFunc {
 				return
 			}
 			r.claimed = true
-			if out.retried {
-				// The claim was asked again: pauseStep reads the pauses
-				// after it, not a read that may predate a pause
-				// acknowledged meanwhile.
+			if out.retried || time.Since(sent) > slowClaim {
+				// The claim was asked again, or slow to be answered:
+				// pauseStep reads the pauses after it, not a read that
+				// may predate a pause acknowledged meanwhile.
 				r.pauseMark = r.t.markPauses()
 			}
 			if err := r.t.check(); err != nil {
@@ -121,6 +122,12 @@ func claimStep(next runFunc) runFunc {
 		next(r)
 	}
 }
+
+// slowClaim is how long a claim may take to be answered and its run still
+// use the pauses read as the instant's claims went out (or after its
+// mark): a slower one reads them again, so that a pause acknowledged
+// while it waited stops its run.
+const slowClaim = 50 * time.Millisecond
 
 // unknownOutcome reports whether a claim's error leaves it unknown
 // whether the claim was recorded.
