@@ -204,13 +204,14 @@ func (op *operator) resume() {
 				sc.note("info-resume", p.id, "resumed (200)")
 				return
 			}
-			// An earlier resume whose answer was lost (a timeout during
-			// a backend fault) was applied: the job is no longer paused.
+			// An earlier resume whose outcome was unknown (no answer, or
+			// a 5xx from a store write that failed after it was sent)
+			// was applied: the job is no longer paused.
 			if err == nil && code == http.StatusConflict && strings.Contains(body, "is not paused") && unanswered {
 				sc.note("info-resume", p.id, "resumed: an earlier resume, unanswered, was applied (409 %.60s)", body)
 				return
 			}
-			unanswered = unanswered || err != nil
+			unanswered = unanswered || err != nil || code >= 500
 			sc.note("info-resume", p.id, "resume not acknowledged: %d %v %.80s", code, err, body)
 		}
 		time.Sleep(500 * time.Millisecond)
