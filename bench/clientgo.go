@@ -167,33 +167,44 @@ func newClientGo(releaseOnCancel bool) *system {
 			g.mu.Unlock()
 			c.cutFn = func() { lock.cut.Store(true) }
 			c.countFn = lock.Counts
-			var stopping atomic.Bool
-			le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-				Lock:            lock,
-				LeaseDuration:   15 * time.Second,
-				RenewDeadline:   10 * time.Second,
-				RetryPeriod:     2 * time.Second,
-				ReleaseOnCancel: releaseOnCancel,
-				Name:            "bench",
-				Callbacks: leaderelection.LeaderCallbacks{
-					OnStartedLeading: func(ctx context.Context) {
-						c.markLed()
-						<-ctx.Done()
-						if !stopping.Load() {
-							c.markLost()
-						}
-					},
-					OnStoppedLeading: func() {},
-				},
-			})
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); le.Run(ctx) }()
-			c.stop = func() { stopping.Store(true); cancel(); <-done }
-			c.kill = func() { cancel() }
-			return nil
+			return runClientGo(c, lock, 15*time.Second, 10*time.Second, 2*time.Second, releaseOnCancel, nil)
 		}}
+}
+
+// runClientGo runs candidate c as a client-go leader elector on lock, with
+// the given LeaseDuration, RenewDeadline and RetryPeriod, and sets c's
+// stop (graceful: its term ends without a loss) and kill. after, if not
+// nil, runs once the elector is stopped or killed (closing c's proxy).
+func runClientGo(c *cand, lock rl.Interface, lease, renew, retry time.Duration, releaseOnCancel bool, after func()) error {
+	var stopping atomic.Bool
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   lease,
+		RenewDeadline:   renew,
+		RetryPeriod:     retry,
+		ReleaseOnCancel: releaseOnCancel,
+		Name:            "bench",
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				c.markLed()
+				<-ctx.Done()
+				if !stopping.Load() {
+					c.markLost()
+				}
+			},
+			OnStoppedLeading: func() {},
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if after == nil {
+		after = func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); le.Run(ctx) }()
+	c.stop = func() { stopping.Store(true); cancel(); <-done; after() }
+	c.kill = func() { cancel(); after() }
+	return nil
 }

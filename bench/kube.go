@@ -1,15 +1,12 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/leaderelection"
 	rl "k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/batonhq/baton/backends/kube"
@@ -64,35 +61,9 @@ func clientGoKube(e *env, ttl time.Duration) *system {
 			if err != nil {
 				return err
 			}
-			var stopping atomic.Bool
-			le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-				Lock: &rl.LeaseLock{LeaseMeta: metav1.ObjectMeta{Name: kubeName(lane), Namespace: "default"},
-					Client: cs.CoordinationV1(), LockConfig: rl.ResourceLockConfig{Identity: c.id}},
-				LeaseDuration:   ttl,
-				RenewDeadline:   renew,
-				RetryPeriod:     retry,
-				ReleaseOnCancel: true,
-				Name:            "bench",
-				Callbacks: leaderelection.LeaderCallbacks{
-					OnStartedLeading: func(ctx context.Context) {
-						c.markLed()
-						<-ctx.Done()
-						if !stopping.Load() {
-							c.markLost()
-						}
-					},
-					OnStoppedLeading: func() {},
-				},
-			})
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); le.Run(ctx) }()
-			c.stop = func() { stopping.Store(true); cancel(); <-done; c.closeProxy() }
-			c.kill = func() { cancel(); c.closeProxy() }
-			return nil
+			lock := &rl.LeaseLock{LeaseMeta: metav1.ObjectMeta{Name: kubeName(lane), Namespace: "default"},
+				Client: cs.CoordinationV1(), LockConfig: rl.ResourceLockConfig{Identity: c.id}}
+			return runClientGo(c, lock, ttl, renew, retry, true, c.closeProxy)
 		}}
 }
 
