@@ -151,8 +151,10 @@ func (b *Backend) try(ctx context.Context, id string, identity []byte, ob *obser
 		cur.take(id, b.timing.TTL, token, identity, sent)
 		took, err = b.c.update(ctx, leases, b.ns, cur)
 	}
-	if isConflict(err) || isCode(err, 409) {
-		return nil, 0, nil // another candidate was faster: look again
+	if isConflict(err) {
+		// An update's Conflict or a create's AlreadyExists (both 409):
+		// another candidate was faster. Look again.
+		return nil, 0, nil
 	}
 	if err != nil {
 		return nil, 0, err
