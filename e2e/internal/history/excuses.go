@@ -172,3 +172,66 @@ func stamp(t time.Time) string {
 	}
 	return t.Format(time.RFC3339Nano)
 }
+
+// frozenAt reports whether tm's instance was frozen at t and tm did not
+// survive it: tm stopped by the wake, or a later term had begun by then.
+// A term that outlived its freeze runs its late ticks on waking. A pause
+// of the whole machine (ClockSteps) freezes every instance; there the
+// wake is a TTL after the span's end, as a lapsed lease is only found
+// out then (the local deadline is on the monotonic clock, which the
+// pause stopped).
+func frozenAt(in Input, terms []Term, tm *Term, t time.Time) bool {
+	lost := func(wake time.Time) bool {
+		if !tm.Stop.IsZero() && !tm.Stop.After(wake) {
+			return true
+		}
+		for _, o := range terms {
+			if o.Token > tm.Token && !o.Start.After(wake) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, f := range in.Frozen {
+		if f.Instance == tm.Instance && !t.Before(f.From.Add(-in.Slack)) && !t.After(f.To.Add(in.Slack)) && lost(f.To.Add(in.Slack)) {
+			return true
+		}
+	}
+	for _, c := range in.ClockSteps {
+		if !t.Before(c.From.Add(-in.Slack)) && !t.After(c.To.Add(in.Slack)) && lost(c.To.Add(in.TTL+in.Slack)) {
+			return true
+		}
+	}
+	return false
+}
+
+// steppedOver reports how a tick t that live term tm did not run is
+// accounted for by a pause of the whole machine that tm survived: the
+// suite saw the pause (ClockSteps), tm logged the forward step of the
+// wall clock whose skipped-over ticks include t (Steps), and the job's
+// policy let t go: skip, or t beyond the grace before the step's end
+// (schedulerhost runs, as one catch-up, the last tick within it). ""
+// if not.
+func steppedOver(in Input, tm *Term, p Policy, t time.Time) string {
+	seen := false
+	for _, c := range in.ClockSteps {
+		if !t.Before(c.From.Add(-in.Slack)) && !t.After(c.To.Add(in.Slack)) {
+			seen = true
+		}
+	}
+	if !seen {
+		return ""
+	}
+	for _, s := range in.Steps {
+		if s.Instance != tm.Instance || s.Token != tm.Token || !t.After(s.From) || t.After(s.To) {
+			continue
+		}
+		switch {
+		case p.Misfire == "skip":
+			return "skipped over by a clock step, skip policy"
+		case s.To.Sub(t) > p.Grace:
+			return "skipped over by a clock step, beyond grace"
+		}
+	}
+	return ""
+}

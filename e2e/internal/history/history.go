@@ -105,6 +105,16 @@ type Interval struct {
 	From, To time.Time
 }
 
+// Step is a forward step of the wall clock as a live term's schedule
+// loop logged it ("wall clock stepped forward"): the ticks in (From, To]
+// were skipped over, and the job's misfire policy decided which to run
+// as a catch-up (Start.CatchUpFrom) and which to count as missed.
+type Step struct {
+	Instance string
+	Token    uint64
+	From, To time.Time
+}
+
 // Policy is what the checker needs to know of a job.
 type Policy struct {
 	Every   time.Duration // the job runs on a fixed period ("@every")
@@ -136,6 +146,24 @@ type Input struct {
 	// live term whose instance was frozen at a tick may miss it silently;
 	// the next term's catch-up must then account for it.
 	Frozen []Interval
+	// ClockSteps are the spans in which the suite saw its own wall clock
+	// run ahead of its monotonic clock: the whole machine was paused (or
+	// its clock stepped), measured outside baton (Instance empty: every
+	// instance). A pause is a freeze of every instance: a live term that
+	// did not survive it (it stopped, or a later term began, within a
+	// TTL of the wake) may miss its ticks in it silently, and the next
+	// term must account for them. A term that survived it logged a step
+	// (Steps): its ticks in the span go unrun only as the job's policy
+	// says (beyond the grace, or any under skip); within the grace, its
+	// catch-up run stands for them.
+	ClockSteps []Interval
+	// TTL is the lease's time to live: a term whose lease lapsed in a
+	// pause of the machine knows it within a TTL of the wake (its local
+	// deadline, on the monotonic clock, which the pause stopped).
+	TTL time.Duration
+	// Steps are the forward steps of the wall clock the live terms
+	// logged (see Step).
+	Steps []Step
 	// Excused are spans of faults from outside this history: in the soak,
 	// the backend faults another group of nodes on the same backend
 	// injected. A handover or failover that overlaps one is still judged

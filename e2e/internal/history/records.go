@@ -112,7 +112,8 @@ const maxStartLag = time.Second
 // resume that ended it was sent, beyond an allowance: the slack, plus
 // four one-way delays of a latency fault the suite injected around it
 // (the pause read and the claim, each a round trip), plus the time the
-// run's instance was frozen (SIGSTOP) across it. A pause read an instant
+// run's instance was frozen (SIGSTOP, or the whole machine: Instance
+// empty) across it. A pause read an instant
 // before the answer may let a run start after it; the allowance is that
 // window's own bound, from the suite's faults, not from baton's log. A
 // run its node logged as started within the slack after the answer
@@ -135,7 +136,7 @@ func checkPauses(r *Report, starts []Start, pauses []Pause, slack time.Duration,
 			}
 			allow += 4 * delay
 			for _, f := range frozen {
-				if f.Instance == s.Instance && f.From.Before(s.At) && f.To.After(from) {
+				if (f.Instance == s.Instance || f.Instance == "") && f.From.Before(s.At) && f.To.After(from) {
 					allow += f.To.Sub(f.From)
 				}
 			}

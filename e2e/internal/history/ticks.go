@@ -15,8 +15,11 @@ import (
 //   - the live term's own catch-up ran a run standing for it (the tick
 //     came between the term's start and its schedule loop's);
 //   - a term was live at the tick (or began within the slack before it),
-//     its instance was frozen then and the term did not outlive the
-//     freeze, and the next term accounts for it as below;
+//     its instance was frozen then (SIGSTOP, or a pause of the whole
+//     machine) and the term did not outlive the freeze, and the next
+//     term accounts for it as below;
+//   - the live term survived a pause of the machine that skipped over
+//     the tick, and the policy let it go (steppedOver);
 //   - no term was live: the next term started beyond the grace, or the
 //     policy is skip, or one of its catch-up runs says it stands for the
 //     tick (from Start.CatchUpFrom through its own tick; run-all: its own
@@ -106,26 +109,7 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 		return false
 	}
 	until := bounds(terms)
-	// frozen reports whether tm's instance was frozen at t and tm did not
-	// survive it: tm ended by the SIGCONT, or a later term had begun by
-	// then. A term that outlived its freeze runs its late ticks on waking.
-	frozen := func(tm *Term, t time.Time) bool {
-		for _, f := range in.Frozen {
-			if f.Instance != tm.Instance || t.Before(f.From.Add(-in.Slack)) || t.After(f.To.Add(in.Slack)) {
-				continue
-			}
-			wake := f.To.Add(in.Slack)
-			if !tm.Stop.IsZero() && !tm.Stop.After(wake) {
-				return true
-			}
-			for _, o := range terms {
-				if o.Token > tm.Token && !o.Start.After(wake) {
-					return true
-				}
-			}
-		}
-		return false
-	}
+	frozen := func(tm *Term, t time.Time) bool { return frozenAt(in, terms, tm, t) }
 	account := func(reason string) {
 		if r.Accounted == nil {
 			r.Accounted = map[string]int{}
@@ -329,6 +313,12 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 			}
 			if own {
 				account("catch-up")
+				continue
+			}
+		}
+		if live != nil {
+			if how := steppedOver(in, live, p, t); how != "" {
+				account(how)
 				continue
 			}
 		}
