@@ -72,6 +72,14 @@ func (sc *scenario) check(from, to time.Time) string {
 	case be.faultWake > 0:
 		in.Excused = be.excused(be.faultWake)
 	}
+	// Pauses of the whole machine, seen by the suite's own clocks: every
+	// node was frozen, and a handover across one is not held to its bound.
+	in.TTL = be.ttl
+	in.ClockSteps = clocks.between(from.Add(-be.grace), to)
+	for _, c := range in.ClockSteps {
+		in.Excused = append(in.Excused, c)
+		in.Faults = append(in.Faults, history.Fault{At: c.From, Kind: "machine paused", Target: "all", Detail: c.To.Sub(c.From).Round(time.Millisecond).String()})
+	}
 	catchUps, said := 0, 0 // catch-up runs, and those that recorded what they stand for
 	for _, s := range starts {
 		if s.CatchUp {
@@ -94,6 +102,7 @@ func (sc *scenario) check(from, to time.Time) string {
 		in.Misfires = append(in.Misfires, p.misfires...)
 		in.LastClaims = append(in.LastClaims, p.lastClaims...)
 		in.Asked = append(in.Asked, p.asked...)
+		in.Steps = append(in.Steps, p.steps...)
 		for k, v := range p.runLogged {
 			logged[k] = v
 			// The Host claimed the tick and started the run, and the

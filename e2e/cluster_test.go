@@ -66,6 +66,11 @@ var misfireMsgs = map[string]bool{
 	"run not started: term stopping during its jitter delay": true,
 }
 
+// steppedMsg is how a leader's schedule loop says that the wall clock
+// stepped forward, with the gap it skipped over ("from", "to"): the ticks
+// in it count as missed, under each job's misfire policy.
+const steppedMsg = "wall clock stepped forward: the ticks it skipped over count as missed"
+
 // catchUpFailed is how a new leader says that it could not read the last
 // claimed ticks of a page of jobs, which then have no catch-up run.
 const catchUpFailed = "catch-up skipped: reading last claimed ticks failed"
@@ -188,6 +193,7 @@ type proc struct {
 	misfires   []history.Misfire
 	lastClaims []history.LastClaim
 	asked      []history.Misfire
+	steps      []history.Step
 	lastRun    time.Time // last "run started"
 	lastRunTok uint64
 	runLogged  map[runKey]time.Time // "run started" records
@@ -235,6 +241,11 @@ func (p *proc) poll() {
 				tok = cur
 			}
 			p.misfires = append(p.misfires, history.Misfire{Instance: p.id, Token: tok, Job: ev.Job, Tick: ev.Tick, At: ev.Time, Reason: ev.Msg})
+		case ev.Msg == steppedMsg:
+			var gap struct{ From, To time.Time }
+			if json.Unmarshal(line, &gap) == nil {
+				p.steps = append(p.steps, history.Step{Instance: p.id, Token: ev.Token, From: gap.From, To: gap.To})
+			}
 		case ev.Msg == askedMsg && ev.Job != "" && !ev.Tick.IsZero():
 			p.asked = append(p.asked, history.Misfire{Instance: p.id, Token: ev.Token, Job: ev.Job, Tick: ev.Tick, At: ev.Time})
 		case ev.Msg == noneClaimedMsg && ev.Job != "": // zero Tick: none claimed

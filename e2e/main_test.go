@@ -52,7 +52,9 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
+	clocks = startClockWatch()
 	code := m.Run()
+	clocks.close()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
