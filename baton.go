@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"time"
@@ -73,6 +74,19 @@ type Config struct {
 	Registry *prometheus.Registry
 	// Logger receives baton's records. Nil means slog.Default().
 	Logger *slog.Logger
+	// Tune, if set, adjusts the configurations New derives for the parts
+	// it builds, before it builds them, for what Config does not name (a
+	// command job's kill grace, the election's retry period, the HTTP
+	// API's reloader). The command-line node sets it. New fills in the
+	// parts' links to each other (Node.Elector, Node.Host) after it.
+	Tune func(*Parts)
+}
+
+// Parts are the configurations of the parts New builds, for Config.Tune.
+type Parts struct {
+	Host     *schedulerhost.Config
+	Election *election.Config
+	Node     *node.Config
 }
 
 // Baton is one instance's part in the election and its schedules. Create
@@ -127,21 +141,27 @@ func New(cfg Config) (*Baton, error) {
 	if c, ok := cfg.Backend.(driver.Controller); ok {
 		hcfg.Control = c.Control()
 	}
+	ecfg := election.Config{
+		Backend: cfg.Backend, Identity: election.Identity{ID: cfg.Instance}, Election: cfg.Election,
+		Observer: m, Logger: cfg.Logger,
+	}
+	ncfg := node.Config{
+		Election: cfg.Election, Registry: cfg.Registry,
+		AdminToken: cfg.AdminToken, Control: hcfg.Control, Logger: cfg.Logger,
+	}
+	if cfg.Tune != nil {
+		cfg.Tune(&Parts{Host: &hcfg, Election: &ecfg, Node: &ncfg})
+	}
 	host, err := schedulerhost.New(hcfg)
 	if err != nil {
 		return nil, err
 	}
-	el, err := election.New(election.Config{
-		Backend: cfg.Backend, Identity: election.Identity{ID: cfg.Instance}, Election: cfg.Election,
-		Observer: m, Logger: cfg.Logger,
-	})
+	el, err := election.New(ecfg)
 	if err != nil {
 		return nil, err
 	}
-	n, err := node.New(node.Config{
-		Elector: el, Host: host, Election: cfg.Election, Registry: cfg.Registry,
-		AdminToken: cfg.AdminToken, Control: hcfg.Control, Logger: cfg.Logger,
-	})
+	ncfg.Elector, ncfg.Host = el, host
+	n, err := node.New(ncfg)
 	if err != nil {
 		return nil, err
 	}
@@ -157,6 +177,12 @@ func New(cfg Config) (*Baton, error) {
 // ShutdownTimeout), the lease released. It returns nil after a clean
 // stop. Call it once.
 func (b *Baton) Run(ctx context.Context) error { return b.node.Run(ctx, nil) }
+
+// RunServing is Run that also serves Handler on ln until the instance has
+// stopped (nil: serves nothing). It closes ln.
+func (b *Baton) RunServing(ctx context.Context, ln net.Listener) error {
+	return b.node.Run(ctx, ln)
+}
 
 // Handler is the HTTP API, for a server of the caller's: GET / (the
 // status page), /status, /metrics, /healthz, /readyz, GET /runs/{id},
@@ -190,3 +216,6 @@ func (b *Baton) Elector() *election.Elector { return b.elector }
 
 // Host is the scheduler New built (see Elector).
 func (b *Baton) Host() *schedulerhost.Host { return b.host }
+
+// Node is the HTTP API and health verdicts New built (see Elector).
+func (b *Baton) Node() *node.Node { return b.node }

@@ -3,6 +3,8 @@ package baton_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/backends/etcd"
+	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/internal/etcdtest"
@@ -97,5 +100,57 @@ func TestRun_OnEtcd(t *testing.T) {
 	}
 	if v := b.Ready(); v.OK {
 		t.Error("Ready: OK after Run returned")
+	}
+}
+
+// Tune sees the configurations New derived from Config, and what it sets
+// reaches the parts: here the node's backend name, which /status shows.
+// RunServing serves the HTTP API on the listener it is given until the
+// instance stops.
+func TestNew_TuneThenRunServing(t *testing.T) {
+	mem := memory.New(election.Timing{})
+	var host, instance, node string
+	b, err := baton.New(baton.Config{
+		Backend: mem.Candidate(), Election: "tuned", Instance: "one",
+		Jobs: []baton.Job{{Name: "j", Schedule: "@every 1h", Run: func(context.Context) error { return nil }}},
+		Tune: func(p *baton.Parts) {
+			host, instance, node = p.Host.Instance, p.Election.Identity.ID, p.Node.Election
+			p.Node.Backend, p.Node.Where = "memory", "this process"
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host != "one" || instance != "one" || node != "tuned" {
+		t.Errorf("Tune saw host instance %q, election identity %q, node election %q; want one, one, tuned", host, instance, node)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.RunServing(ctx, ln) }()
+	var status string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		resp, err := http.Get("http://" + ln.Addr().String() + "/status")
+		if err != nil {
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if status = string(body); resp.StatusCode == http.StatusOK {
+			break
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("RunServing: %v", err)
+	}
+	if !strings.Contains(status, `"memory"`) || !strings.Contains(status, `"this process"`) {
+		t.Errorf("/status does not show the tuned backend and where: %s", status)
+	}
+	if _, err := http.Get("http://" + ln.Addr().String() + "/status"); err == nil {
+		t.Error("the listener still serves after RunServing returned")
 	}
 }

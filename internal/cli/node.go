@@ -14,13 +14,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/driver"
 	"github.com/batonhq/baton/internal/jobsfile"
-	"github.com/batonhq/baton/metrics"
 	"github.com/batonhq/baton/node"
 	"github.com/batonhq/baton/node/appcheck"
-	"github.com/batonhq/baton/schedulerhost"
 )
 
 // errStdinClosed is the cause of a shutdown started by --stop-on-stdin-eof.
@@ -143,35 +142,9 @@ func (p *Program) Node(ctx context.Context, sub string, args []string, stdout, s
 		}
 	}
 
-	reg := node.NewRegistry()
-	m, err := metrics.New(reg, bf.Election)
-	if err != nil {
-		return err
-	}
-
 	hcfg, err := HostConfig(f, bf.Election, *id, log)
 	if err != nil {
 		return err
-	}
-	hcfg.Ledger, hcfg.Observer, hcfg.Control = o.Ledger, m, o.Control
-	host, err := schedulerhost.New(hcfg)
-	if err != nil {
-		return f.Locate(err)
-	}
-	el, err := election.New(election.Config{
-		Backend:        o.Backend,
-		Identity:       election.Identity{ID: *id},
-		Election:       bf.Election,
-		RetryPeriod:    f.Election.RetryPeriod,
-		ReleaseTimeout: f.Election.ReleaseTimeout,
-		Observer:       m,
-		Logger:         base,
-	})
-	if err != nil {
-		return err
-	}
-	if *standby {
-		el.SetEligible(false)
 	}
 	app, err := AppChecker(f)
 	if err != nil {
@@ -190,16 +163,35 @@ func (p *Program) Node(ctx context.Context, sub string, args []string, stdout, s
 			log.Warn("admin endpoints reachable beyond loopback over plain HTTP: the bearer token travels in clear", "http", httpURL)
 		}
 	}
-	n, err := node.New(node.Config{Elector: el, Host: host, Election: bf.Election, Backend: bf.Kind, Where: o.Where,
-		Registry: reg, AdminToken: adminToken, StepDownCooldown: *cooldown, Logger: log,
-		Control: o.Control, Version: version(), Address: strings.TrimPrefix(httpURL, "none"), App: app,
-		JobsHash: f.JobsHash(), Reloader: newFileReloader(f, func() (*jobsfile.File, error) { return p.LoadJobs(*config) }, bf.Election, *id, log)})
+	// The node is an embedder of the baton package like any other; what
+	// the jobs file and the flags say beyond Config goes in through Tune.
+	b, err := baton.New(baton.Config{
+		Backend: o.Backend, Election: bf.Election, Jobs: hcfg.Jobs, Instance: *id,
+		ShutdownTimeout: hcfg.ShutdownTimeout, AdminToken: adminToken, Logger: log,
+		Tune: func(parts *baton.Parts) {
+			parts.Host.KillGrace = hcfg.KillGrace
+			parts.Host.Ledger, parts.Host.Control, parts.Node.Control = o.Ledger, o.Control, o.Control
+			// The Elector adds election and identity itself.
+			parts.Election.RetryPeriod, parts.Election.ReleaseTimeout, parts.Election.Logger = f.Election.RetryPeriod, f.Election.ReleaseTimeout, base
+			parts.Node.Backend, parts.Node.Where, parts.Node.StepDownCooldown = bf.Kind, o.Where, *cooldown
+			parts.Node.Version, parts.Node.Address, parts.Node.App = version(), strings.TrimPrefix(httpURL, "none"), app
+			parts.Node.JobsHash = f.JobsHash()
+			parts.Node.Reloader = newFileReloader(f, func() (*jobsfile.File, error) { return p.LoadJobs(*config) }, bf.Election, *id, log)
+		},
+	})
 	if err != nil {
 		if ln != nil {
 			ln.Close()
 		}
+		if strings.HasPrefix(err.Error(), "schedulerhost: ") {
+			return f.Locate(err) // a job's settings: point at its line
+		}
 		return err
 	}
+	if *standby {
+		b.Elector().SetEligible(false)
+	}
+	n := b.Node()
 	// SIGHUP re-reads the jobs file, as POST /reload does.
 	stopReload := n.ReloadOnSignal(ctx, syscall.SIGHUP)
 	defer stopReload()
@@ -218,7 +210,7 @@ func (p *Program) Node(ctx context.Context, sub string, args []string, stdout, s
 		}()
 	}
 
-	if err := n.Run(ctx, ln); err != nil {
+	if err := b.RunServing(ctx, ln); err != nil {
 		log.Error("node stopped", "err", err)
 		return err
 	}
