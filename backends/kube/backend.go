@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/batonhq/baton/election"
@@ -21,12 +22,18 @@ type Backend struct {
 	terms  string // the ConfigMap keeping the highest token handed out
 	timing election.Timing
 	log    *slog.Logger
+	// history is how many runs per job the ledger keeps.
+	history int
+	// locks serialize this process's writes of each ConfigMap of the
+	// ledger and the control store (fenced.go).
+	locks sync.Map
 }
 
 var (
 	_ election.Backend    = (*Backend)(nil)
 	_ driver.LeaderReader = (*Backend)(nil)
 	_ driver.Checker      = (*Backend)(nil)
+	_ driver.Ledgerer     = (*Backend)(nil)
 )
 
 // New returns a Backend for cfg. It does not contact the server; Check
@@ -37,7 +44,7 @@ func New(cfg Config) (*Backend, error) {
 		return nil, err
 	}
 	return &Backend{c: cfg.Client, ns: cfg.Namespace, name: cfg.Name, terms: cfg.Name + "-terms",
-		timing: cfg.Timing, log: cfg.Logger.With("backend", "kube", "lease", cfg.Namespace+"/"+cfg.Name)}, nil
+		timing: cfg.Timing, history: cfg.History, log: cfg.Logger.With("backend", "kube", "lease", cfg.Namespace+"/"+cfg.Name)}, nil
 }
 
 // Timing returns the lease timing in use.

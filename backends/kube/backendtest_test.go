@@ -1,6 +1,7 @@
 package kube_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -9,30 +10,75 @@ import (
 	"github.com/batonhq/baton/election"
 )
 
-// The election contract on a real kube-apiserver.
+// The whole conformance suite on a real kube-apiserver: the election
+// contract; the ledger and control contracts on the fenced ConfigMaps;
+// once per tick across a crash, under each misfire policy, and a deposed
+// leader's refused claim (Failover: the Lease deleted, as an operator's
+// kubectl delete lease would); the operators' actions across lost
+// answers (JobControl).
 func TestBackend(t *testing.T) {
 	server(t)
 	ttl := 3 * time.Second
-	backendtest.RunElection(t, backendtest.ElectionHarness{
-		NewElection: func(t *testing.T) func(t *testing.T, name string) backendtest.Candidate {
-			name := leaseName(t)
-			return func(t *testing.T, _ string) backendtest.Candidate {
-				p := proxy(t)
-				return backendtest.Candidate{
-					Backend: newBackend(t, kube.Config{Client: client(t, p.Addr()), Name: name, Timing: election.Timing{TTL: ttl}}),
-					Cut:     p.Blackhole,
-					Heal:    p.Heal,
+	backendtest.Run(t, backendtest.Harness{
+		Election: backendtest.ElectionHarness{
+			NewElection: func(t *testing.T) func(t *testing.T, name string) backendtest.Candidate {
+				name := leaseName(t)
+				return func(t *testing.T, _ string) backendtest.Candidate {
+					p := proxy(t)
+					return backendtest.Candidate{
+						Backend: newBackend(t, kube.Config{Client: client(t, p.Addr()), Name: name, Timing: election.Timing{TTL: ttl}}),
+						Cut:     p.Blackhole,
+						Heal:    p.Heal,
+					}
 				}
-			}
+			},
+			TTL:           ttl,
+			HandoverBound: 100 * time.Millisecond,
+			CutTrials:     10,
+			Handovers:     20,
+			// A candidate that watched the last renewal takes the Lease a TTL
+			// after it saw it.
+			FailoverBound:  ttl + time.Second,
+			FailoverTrials: 3,
+			Package:        "github.com/batonhq/baton/backends/kube",
 		},
-		TTL:           ttl,
-		HandoverBound: 100 * time.Millisecond,
-		CutTrials:     10,
-		Handovers:     20,
-		// A candidate that watched the last renewal takes the Lease a TTL
-		// after it saw it.
-		FailoverBound:  ttl + time.Second,
-		FailoverTrials: 3,
-		Package:        "github.com/batonhq/baton/backends/kube",
+		Ledger: func(t *testing.T) backendtest.LedgerElection {
+			b := newBackend(t, kube.Config{Name: leaseName(t), History: 5})
+			return backendtest.LedgerElection{Ledger: b.Ledger(), Lead: backendtest.Leader(b), History: 5}
+		},
+		Control: func(t *testing.T) backendtest.ControlElection {
+			b := newBackend(t, kube.Config{Name: leaseName(t)})
+			return backendtest.ControlElection{Store: b.Control(), Lead: backendtest.Leader(b)}
+		},
+		Failover: backendtest.FailoverHarness{
+			Timing: election.Timing{TTL: 6 * time.Second, RenewInterval: time.Second, SafetyMargin: 3500 * time.Millisecond},
+			NewElection: func(t *testing.T, timing election.Timing) func(*testing.T, string) backendtest.Candidate {
+				name := leaseName(t)
+				return func(t *testing.T, _ string) backendtest.Candidate {
+					p := proxy(t)
+					b := newBackend(t, kube.Config{Client: client(t, p.Addr()), Name: name, Timing: timing})
+					return backendtest.Candidate{Backend: b, Cut: p.Blackhole, Heal: p.Heal, Ledger: b.Ledger(),
+						Depose: func(t *testing.T, l election.Lease) {
+							// As an operator would: kubectl delete lease NAME.
+							ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+							defer cancel()
+							if err := kube.DeleteLease(ctx, client(t, ""), "default", name); err != nil {
+								t.Fatalf("depose: delete lease %s: %v", name, err)
+							}
+						}}
+				}
+			},
+		},
+		JobControl: backendtest.JobControlHarness{
+			NewElection: func(t *testing.T, timing election.Timing) func(*testing.T, string) backendtest.JobControlCandidate {
+				name := leaseName(t)
+				return func(t *testing.T, _ string) backendtest.JobControlCandidate {
+					p := proxy(t)
+					b := newBackend(t, kube.Config{Client: client(t, p.Addr()), Name: name, Timing: timing})
+					return backendtest.JobControlCandidate{Candidate: backendtest.Candidate{Backend: b, Cut: p.Blackhole, Heal: p.Heal, Ledger: b.Ledger()},
+						Control: b.Control(), Network: p}
+				}
+			},
+		},
 	})
 }

@@ -1,0 +1,135 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/ledger"
+)
+
+// The ledger and the control store live in ConfigMaps that a term writes
+// only by compare-and-swap (a PUT with the resourceVersion it read), each
+// with data.fence, the highest token that wrote it. Kubernetes has no
+// transaction over two objects, so a write is tied to the term twice:
+//
+//   - before it, the writer reads the Lease: the claim's token must be the
+//     token of the baton term that holds it (holding);
+//   - in it, the object's fence must not be above the token, and the
+//     write raises it to the token.
+//
+// A new term's catch-up reads the ledger through fence: it raises each
+// object's fence to its token by a write, before it reads what the object
+// holds. A deposed term's claim then either landed before that write, and
+// the new term reads it, or meets the raised fence (its PUT is refused
+// with 409, it reads the object again, and finds the fence above its
+// token): never both a claim the new term did not see and a run of it.
+
+// casAttempts bounds the compare-and-swap loop of one write.
+const casAttempts = 8
+
+// maxObjectBytes bounds the data baton writes into one ConfigMap, well
+// below the server's 1 MiB for a ConfigMap and etcd's 1.5 MiB request.
+const maxObjectBytes = 768 << 10
+
+// holding returns the token of the baton term that holds the Lease now:
+// 0 when it has no holder, was never taken, or is held by a candidate
+// that is not baton's (client-go keeps the annotation of the last baton
+// term, whose identity is then not the holder).
+func (b *Backend) holding(ctx context.Context) (uint64, error) {
+	o, err := b.c.get(ctx, leases, b.ns, b.name)
+	if isNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var id election.Identity
+	if o.holder() == "" || json.Unmarshal([]byte(o.annotation(annoIdentity)), &id) != nil || id.ID != o.holder() {
+		return 0, nil
+	}
+	return o.token(), nil
+}
+
+// stale is the error of a write by a term that no longer holds.
+func stale(token, holder uint64, where string) error {
+	if holder == 0 {
+		return fmt.Errorf("%w: token %d: %s has no baton holder now", ledger.ErrStaleTerm, token, where)
+	}
+	return fmt.Errorf("%w: token %d: %s holds token %d", ledger.ErrStaleTerm, token, where, holder)
+}
+
+// lock returns the lock of ConfigMap name: this process writes one object
+// at a time, so that its own writes do not refuse each other.
+func (b *Backend) lock(name string) *sync.Mutex {
+	m, _ := b.locks.LoadOrStore(name, new(sync.Mutex))
+	return m.(*sync.Mutex)
+}
+
+// fenceMode says what cas does with the object's fence.
+type fenceMode int
+
+const (
+	noFence   fenceMode = iota // leave it: a finish, a read
+	mustHold                   // a fence above the token refuses the write; raise it to the token
+	raiseOnly                  // raise it to the token if lower; never refuse (a catch-up's read)
+)
+
+// cas reads ConfigMap name (absent: empty), applies the fence mode with
+// token, lets apply read and change its data (string values), and writes
+// it back if anything changed, by compare-and-swap; a conflict starts
+// over, apply included. It returns apply's error, a refusal as stale, or
+// the server's.
+func (b *Backend) cas(ctx context.Context, name string, token uint64, mode fenceMode, apply func(data map[string]any) (changed bool, err error)) error {
+	mu := b.lock(name)
+	mu.Lock()
+	defer mu.Unlock()
+	for range casAttempts {
+		o, err := b.c.get(ctx, configMaps, b.ns, name)
+		create := isNotFound(err)
+		if create {
+			o, err = configMaps.newObject(b.ns, name), nil
+		}
+		if err != nil {
+			return err
+		}
+		data := o.section("data")
+		s, _ := data["fence"].(string)
+		fence, _ := strconv.ParseUint(s, 10, 64)
+		if mode == mustHold && fence > token {
+			return fmt.Errorf("%w: token %d: ConfigMap %s is fenced by token %d", ledger.ErrStaleTerm, token, name, fence)
+		}
+		changed, err := apply(data)
+		if err != nil {
+			return err
+		}
+		if mode != noFence && token > fence {
+			data["fence"] = strconv.FormatUint(token, 10)
+			changed = true
+		}
+		if !changed {
+			return nil
+		}
+		size := 0
+		for k, v := range data {
+			s, _ := v.(string)
+			size += len(k) + len(s)
+		}
+		if size > maxObjectBytes {
+			return fmt.Errorf("kube: ConfigMap %s would hold %d bytes, more than %d: keep fewer runs per job (History) or split the jobs over more elections", name, size, maxObjectBytes)
+		}
+		if create {
+			_, err = b.c.create(ctx, configMaps, b.ns, o)
+		} else {
+			_, err = b.c.update(ctx, configMaps, b.ns, o)
+		}
+		if isConflict(err) {
+			continue
+		}
+		return err
+	}
+	return fmt.Errorf("kube: ConfigMap %s kept changing", name)
+}

@@ -1,0 +1,306 @@
+package kube
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/batonhq/baton/ledger"
+)
+
+// ledgerShards is how many ConfigMaps hold the ledger, Name-ledger-00 to
+// Name-ledger-63, each a job's hash's share. They are created as jobs
+// first use them. At 10,000 jobs and History 20, a shard holds about 160
+// jobs and 260 KB (a run is about 80 bytes: ledger.go's runRec).
+const ledgerShards = 64
+
+// maxBatch is how many claims or finishes one call takes: a call writes
+// each shard it touches once, so one call for the jobs of an instant is
+// at most ledgerShards writes.
+const maxBatch = 10000
+
+// maxError bounds a run's error text in the ledger.
+const maxError = 512
+
+// Ledger returns the election's tick ledger, keeping the newest
+// Config.History runs per job, in ledgerShards ConfigMaps (fenced.go). A
+// claim reads the Lease, then writes each shard its jobs fall in; a
+// finish writes the shards; LastClaimed raises the shards' fences to the
+// holding term's token and reads them; History reads one.
+func (b *Backend) Ledger() ledger.Ledger { return &tickLedger{b: b} }
+
+type tickLedger struct{ b *Backend }
+
+var _ ledger.Ledger = (*tickLedger)(nil)
+
+// jobRec is one job's entry in a shard: its newest claimed tick and its
+// newest runs, newest first.
+type jobRec struct {
+	Job  string   `json:"j"`
+	Last int64    `json:"l"` // unix nanoseconds
+	Runs []runRec `json:"r,omitempty"`
+}
+
+// runRec is a ledger.Run of the job, in short keys.
+type runRec struct {
+	Tick     int64  `json:"t"`
+	Token    uint64 `json:"k"`
+	Instance string `json:"i"`
+	CatchUp  bool   `json:"c,omitempty"`
+	Started  int64  `json:"s"`
+	Ended    int64  `json:"e,omitempty"`
+	Result   string `json:"r"`
+	Error    string `json:"x,omitempty"`
+	Attempts int    `json:"a,omitempty"`
+}
+
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromUnixNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+func (r runRec) run(job string) ledger.Run {
+	return ledger.Run{Job: job, Tick: fromUnixNano(r.Tick), Token: r.Token, Instance: r.Instance, CatchUp: r.CatchUp,
+		Started: fromUnixNano(r.Started), Ended: fromUnixNano(r.Ended), Result: ledger.Result(r.Result), Error: r.Error, Attempts: r.Attempts}
+}
+
+func truncError(s string) string {
+	if len(s) > maxError {
+		return s[:maxError]
+	}
+	return s
+}
+
+// jobKey is job's key in its shard's data, and the shard.
+func (b *Backend) jobKey(job string) (key, shard string) {
+	h := sha256.Sum256([]byte(job))
+	return "j." + hex.EncodeToString(h[:12]), fmt.Sprintf("%s-ledger-%02d", b.name, int(h[0])%ledgerShards)
+}
+
+// record decodes job's entry from data (an empty one if absent).
+func record(data map[string]any, key, job string) (jobRec, error) {
+	s, _ := data[key].(string)
+	if s == "" {
+		return jobRec{Job: job}, nil
+	}
+	var r jobRec
+	if err := json.Unmarshal([]byte(s), &r); err != nil {
+		return jobRec{}, fmt.Errorf("kube: ledger entry of job %q: %w", job, err)
+	}
+	if r.Job != job {
+		return jobRec{}, fmt.Errorf("kube: ledger key %s holds job %q, not %q", key, r.Job, job)
+	}
+	return r, nil
+}
+
+func store(data map[string]any, key string, r jobRec) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	data[key] = string(b)
+	return nil
+}
+
+// MaxBatch implements ledger.Ledger.
+func (l *tickLedger) MaxBatch() int { return maxBatch }
+
+// byShard groups the indexes 0..n-1 by the shard of job(i).
+func (b *Backend) byShard(n int, job func(int) string) map[string][]int {
+	out := map[string][]int{}
+	for i := range n {
+		_, s := b.jobKey(job(i))
+		out[s] = append(out[s], i)
+	}
+	return out
+}
+
+// eachShard runs f for every shard of groups, eight at a time, and waits.
+func eachShard(groups map[string][]int, f func(shard string, idx []int)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for s, idx := range groups {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			f(s, idx)
+		})
+	}
+	wg.Wait()
+}
+
+// Claim implements ledger.Ledger.
+func (l *tickLedger) Claim(ctx context.Context, cs []ledger.Claim) []error {
+	errs := make([]error, len(cs))
+	holder, err := l.b.holding(ctx)
+	var live []int
+	for i, c := range cs {
+		switch {
+		case err != nil:
+			errs[i] = fmt.Errorf("kube: claim: reading the Lease: %w", err)
+		case c.Token != holder || holder == 0:
+			errs[i] = stale(c.Token, holder, "Lease "+l.b.LeaseName())
+		default:
+			live = append(live, i)
+		}
+	}
+	l.write(ctx, cs, live, holder, errs)
+	return errs
+}
+
+// write records the claims cs[live...], all of token, shard by shard,
+// each shard in one compare-and-swap that its fence must allow, and sets
+// their errors. Claim calls it once the Lease showed token holding.
+func (l *tickLedger) write(ctx context.Context, cs []ledger.Claim, live []int, token uint64, errs []error) {
+	groups := l.b.byShard(len(live), func(j int) string { return cs[live[j]].Job })
+	eachShard(groups, func(shard string, idx []int) {
+		for j := range idx {
+			idx[j] = live[idx[j]]
+		}
+		err := l.b.cas(ctx, shard, token, mustHold, func(data map[string]any) (bool, error) {
+			changed := false
+			for _, i := range idx {
+				c := cs[i]
+				key, _ := l.b.jobKey(c.Job)
+				r, err := record(data, key, c.Job)
+				if err != nil {
+					return false, err
+				}
+				if r.Last >= c.Tick.UnixNano() {
+					errs[i] = fmt.Errorf("%w: %s at %v (last claimed %v)", ledger.ErrTickClaimed, c.Job, c.Tick, fromUnixNano(r.Last))
+					continue
+				}
+				errs[i] = nil
+				r.Last = c.Tick.UnixNano()
+				run := runRec{Tick: c.Tick.UnixNano(), Token: c.Token, Instance: c.Instance, CatchUp: c.CatchUp,
+					Started: unixNano(c.Started), Result: string(ledger.ResultRunning)}
+				r.Runs = append([]runRec{run}, r.Runs[:min(len(r.Runs), l.b.history-1)]...)
+				if err := store(data, key, r); err != nil {
+					return false, err
+				}
+				changed = true
+			}
+			return changed, nil
+		})
+		if err != nil {
+			if !errors.Is(err, ledger.ErrStaleTerm) {
+				err = fmt.Errorf("kube: claim %d ticks in %s: %w", len(idx), shard, err)
+			}
+			for _, i := range idx {
+				errs[i] = err
+			}
+		}
+	})
+}
+
+// LastClaimed implements ledger.Ledger. It raises each shard's fence to
+// the holding term's token before it reads it (fenced.go), so that a
+// deposed term's claim it does not see can no longer land.
+func (l *tickLedger) LastClaimed(ctx context.Context, jobs []string) ([]time.Time, error) {
+	holder, err := l.b.holding(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("kube: read last claimed ticks: reading the Lease: %w", err)
+	}
+	out := make([]time.Time, len(jobs))
+	var mu sync.Mutex
+	var errs []error
+	eachShard(l.b.byShard(len(jobs), func(i int) string { return jobs[i] }), func(shard string, idx []int) {
+		err := l.b.cas(ctx, shard, holder, raiseOnly, func(data map[string]any) (bool, error) {
+			for _, i := range idx {
+				key, _ := l.b.jobKey(jobs[i])
+				r, err := record(data, key, jobs[i])
+				if err != nil {
+					return false, err
+				}
+				out[i] = fromUnixNano(r.Last)
+			}
+			return false, nil
+		})
+		if err != nil {
+			mu.Lock()
+			errs = append(errs, fmt.Errorf("kube: read last claimed ticks in %s: %w", shard, err))
+			mu.Unlock()
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Finish implements ledger.Ledger: one write per shard, not conditioned
+// on the term.
+func (l *tickLedger) Finish(ctx context.Context, rs []ledger.Run) []error {
+	errs := make([]error, len(rs))
+	eachShard(l.b.byShard(len(rs), func(i int) string { return rs[i].Job }), func(shard string, idx []int) {
+		err := l.b.cas(ctx, shard, 0, noFence, func(data map[string]any) (bool, error) {
+			changed := false
+			for _, i := range idx {
+				f := rs[i]
+				key, _ := l.b.jobKey(f.Job)
+				r, err := record(data, key, f.Job)
+				if err != nil {
+					return false, err
+				}
+				for j, run := range r.Runs {
+					if run.Tick != f.Tick.UnixNano() || run.Token != f.Token {
+						continue
+					}
+					r.Runs[j] = runRec{Tick: run.Tick, Token: run.Token, Instance: f.Instance, CatchUp: f.CatchUp,
+						Started: unixNano(f.Started), Ended: unixNano(f.Ended), Result: string(f.Result), Error: truncError(f.Error), Attempts: f.Attempts}
+					if err := store(data, key, r); err != nil {
+						return false, err
+					}
+					changed = true
+					break
+				}
+			}
+			return changed, nil
+		})
+		if err != nil {
+			err = fmt.Errorf("kube: finish %d runs in %s: %w", len(idx), shard, err)
+			for _, i := range idx {
+				errs[i] = err
+			}
+		}
+	})
+	return errs
+}
+
+// History implements ledger.Ledger: one read.
+func (l *tickLedger) History(ctx context.Context, job string, n int) ([]ledger.Run, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	key, shard := l.b.jobKey(job)
+	o, err := l.b.c.get(ctx, configMaps, l.b.ns, shard)
+	if isNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kube: read history of %q: %w", job, err)
+	}
+	r, err := record(o.section("data"), key, job)
+	if err != nil {
+		return nil, err
+	}
+	runs := make([]ledger.Run, 0, min(n, len(r.Runs)))
+	for _, run := range r.Runs[:min(n, len(r.Runs))] {
+		runs = append(runs, run.run(job))
+	}
+	return runs, nil
+}
