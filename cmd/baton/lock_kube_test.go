@@ -22,15 +22,7 @@ import (
 // the Lease, the Lease names the holder (what kubectl get lease shows),
 // and the next term's token is higher.
 func TestLock_Kube(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts etcd, kube-apiserver and processes")
-	}
-	srv := kubetest.StartT(t, kubetest.Options{})
-	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "kube-token")
-	if err := os.WriteFile(tokenFile, []byte(kubetest.Token+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	srv, dir, tokenFile := kubeServer(t)
 	flags := []string{"--backend=kube", "--kube-server=" + srv.URL, "--kube-token-file=" + tokenFile, "--kube-cacert=" + srv.CAFile, "--ttl=3s"}
 	lock := func(extra ...string) []string { return append(append([]string{"lock"}, flags...), extra...) }
 
@@ -68,6 +60,23 @@ func TestLock_Kube(t *testing.T) {
 	if next := readToken(t, tok2); next <= first {
 		t.Errorf("tokens %d then %d (and a term between): not rising", first, next)
 	}
+}
+
+// kubeServer starts etcd and a kube-apiserver for t (skipping under
+// -short) and returns it, a directory of t's and a file in it holding the
+// server's admin token.
+func kubeServer(t *testing.T) (srv *kubetest.Server, dir, tokenFile string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts etcd, kube-apiserver and processes")
+	}
+	srv = kubetest.StartT(t, kubetest.Options{})
+	dir = t.TempDir()
+	tokenFile = filepath.Join(dir, "kube-token")
+	if err := os.WriteFile(tokenFile, []byte(kubetest.Token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return srv, dir, tokenFile
 }
 
 func readToken(t *testing.T, path string) uint64 {

@@ -27,10 +27,11 @@ jobs:
 	}
 }
 
-// The kube backend has no tick ledger yet: baton run refuses it at start,
-// naming the backend and what works, instead of running jobs without the
-// once-per-tick guarantee.
-func TestRun_KubeRefusedWithoutLedger(t *testing.T) {
+// With the API server unreachable, baton run on the kube backend fails at
+// start with the check's error, naming the Lease: its ledger and control
+// store are there, so the run is not refused, but nothing runs until the
+// server answers.
+func TestRun_KubeServerDownFailsAtStart(t *testing.T) {
 	dir := t.TempDir()
 	cfg := write(t, dir, "baton.yaml", `election:
   name: startup-test
@@ -41,7 +42,7 @@ jobs:
   - {name: a, schedule: "@every 1m", command: "true"}
 `)
 	_, errOut, code := runBaton(t, "run", "--config", cfg)
-	if code != 1 || !strings.Contains(errOut, "--backend kube: keeps no tick ledger yet") || !strings.Contains(errOut, "baton lock") {
-		t.Errorf("baton run on kube: status %d, want 1 and the refusal:\n%s", code, errOut)
+	if code != 1 || !strings.Contains(errOut, "kube Lease default/startup-test") || !strings.Contains(errOut, "kube: check:") {
+		t.Errorf("baton run on kube with the server down: status %d, want 1 and the check's error:\n%s", code, errOut)
 	}
 }

@@ -76,7 +76,7 @@ const EtcdPasswordEnv = "BATON_ETCD_PASSWORD"
 
 // Register defines the flags on fs. It does not parse.
 func (b *BackendFlags) Register(fs *flag.FlagSet) {
-	fs.StringVar(&b.Kind, "backend", "etcd", "backend: etcd, postgres, mysql, consul, redis or kube (baton lock only)")
+	fs.StringVar(&b.Kind, "backend", "etcd", "backend: etcd, postgres, mysql, consul, redis or kube")
 	fs.StringVar(&b.endpoints, "endpoints", "http://127.0.0.1:2379", "etcd: comma-separated client URLs")
 	fs.StringVar(&b.dsn, "dsn", "", "postgres: URL such as postgres://postgres@127.0.0.1:5432/test?sslmode=disable;\nmysql: DSN such as root@tcp(127.0.0.1:3306)/test")
 	fs.StringVar(&b.table, "table", "baton_lease", "postgres, mysql: lease table (created if missing)")
