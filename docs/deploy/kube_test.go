@@ -21,12 +21,13 @@ import (
 	"github.com/batonhq/baton/internal/kubetest"
 )
 
-// The collection each kind of kube-lock.yaml is created in, namespace
-// default.
+// The collection each kind of the kube-*.yaml files is created in,
+// namespace default.
 var kubePaths = map[string]string{
 	"ServiceAccount": "/api/v1/namespaces/default/serviceaccounts",
 	"Role":           "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
 	"RoleBinding":    "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
+	"ConfigMap":      "/api/v1/namespaces/default/configmaps",
 	"Deployment":     "/apis/apps/v1/namespaces/default/deployments",
 }
 
@@ -38,43 +39,18 @@ var kubePaths = map[string]string{
 func TestKubeLock(t *testing.T) {
 	const token = "nightly-report-sa-token"
 	srv := kubetest.StartT(t, kubetest.Options{Users: map[string]string{token: "system:serviceaccount:default:nightly-report"}})
-	raw, err := os.ReadFile("kube-lock.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var kinds []string
 	var lockName string
-	dec := yaml.NewDecoder(bytes.NewReader(raw))
-	for {
-		var d map[string]any
-		err := dec.Decode(&d)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("kube-lock.yaml: %v", err)
-		}
+	for _, d := range applyDocs(t, srv, "kube-lock.yaml") {
 		kind, _ := d["kind"].(string)
-		path, ok := kubePaths[kind]
-		if !ok {
-			t.Fatalf("kube-lock.yaml: kind %q: not one the test knows", kind)
-		}
 		kinds = append(kinds, kind)
-		if code, body := kubeCall(t, srv, http.MethodPost, path+"?dryRun=All&fieldValidation=Strict", d); code != http.StatusCreated {
-			t.Fatalf("kube-lock.yaml: %s: server-side dry run: %d %s", kind, code, body)
-		}
-		switch kind {
-		case "Deployment":
+		if kind == "Deployment" {
 			cmd, _ := get(d, "spec", "template", "spec", "containers", 0, "command").([]any)
 			i := slices.Index(cmd, any("--"))
 			if len(cmd) < 3 || cmd[0] != "baton" || cmd[1] != "lock" || i < 1 {
 				t.Fatalf("the Deployment's command %v: want baton lock ... NAME -- CMD", cmd)
 			}
 			lockName, _ = cmd[i-1].(string)
-		case "ServiceAccount", "Role", "RoleBinding":
-			if code, body := kubeCall(t, srv, http.MethodPost, path, d); code != http.StatusCreated {
-				t.Fatalf("kube-lock.yaml: %s: create: %d %s", kind, code, body)
-			}
 		}
 	}
 	if want := []string{"ServiceAccount", "Role", "RoleBinding", "Deployment"}; !slices.Equal(kinds, want) {
@@ -82,14 +58,7 @@ func TestKubeLock(t *testing.T) {
 	}
 
 	// The backend, as the ServiceAccount with only the Role.
-	dir := t.TempDir()
-	tokenFile := dir + "/token"
-	os.WriteFile(tokenFile, []byte(token), 0o600)
-	c, err := kube.NewClient(kube.ClientConfig{Server: srv.URL, TokenFile: tokenFile, CAFile: srv.CAFile})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseIdleConnections()
+	c := clientAs(t, srv, token)
 	b, err := kube.New(kube.Config{Client: c, Name: lockName, Timing: election.Timing{TTL: 3 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
@@ -120,6 +89,60 @@ func TestKubeLock(t *testing.T) {
 	if err := other.Check(ctx); err == nil || !strings.Contains(err.Error(), "403") {
 		t.Errorf("Check of a Lease the Role does not name: %v, want 403 Forbidden", err)
 	}
+}
+
+// applyDocs sends each document of file to the server with server-side
+// dry run (validation and admission), and creates the ServiceAccounts,
+// Roles and RoleBindings for real. It returns the documents.
+func applyDocs(t *testing.T, srv *kubetest.Server, file string) []map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []map[string]any
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	for {
+		var d map[string]any
+		err := dec.Decode(&d)
+		if errors.Is(err, io.EOF) {
+			return docs
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		kind, _ := d["kind"].(string)
+		path, ok := kubePaths[kind]
+		if !ok {
+			t.Fatalf("%s: kind %q: not one the test knows", file, kind)
+		}
+		if code, body := kubeCall(t, srv, http.MethodPost, path+"?dryRun=All&fieldValidation=Strict", d); code != http.StatusCreated {
+			t.Fatalf("%s: %s: server-side dry run: %d %s", file, kind, code, body)
+		}
+		switch kind {
+		case "ServiceAccount", "Role", "RoleBinding":
+			if code, body := kubeCall(t, srv, http.MethodPost, path, d); code != http.StatusCreated {
+				t.Fatalf("%s: %s: create: %d %s", file, kind, code, body)
+			}
+		}
+		docs = append(docs, d)
+	}
+}
+
+// clientAs is a Client of srv with the bearer token token, read from a
+// file as a pod's service account token is.
+func clientAs(t *testing.T, srv *kubetest.Server, token string) *kube.Client {
+	t.Helper()
+	tokenFile := t.TempDir() + "/token"
+	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := kube.NewClient(kube.ClientConfig{Server: srv.URL, TokenFile: tokenFile, CAFile: srv.CAFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.CloseIdleConnections)
+	return c
 }
 
 // kubeCall sends body as JSON with the admin token and returns the
