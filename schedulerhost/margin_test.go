@@ -1,7 +1,6 @@
 package schedulerhost_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
@@ -11,26 +10,9 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/schedulerhost"
 )
-
-// lockedBuffer is a log sink safe for the Host's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestHost_NoStartInTheLastMomentsOfAnUnrenewedTerm: a tick whose claim
 // comes back with less than the start margin left of a term whose renewal
@@ -53,7 +35,7 @@ func TestHost_NoStartInTheLastMomentsOfAnUnrenewedTerm(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				t0 := time.Now()
-				var logs lockedBuffer
+				var logs testenv.Buffer
 				type start struct {
 					tick time.Time
 					at   time.Duration
