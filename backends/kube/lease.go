@@ -104,17 +104,13 @@ func (l *lease) renew(ctx context.Context) (time.Duration, error) {
 		if !isConflict(err) {
 			return 0, err
 		}
-		now2, gerr := l.b.c.get(ctx, leases, l.b.ns, l.b.name)
-		if isNotFound(gerr) {
-			return 0, driver.LostError(errors.New("the Lease was deleted"))
-		}
+		over, gerr := l.reread(ctx)
 		if gerr != nil {
 			return 0, gerr
 		}
-		if !l.ours(now2) {
-			return 0, driver.LostError(fmt.Errorf("the Lease is held by %q now", now2.holder()))
+		if over != nil {
+			return 0, driver.LostError(over)
 		}
-		l.store(now2)
 	}
 	return 0, errors.New("kube: renew: the Lease kept changing")
 }
@@ -127,15 +123,8 @@ func (l *lease) watch(ctx context.Context) error {
 	if err != nil {
 		if ctx.Err() == nil && isCode(err, http.StatusGone) {
 			// The version is too old to watch from: read the Lease anew.
-			now, gerr := l.b.c.get(ctx, leases, l.b.ns, l.b.name)
-			if isNotFound(gerr) {
-				return errors.New("the Lease was deleted")
-			}
-			if gerr == nil && !l.ours(now) {
-				return fmt.Errorf("the Lease is held by %q now", now.holder())
-			}
-			if gerr == nil {
-				l.store(now)
+			if over, gerr := l.reread(ctx); gerr == nil && over != nil {
+				return over
 			}
 		}
 		return fmt.Errorf("%w: %v", driver.ErrRetryWatch, err)
@@ -154,6 +143,25 @@ func (l *lease) watch(ctx context.Context) error {
 	return driver.ErrRetryWatch
 }
 
+// reread reads the Lease anew, after a refused write or a watch too old
+// to resume: it returns why the term is over (the Lease deleted, or
+// another holder's), or nil while the Lease is still this term's, which
+// it then keeps as the version to write on.
+func (l *lease) reread(ctx context.Context) (over, err error) {
+	o, err := l.b.c.get(ctx, leases, l.b.ns, l.b.name)
+	if isNotFound(err) {
+		return errors.New("the Lease was deleted"), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !l.ours(o) {
+		return fmt.Errorf("the Lease is held by %q now", o.holder()), nil
+	}
+	l.store(o)
+	return nil, nil
+}
+
 // release frees the Lease as client-go does, if it is still this term's.
 func (l *lease) release(ctx context.Context) error {
 	for range 3 {
@@ -166,17 +174,13 @@ func (l *lease) release(ctx context.Context) error {
 		if !isConflict(err) {
 			return err
 		}
-		now, gerr := l.b.c.get(ctx, leases, l.b.ns, l.b.name)
-		if isNotFound(gerr) {
-			return nil
-		}
+		over, gerr := l.reread(ctx)
 		if gerr != nil {
 			return gerr
 		}
-		if !l.ours(now) {
-			return nil // someone else holds it already
+		if over != nil {
+			return nil // deleted, or someone else holds it already
 		}
-		l.store(now)
 	}
 	return errors.New("kube: release: the Lease kept changing")
 }
