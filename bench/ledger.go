@@ -20,7 +20,7 @@ import (
 )
 
 // ledgerBackends are the backends of the ledger section, in report order.
-var ledgerBackends = []string{"etcd", "postgres", "mariadb", "consul", "redis"}
+var ledgerBackends = []string{"etcd", "postgres", "mariadb", "consul", "redis", "kube"}
 
 // ledgerJobs are the job counts of the ledger section.
 var ledgerJobs = []int{1, 100, 1000, 10000}

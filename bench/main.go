@@ -68,7 +68,7 @@ func run() error {
 	var ledgerJobsFlag, ledgerBackendsFlag, cpuProfile string
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (this process: the hosts and clients, not the servers) to this file")
 	flag.StringVar(&ledgerJobsFlag, "ledger-jobs", "", "comma-separated job counts for the ledger section (default 1,100,1000,10000)")
-	flag.StringVar(&ledgerBackendsFlag, "ledger-backends", "", "comma-separated backends for the ledger section (default etcd,postgres,mariadb,consul,redis)")
+	flag.StringVar(&ledgerBackendsFlag, "ledger-backends", "", "comma-separated backends for the ledger section (default etcd,postgres,mariadb,consul,redis,kube)")
 	flag.Parse()
 	if ledgerJobsFlag != "" {
 		ledgerJobs = nil
@@ -84,7 +84,7 @@ func run() error {
 		ledgerBackends = nil
 		for _, f := range strings.Split(ledgerBackendsFlag, ",") {
 			if _, ok := backendNames[strings.TrimSpace(f)]; !ok {
-				return fmt.Errorf("-ledger-backends: unknown backend %q (etcd, postgres, mariadb, consul, redis)", f)
+				return fmt.Errorf("-ledger-backends: unknown backend %q (etcd, postgres, mariadb, consul, redis, kube)", f)
 			}
 			ledgerBackends = append(ledgerBackends, strings.TrimSpace(f))
 		}
