@@ -59,7 +59,21 @@ func New(target string) (*Proxy, error) {
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 // Target is the address traffic is forwarded to.
-func (p *Proxy) Target() string { return p.target }
+func (p *Proxy) Target() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.target
+}
+
+// Retarget forwards new connections to target from now on and resets the
+// open ones, as a load balancer that moves a client to another server:
+// the client reconnects, and reaches target.
+func (p *Proxy) Retarget(target string) {
+	p.mu.Lock()
+	p.target = target
+	p.mu.Unlock()
+	p.Reset()
+}
 
 // Blackhole stops forwarding in both directions: bytes sent either way are
 // held (not lost) until Heal, new connections are accepted but not dialed
@@ -214,7 +228,7 @@ func (p *Proxy) serve(pr *pair) {
 	if _, ok := p.gate(false); !ok {
 		return
 	}
-	s, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+	s, err := net.DialTimeout("tcp", p.Target(), 5*time.Second)
 	if err != nil {
 		return
 	}

@@ -131,3 +131,55 @@ func TestProxy_HoldReplies(t *testing.T) {
 		t.Fatalf("the held answer after Heal: %v", err)
 	}
 }
+
+// Retarget moves the traffic to another server: the open connection is
+// reset, and a new one reaches the new target.
+func TestProxy_Retarget(t *testing.T) {
+	named := func(name string) string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		testenv.Serve(ln, func(c net.Conn) {
+			r := bufio.NewReader(c)
+			for {
+				if _, err := r.ReadString('\n'); err != nil {
+					return
+				}
+				c.Write([]byte(name + "\n"))
+			}
+		})
+		return ln.Addr().String()
+	}
+	a, b := named("a"), named("b")
+	p, err := faultproxy.New(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ask := func(c net.Conn) (string, error) {
+		c.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.Write([]byte("who\n")); err != nil {
+			return "", err
+		}
+		return bufio.NewReader(c).ReadString('\n')
+	}
+	c := dial(t, p.Addr())
+	defer c.Close()
+	if who, err := ask(c); who != "a\n" || err != nil {
+		t.Fatalf("before: %q, %v; want a", who, err)
+	}
+	p.Retarget(b)
+	if p.Target() != b {
+		t.Errorf("Target() = %s, want %s", p.Target(), b)
+	}
+	if who, err := ask(c); err == nil {
+		t.Errorf("the connection open before Retarget still answers: %q", who)
+	}
+	c2 := dial(t, p.Addr())
+	defer c2.Close()
+	if who, err := ask(c2); who != "b\n" || err != nil {
+		t.Errorf("a new connection after Retarget: %q, %v; want b", who, err)
+	}
+}
