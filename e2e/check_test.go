@@ -103,6 +103,7 @@ func (sc *scenario) check(from, to time.Time) string {
 		in.LastClaims = append(in.LastClaims, p.lastClaims...)
 		in.Asked = append(in.Asked, p.asked...)
 		in.Steps = append(in.Steps, p.steps...)
+		in.NotFired = append(in.NotFired, p.notFired...)
 		for k, v := range p.runLogged {
 			logged[k] = v
 			// The Host claimed the tick and started the run, and the

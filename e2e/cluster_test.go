@@ -71,6 +71,10 @@ var misfireMsgs = map[string]bool{
 // in it count as missed, under each job's misfire policy.
 const steppedMsg = "wall clock stepped forward: the ticks it skipped over count as missed"
 
+// notFiredMsg is how a term says that it ended before its schedule loop
+// began, with each job's ticks from "first" through "until" not fired.
+const notFiredMsg = "ticks not fired: the term ended before its schedule loop began"
+
 // catchUpFailed is how a new leader says that it could not read the last
 // claimed ticks of a page of jobs, which then have no catch-up run.
 const catchUpFailed = "catch-up skipped: reading last claimed ticks failed"
@@ -194,6 +198,7 @@ type proc struct {
 	lastClaims []history.LastClaim
 	asked      []history.Misfire
 	steps      []history.Step
+	notFired   []history.NotFired
 	lastRun    time.Time // last "run started"
 	lastRunTok uint64
 	runLogged  map[runKey]time.Time // "run started" records
@@ -241,6 +246,11 @@ func (p *proc) poll() {
 				tok = cur
 			}
 			p.misfires = append(p.misfires, history.Misfire{Instance: p.id, Token: tok, Job: ev.Job, Tick: ev.Tick, At: ev.Time, Reason: ev.Msg})
+		case ev.Msg == notFiredMsg && ev.Job != "":
+			var span struct{ First, Until time.Time }
+			if json.Unmarshal(line, &span) == nil {
+				p.notFired = append(p.notFired, history.NotFired{Instance: p.id, Token: ev.Token, Job: ev.Job, First: span.First, Until: span.Until})
+			}
 		case ev.Msg == steppedMsg:
 			var gap struct{ From, To time.Time }
 			if json.Unmarshal(line, &gap) == nil {

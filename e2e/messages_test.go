@@ -22,7 +22,7 @@ func TestLogMessagesExist(t *testing.T) {
 	for m := range interesting {
 		msgs = append(msgs, m)
 	}
-	msgs = append(msgs, "run started", "node started", missedMsg, askedMsg, steppedMsg)
+	msgs = append(msgs, "run started", "node started", missedMsg, askedMsg, steppedMsg, notFiredMsg)
 	var src strings.Builder
 	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {

@@ -235,3 +235,19 @@ func steppedOver(in Input, tm *Term, p Policy, t time.Time) string {
 	}
 	return ""
 }
+
+// notFired reports whether tm ended before its schedule loop began, with
+// t among the ticks of job it logged as not fired, and within two claim
+// timeouts of its start (its catch-up's read of the last claims and its
+// claims, each bounded by the claim timeout, hold the loop back).
+func notFired(in Input, tm *Term, job string, t time.Time) bool {
+	if tm.Stop.IsZero() || t.After(tm.Start.Add(2*in.ClaimTimeout+in.Slack)) {
+		return false
+	}
+	for _, n := range in.NotFired {
+		if n.Instance == tm.Instance && n.Token == tm.Token && n.Job == job && !t.Before(n.First) && !t.After(n.Until) {
+			return true
+		}
+	}
+	return false
+}

@@ -115,6 +115,16 @@ type Step struct {
 	From, To time.Time
 }
 
+// NotFired is a term's word that its schedule loop never began, so the
+// job's ticks from First through Until were not fired ("ticks not
+// fired"): the term after it must account for them.
+type NotFired struct {
+	Instance     string
+	Token        uint64
+	Job          string
+	First, Until time.Time
+}
+
 // Policy is what the checker needs to know of a job.
 type Policy struct {
 	Every   time.Duration // the job runs on a fixed period ("@every")
@@ -164,6 +174,8 @@ type Input struct {
 	// Steps are the forward steps of the wall clock the live terms
 	// logged (see Step).
 	Steps []Step
+	// NotFired are the terms' "ticks not fired" lines (see NotFired).
+	NotFired []NotFired
 	// Excused are spans of faults from outside this history: in the soak,
 	// the backend faults another group of nodes on the same backend
 	// injected. A handover or failover that overlaps one is still judged

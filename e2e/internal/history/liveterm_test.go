@@ -207,3 +207,50 @@ func TestCheck_TermFrozenAsItBeganAtTheTick(t *testing.T) {
 		t.Errorf("c began at tick 11 and was frozen 30 ms later; b's catch-up covers it: %v", r.Violations)
 	}
 }
+
+// A term that began just before a tick (within the slack) and ended
+// before its schedule loop began (its catch-up's claims failed on a
+// restarted backend) did not fire the ticks after its start; it said so
+// ("ticks not fired") and its records agree. The term after it accounts
+// for them. The soak saw it: postgres-ha, term 3774, tick 07:46:45.
+func TestCheck_TermOverBeforeItsLoopPassesTheTickOn(t *testing.T) {
+	// a is killed at 10.2 s; c leads at 10.95 s, its catch-up's claim of
+	// tick 10 fails, and it ends at 12 s before its loop began; b leads at
+	// 12.5 s and its catch-up (tick 12, from 11) covers tick 11.
+	base := func() Input {
+		in := clean()
+		in.Terms = []Term{in.Terms[0], {Instance: "c", Token: 15, Start: at(10.95), Stop: at(12), Lost: at(12), End: at(12.01)}, in.Terms[1]}
+		in.Terms[0].Stop = at(10.05)
+		in.Misfires = []Misfire{{Instance: "c", Token: 15, Job: "j", Tick: at(10), At: at(11.5), Reason: "run not started: claim failed"}}
+		in.NotFired = []NotFired{{Instance: "c", Token: 15, Job: "j", First: at(11), Until: at(12)}}
+		return in
+	}
+	in := base()
+	if r := Check(in); !r.OK() || r.Accounted["term over before its schedule loop began, then catch-up"] != 1 {
+		t.Errorf("violations %v, accounted %v; want tick 11 passed on to b's catch-up", r.Violations, r.Accounted)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*Input)
+	}{
+		{"c said nothing", func(in *Input) { in.NotFired = nil }},
+		{"c's line is of another job", func(in *Input) { in.NotFired[0].Job = "k" }},
+		{"c's line leaves tick 11 out", func(in *Input) { in.NotFired[0].First = at(12) }},
+		{"c's loop ran", func(in *Input) {
+			in.Starts = append(in.Starts, Start{Job: "j", Tick: at(11.5), Token: 15, Instance: "c", At: at(11.5), Line: 90})
+		}},
+		{"b's catch-up does not stand for tick 11", func(in *Input) {
+			for i := range in.Starts {
+				if in.Starts[i].CatchUp {
+					in.Starts[i].CatchUpFrom = at(12)
+				}
+			}
+		}},
+	} {
+		in := base()
+		tc.edit(&in)
+		if r := Check(in); !lostAt(r, 11) {
+			t.Errorf("%s: tick 11 not reported lost: %v, accounted %v", tc.name, r.Violations, r.Accounted)
+		}
+	}
+}

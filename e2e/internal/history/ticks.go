@@ -267,6 +267,11 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 				// Killed within the slack after t: it may have claimed t
 				// and died before the run started; the term after it
 				// accounts for t (claimedByKilled looks at this one).
+			case !t.Before(tm.Start) && !loopRan(&terms[i]) && notFired(in, &terms[i], job, t):
+				// t came after its catch-up's last tick (its start), and
+				// it ended before its schedule loop began, as it logged
+				// and its records show: the term after it accounts for t.
+				prefix = "term over before its schedule loop began, then "
 			default:
 				return "", next
 			}
