@@ -128,8 +128,10 @@ func newBackend(ctx context.Context, name, dir string) (*backend, error) {
 		return newConsulCluster(ctx, dir)
 	case "redis":
 		return newRedis(dir)
+	case "kube":
+		return newKube(ctx, dir)
 	}
-	return nil, fmt.Errorf("unknown backend %q (want etcd, etcd-cluster, postgres, postgres-ha, mysql, consul, consul-cluster, redis)", name)
+	return nil, fmt.Errorf("unknown backend %q (want etcd, etcd-cluster, postgres, postgres-ha, mysql, consul, consul-cluster, redis, kube)", name)
 }
 
 func newEtcd(dir string) (*backend, error) {

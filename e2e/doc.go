@@ -56,7 +56,8 @@
 //	                    Consul, nor lane 1's within the lock-delay plus
 //	                    2 s after one: consulFaultWake)
 //	BATON_E2E_BACKENDS  comma-separated: etcd, etcd-cluster, postgres,
-//	                    postgres-ha, mysql, consul, consul-cluster, redis
+//	                    postgres-ha, mysql, consul, consul-cluster, redis,
+//	                    kube
 //	                    (TestFaults' default for short: etcd-cluster,
 //	                    postgres-ha,mysql,consul-cluster,redis; for
 //	                    long: etcd,postgres; the other tests: the single

@@ -32,6 +32,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -64,6 +65,15 @@ type Server struct {
 	etcd, api *exec.Cmd
 	etcdDone  chan struct{}
 	apiDone   chan struct{}
+
+	// What faults.go needs to start the processes again.
+	mu                sync.Mutex
+	apiBin, etcdBin   string
+	apiArgs, etcdArgs []string
+	etcdURL           string
+	pool              *x509.CertPool
+	second            []*exec.Cmd // more API servers on the same etcd
+	secondDone        []chan struct{}
 }
 
 // Options adjusts Start.
@@ -129,11 +139,12 @@ func Start(ctx context.Context, dir string, opts Options) (*Server, error) {
 	s := &Server{URL: fmt.Sprintf("https://127.0.0.1:%d", ports[2]), CAFile: ca.CertFile, Dir: dir}
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	s.etcd, s.etcdDone, err = launch(filepath.Join(dir, "etcd.log"), etcd,
-		"--name", "kubetest", "--data-dir", filepath.Join(dir, "etcd"),
+	s.apiBin, s.etcdBin, s.etcdURL, s.pool = api, etcd, etcdURL, ca.Pool()
+	s.etcdArgs = []string{"--name", "kubetest", "--data-dir", filepath.Join(dir, "etcd"),
 		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
 		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
-		"--initial-cluster", "kubetest="+peerURL, "--unsafe-no-fsync", "--log-level", "warn")
+		"--initial-cluster", "kubetest=" + peerURL, "--unsafe-no-fsync", "--log-level", "warn"}
+	s.etcd, s.etcdDone, err = launch(filepath.Join(dir, "etcd.log"), etcd, s.etcdArgs...)
 	if err != nil {
 		return nil, err
 	}
@@ -141,8 +152,7 @@ func Start(ctx context.Context, dir string, opts Options) (*Server, error) {
 		s.Close()
 		return nil, fmt.Errorf("kubetest: etcd: %w (log: %s)", err, filepath.Join(dir, "etcd.log"))
 	}
-	s.api, s.apiDone, err = launch(filepath.Join(dir, "apiserver.log"), api,
-		"--etcd-servers", etcdURL,
+	s.apiArgs = []string{"--etcd-servers", etcdURL,
 		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
 		"--secure-port", fmt.Sprint(ports[2]),
 		"--tls-cert-file", pair.CertFile, "--tls-private-key-file", pair.KeyFile,
@@ -152,7 +162,8 @@ func Start(ctx context.Context, dir string, opts Options) (*Server, error) {
 		"--service-account-key-file", saKey, "--service-account-signing-key-file", saKey,
 		"--service-cluster-ip-range", "10.0.0.0/24",
 		"--disable-admission-plugins", "ServiceAccount",
-		"--v", "1")
+		"--v", "1"}
+	s.api, s.apiDone, err = launch(filepath.Join(dir, "apiserver.log"), api, s.apiArgs...)
 	if err != nil {
 		s.Close()
 		return nil, err
@@ -172,16 +183,19 @@ func (s *Server) HTTPClient() *http.Client {
 	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 }
 
-// Close stops both processes (SIGKILL: the state is thrown away) and
-// removes Dir.
+// Close stops both processes (SIGKILL: the state is thrown away), and
+// the API servers StartSecondAPI started, and removes Dir.
 func (s *Server) Close() {
-	for _, p := range []struct {
-		cmd  *exec.Cmd
-		done chan struct{}
-	}{{s.api, s.apiDone}, {s.etcd, s.etcdDone}} {
-		if p.cmd != nil {
-			p.cmd.Process.Signal(syscall.SIGKILL)
-			<-p.done
+	s.mu.Lock()
+	procs := []*exec.Cmd{s.api, s.etcd}
+	dones := []chan struct{}{s.apiDone, s.etcdDone}
+	procs, dones = append(procs, s.second...), append(dones, s.secondDone...)
+	s.second, s.secondDone = nil, nil
+	s.mu.Unlock()
+	for i, p := range procs {
+		if p != nil {
+			p.Process.Signal(syscall.SIGKILL)
+			<-dones[i]
 		}
 	}
 	os.RemoveAll(s.Dir)
