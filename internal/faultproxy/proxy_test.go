@@ -12,6 +12,11 @@ import (
 
 // echoServer answers each line with the same line.
 func echoServer(t *testing.T) string {
+	return lineServer(t, func(line string) string { return line })
+}
+
+// lineServer answers each line it reads with answer(line).
+func lineServer(t *testing.T, answer func(line string) string) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -24,7 +29,7 @@ func echoServer(t *testing.T) string {
 			if err != nil {
 				return
 			}
-			c.Write([]byte(line))
+			c.Write([]byte(answer(line)))
 		}
 	})
 	return ln.Addr().String()
@@ -136,21 +141,7 @@ func TestProxy_HoldReplies(t *testing.T) {
 // reset, and a new one reaches the new target.
 func TestProxy_Retarget(t *testing.T) {
 	named := func(name string) string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		testenv.Serve(ln, func(c net.Conn) {
-			r := bufio.NewReader(c)
-			for {
-				if _, err := r.ReadString('\n'); err != nil {
-					return
-				}
-				c.Write([]byte(name + "\n"))
-			}
-		})
-		return ln.Addr().String()
+		return lineServer(t, func(string) string { return name + "\n" })
 	}
 	a, b := named("a"), named("b")
 	p, err := faultproxy.New(a)
