@@ -282,7 +282,7 @@ func (c Config) Validate() error {
 		validateJitter(where, j, add)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("schedulerhost: invalid config: %w", err)
+		return &ConfigError{Problems: err}
 	}
 	return nil
 }

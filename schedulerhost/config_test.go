@@ -2,6 +2,7 @@ package schedulerhost_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +54,9 @@ func TestConfig_Validate(t *testing.T) {
 			}
 			if err == nil {
 				t.Fatalf("New: no error, want %q", tc.want)
+			}
+			if _, ok := errors.AsType[*schedulerhost.ConfigError](err); !ok || !strings.HasPrefix(err.Error(), "schedulerhost: invalid config: ") {
+				t.Errorf("error %q (%T): want a *ConfigError that says invalid config", err, err)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {

@@ -10,3 +10,11 @@ var (
 	// Timeout elapsed.
 	ErrJobTimeout = errors.New("schedulerhost: job timeout")
 )
+
+// ConfigError is New's error for a Config that does not validate. Problems
+// joins one error per problem, each naming the job, the field and its
+// value.
+type ConfigError struct{ Problems error }
+
+func (e *ConfigError) Error() string { return "schedulerhost: invalid config: " + e.Problems.Error() }
+func (e *ConfigError) Unwrap() error { return e.Problems }

@@ -20,6 +20,7 @@ import (
 	"github.com/batonhq/baton/internal/jobsfile"
 	"github.com/batonhq/baton/node"
 	"github.com/batonhq/baton/node/appcheck"
+	"github.com/batonhq/baton/schedulerhost"
 )
 
 // errStdinClosed is the cause of a shutdown started by --stop-on-stdin-eof.
@@ -183,7 +184,7 @@ func (p *Program) Node(ctx context.Context, sub string, args []string, stdout, s
 		if ln != nil {
 			ln.Close()
 		}
-		if strings.HasPrefix(err.Error(), "schedulerhost: ") {
+		if _, ok := errors.AsType[*schedulerhost.ConfigError](err); ok {
 			return f.Locate(err) // a job's settings: point at its line
 		}
 		return err

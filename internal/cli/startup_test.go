@@ -53,3 +53,27 @@ jobs:
 		})
 	}
 }
+
+// A job setting that only the Host refuses (a jitter as long as the
+// period) fails `baton run` at that job's line of the file, as the jobs
+// file's own checks do.
+func TestNode_HostErrorAtTheJobsLine(t *testing.T) {
+	path := writeConfig(t, fmt.Sprintf(`election:
+  name: startup-test
+backend:
+  kind: postgres
+  dsn: '%s'
+jobs:
+  - {name: a, schedule: "@every 1m", http: {url: "http://127.0.0.1:1/"}}
+  - {name: b, schedule: "0 * * * * *", jitter: 60s, http: {url: "http://127.0.0.1:1/"}}
+`, testdb.DSN(testdb.Postgres)))
+	testdb.OpenT(t, testdb.Postgres).Close()
+	p := &Program{Name: "baton", Getenv: env(nil)}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := p.Node(ctx, "run", []string{"--config", path, "--http", ""}, io.Discard, io.Discard)
+	want := path + ":8: jobs[1]: Jitter 1m0s: must be shorter than"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error: %v\nwant it to contain %q", err, want)
+	}
+}
