@@ -193,16 +193,22 @@ func frozenAt(in Input, terms []Term, tm *Term, t time.Time) bool {
 		return false
 	}
 	for _, f := range in.Frozen {
-		if f.Instance == tm.Instance && !t.Before(f.From.Add(-in.Slack)) && !t.After(f.To.Add(in.Slack)) && lost(f.To.Add(in.Slack)) {
+		if f.Instance == tm.Instance && inSpan(t, f.From, f.To, in.Slack) && lost(f.To.Add(in.Slack)) {
 			return true
 		}
 	}
 	for _, c := range in.ClockSteps {
-		if !t.Before(c.From.Add(-in.Slack)) && !t.After(c.To.Add(in.Slack)) && lost(c.To.Add(in.TTL+in.Slack)) {
+		if inSpan(t, c.From, c.To, in.Slack) && lost(c.To.Add(in.TTL+in.Slack)) {
 			return true
 		}
 	}
 	return false
+}
+
+// inSpan reports whether t lies within [from, to] widened by slack on
+// each side.
+func inSpan(t, from, to time.Time, slack time.Duration) bool {
+	return !t.Before(from.Add(-slack)) && !t.After(to.Add(slack))
 }
 
 // steppedOver reports how a tick t that live term tm did not run is
@@ -215,9 +221,7 @@ func frozenAt(in Input, terms []Term, tm *Term, t time.Time) bool {
 func steppedOver(in Input, tm *Term, p Policy, t time.Time) string {
 	seen := false
 	for _, c := range in.ClockSteps {
-		if !t.Before(c.From.Add(-in.Slack)) && !t.After(c.To.Add(in.Slack)) {
-			seen = true
-		}
+		seen = seen || inSpan(t, c.From, c.To, in.Slack)
 	}
 	if !seen {
 		return ""
