@@ -31,6 +31,7 @@ import (
 //   - "redis": each RESP command (an array of bulk strings) is one,
 //     classified by its name, and a script call (EVALSHA, EVAL) by its
 //     keys: see classifyRedis.
+//   - "" (TLS, as to a kube-apiserver): nothing is counted; the bytes pass.
 type countProxy struct {
 	fp    *faultproxy.Proxy
 	ln    net.Listener
@@ -71,6 +72,10 @@ func newCountProxy(target, proto string) (*countProxy, error) {
 
 func (p *countProxy) Addr() string { return p.ln.Addr().String() }
 func (p *countProxy) Blackhole()   { p.fp.Blackhole() }
+
+// Counting reports whether the proxy reads its protocol and counts the
+// requests; with no protocol ("") it only passes the bytes on.
+func (p *countProxy) Counting() bool { return p.proto != "" }
 
 // Close closes the fault proxy first (bytes it holds are dropped, not
 // delivered), then the counting side.

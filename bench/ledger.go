@@ -34,6 +34,7 @@ type ledRow struct {
 	d           dist
 	missing     int
 	extra       int           // runs beyond one per tick in the window (must be 0)
+	counted     bool          // the proxy counted the requests (writes, requests)
 	writes      float64       // backend write requests per instant (at the proxy)
 	claimWrites float64       // Ledger.Claim calls per instant (one batch each)
 	finishCalls float64       // Ledger.Finish calls per instant
@@ -133,6 +134,7 @@ func ledgerTrial(e *env, backend string, jobs int, warm, window time.Duration) l
 		row.err = runErr
 	}
 	instants := window.Seconds()
+	row.counted = p.Counting()
 	for _, k := range kinds {
 		d := float64(c1[k]-c0[k]) / instants
 		if k == kWrite {

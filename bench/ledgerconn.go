@@ -116,7 +116,7 @@ func protoOf(backend string) string {
 	case "redis":
 		return "redis"
 	case "kube":
-		return "tls" // not parsed: requests are not counted
+		return "" // TLS: the proxy passes it on, uncounted
 	default:
 		return "mysql"
 	}

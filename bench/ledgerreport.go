@@ -122,8 +122,8 @@ func (r *results) ledgerMarkdown(w func(string, ...any)) {
 			continue
 		}
 		writes, requests := fmt.Sprintf("%.1f", l.writes), fmt.Sprintf("%.1f", l.requests)
-		if protoOf(l.backend) == "tls" {
-			writes, requests, kubeRows = "—", "—", true // the proxy sees TLS
+		if !l.counted {
+			writes, requests, kubeRows = "—", "—", true
 		}
 		w("| %s | %d | %d | %d | %s | %d | %d | %.1f + %.1f | %d | %s | %s | %.0f |\n", backendNames[l.backend], l.jobs, l.batch, l.d.n(), l.d.triple(), l.missing, l.extra,
 			l.claimWrites, l.finishCalls, writeBound(l.jobs, l.batch), writes, requests, l.rssMB)
