@@ -17,18 +17,10 @@ import (
 // KillAPI kills the kube-apiserver (SIGKILL) and starts it again with the
 // same flags and port; it returns once /readyz answers.
 func (s *Server) KillAPI(ctx context.Context) error {
-	s.mu.Lock()
-	api, done := s.api, s.apiDone
-	s.mu.Unlock()
-	api.Process.Signal(syscall.SIGKILL)
-	<-done
-	cmd, exited, err := launch(filepath.Join(s.Dir, "apiserver.log"), s.apiBin, s.apiArgs...)
+	exited, err := s.relaunch(syscall.SIGKILL, "apiserver.log", s.apiBin, s.apiArgs, &s.api, &s.apiDone)
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	s.api, s.apiDone = cmd, exited
-	s.mu.Unlock()
 	return s.wait(ctx, s.URL+"/readyz", exited, s.pool)
 }
 
@@ -44,23 +36,36 @@ func (s *Server) SignalAPI(sig syscall.Signal) error {
 // it acknowledged) and starts it again on the same data and ports; it
 // returns once etcd and the API server answer.
 func (s *Server) RestartEtcd(ctx context.Context) error {
-	s.mu.Lock()
-	etcd, done := s.etcd, s.etcdDone
-	s.mu.Unlock()
-	etcd.Process.Signal(syscall.SIGTERM)
-	<-done
-	cmd, exited, err := launch(filepath.Join(s.Dir, "etcd.log"), s.etcdBin, s.etcdArgs...)
+	exited, err := s.relaunch(syscall.SIGTERM, "etcd.log", s.etcdBin, s.etcdArgs, &s.etcd, &s.etcdDone)
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	s.etcd, s.etcdDone = cmd, exited
-	apiDone := s.apiDone
-	s.mu.Unlock()
 	if err := s.wait(ctx, s.etcdURL+"/health", exited, nil); err != nil {
 		return fmt.Errorf("kubetest: etcd after restart: %w", err)
 	}
+	s.mu.Lock()
+	apiDone := s.apiDone
+	s.mu.Unlock()
 	return s.wait(ctx, s.URL+"/readyz", apiDone, s.pool)
+}
+
+// relaunch sends sig to one process of the pair (*cmd, which closes *done
+// when it exits), waits for it to exit, and starts it again with the same
+// binary, flags and log in its place. It returns the new process's done.
+func (s *Server) relaunch(sig syscall.Signal, log, bin string, args []string, cmd **exec.Cmd, done *chan struct{}) (chan struct{}, error) {
+	s.mu.Lock()
+	old, exited := *cmd, *done
+	s.mu.Unlock()
+	old.Process.Signal(sig)
+	<-exited
+	c, e, err := launch(filepath.Join(s.Dir, log), bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	*cmd, *done = c, e
+	s.mu.Unlock()
+	return e, nil
 }
 
 // StartSecondAPI starts another kube-apiserver on the same etcd, with the
