@@ -69,3 +69,56 @@ func TestLedger_ReadFencesAClaimInFlight(t *testing.T) {
 	}
 	next.Release(ctx)
 }
+
+// A writer keeps the shard as its last write left it and writes from that
+// copy next time. When the next term, in another process, has read the
+// shard since (raising its fence), the deposed writer's copy is stale:
+// its write is refused by resourceVersion, it reads the shard afresh and
+// finds the fence above its token. And a term in the first process again
+// later, with a higher token, reads the other process's claim.
+func TestLedger_AKeptCopyMeetsTheNextTermsFence(t *testing.T) {
+	server(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	name := leaseName(t)
+	cfg := kube.Config{Name: name, Timing: election.Timing{TTL: 3 * time.Second}}
+	a, b := newBackend(t, cfg), newBackend(t, cfg)
+	tick := time.Date(2026, 11, 28, 3, 0, 0, 0, time.UTC)
+	acquire := func(be *kube.Backend, id string) election.Lease {
+		l, err := be.Acquire(ctx, election.Identity{ID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	claim := func(be *kube.Backend, l election.Lease, at time.Time) error {
+		return be.Ledger().Claim(ctx, []ledger.Claim{{Job: "j", Tick: at, Token: l.Token(), Instance: "x", Started: at}})[0]
+	}
+	old := acquire(a, "a")
+	if err := claim(a, old, tick); err != nil {
+		t.Fatal(err)
+	}
+	if err := kube.DeleteLease(ctx, client(t, ""), "default", name); err != nil {
+		t.Fatal(err)
+	}
+	next := acquire(b, "b")
+	if last, err := b.Ledger().LastClaimed(ctx, []string{"j"}); err != nil || !last[0].Equal(tick) {
+		t.Fatalf("the next term read %v, %v; want %v", last, err, tick)
+	}
+	late := ledger.Claim{Job: "j", Tick: tick.Add(time.Second), Token: old.Token(), Instance: "a", Started: tick}
+	if err := kube.ClaimPastLeaseCheck(ctx, a.Ledger(), []ledger.Claim{late})[0]; !errors.Is(err, ledger.ErrStaleTerm) {
+		t.Fatalf("the deposed writer's claim from its kept copy: %v, want ErrStaleTerm", err)
+	}
+	if err := claim(b, next, tick.Add(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	next.Release(ctx)
+	again := acquire(a, "a")
+	if last, err := a.Ledger().LastClaimed(ctx, []string{"j"}); err != nil || !last[0].Equal(tick.Add(2*time.Second)) {
+		t.Errorf("the first process's next term read %v, %v; want %v", last, err, tick.Add(2*time.Second))
+	}
+	if err := claim(a, again, tick.Add(2*time.Second)); !errors.Is(err, ledger.ErrTickClaimed) {
+		t.Errorf("claiming the other process's tick again: %v, want ErrTickClaimed", err)
+	}
+	again.Release(ctx)
+}

@@ -62,11 +62,22 @@ func stale(token, holder uint64, where string) error {
 	return fmt.Errorf("%w: token %d: %s holds token %d", ledger.ErrStaleTerm, token, where, holder)
 }
 
-// lock returns the lock of ConfigMap name: this process writes one object
-// at a time, so that its own writes do not refuse each other.
-func (b *Backend) lock(name string) *sync.Mutex {
-	m, _ := b.locks.LoadOrStore(name, new(sync.Mutex))
-	return m.(*sync.Mutex)
+// objectLock serializes this process's writes of one ConfigMap, so that
+// its own writes do not refuse each other, and keeps the object as the
+// last write returned it.
+type objectLock struct {
+	sync.Mutex
+	// last is the object as this process's last write left it, or nil.
+	// A write starts from it instead of reading the object again; the
+	// write's resourceVersion makes the server refuse it (409) if
+	// another writer came between, and cas then reads afresh.
+	last *object
+}
+
+// lock returns the lock of ConfigMap name.
+func (b *Backend) lock(name string) *objectLock {
+	m, _ := b.locks.LoadOrStore(name, new(objectLock))
+	return m.(*objectLock)
 }
 
 // fenceMode says what cas does with the object's fence.
@@ -83,27 +94,45 @@ const (
 // it back if anything changed, by compare-and-swap; a conflict starts
 // over, apply included. It returns apply's error, a refusal as stale, or
 // the server's.
+//
+// It starts from the object its last write returned, if it kept one, and
+// saves a read. Only a write that the server takes proves that copy
+// current, so every other outcome from it (a conflict, a refusal, apply's
+// error, or nothing to write, as for a read) is decided again on a fresh
+// read.
 func (b *Backend) cas(ctx context.Context, name string, token uint64, mode fenceMode, apply func(data map[string]any) (changed bool, err error)) error {
-	mu := b.lock(name)
-	mu.Lock()
-	defer mu.Unlock()
+	l := b.lock(name)
+	l.Lock()
+	defer l.Unlock()
 	for range casAttempts {
-		o, err := b.c.get(ctx, configMaps, b.ns, name)
-		create := isNotFound(err)
-		if create {
-			o, err = configMaps.newObject(b.ns, name), nil
-		}
-		if err != nil {
-			return err
+		o, cached := l.last, l.last != nil
+		l.last = nil
+		create := false
+		if !cached {
+			var err error
+			o, err = b.c.get(ctx, configMaps, b.ns, name)
+			create = isNotFound(err)
+			if create {
+				o, err = configMaps.newObject(b.ns, name), nil
+			}
+			if err != nil {
+				return err
+			}
 		}
 		data := o.section("data")
 		s, _ := data["fence"].(string)
 		fence, _ := strconv.ParseUint(s, 10, 64)
 		if mode == mustHold && fence > token {
+			if cached {
+				continue
+			}
 			return fmt.Errorf("%w: token %d: ConfigMap %s is fenced by token %d", ledger.ErrStaleTerm, token, name, fence)
 		}
 		changed, err := apply(data)
 		if err != nil {
+			if cached {
+				continue
+			}
 			return err
 		}
 		if mode != noFence && token > fence {
@@ -111,6 +140,9 @@ func (b *Backend) cas(ctx context.Context, name string, token uint64, mode fence
 			changed = true
 		}
 		if !changed {
+			if cached {
+				continue
+			}
 			return nil
 		}
 		size := 0
@@ -121,15 +153,20 @@ func (b *Backend) cas(ctx context.Context, name string, token uint64, mode fence
 		if size > maxObjectBytes {
 			return fmt.Errorf("kube: ConfigMap %s would hold %d bytes, more than %d: keep fewer runs per job (History) or split the jobs over more elections", name, size, maxObjectBytes)
 		}
+		var out *object
 		if create {
-			_, err = b.c.create(ctx, configMaps, b.ns, o)
+			out, err = b.c.create(ctx, configMaps, b.ns, o)
 		} else {
-			_, err = b.c.update(ctx, configMaps, b.ns, o)
+			out, err = b.c.update(ctx, configMaps, b.ns, o)
 		}
 		if isConflict(err) {
 			continue
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		l.last = out
+		return nil
 	}
 	return fmt.Errorf("kube: ConfigMap %s kept changing", name)
 }

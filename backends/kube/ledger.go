@@ -129,16 +129,15 @@ func (b *Backend) byShard(n int, job func(int) string) map[string][]int {
 	return out
 }
 
-// eachShard runs f for every shard of groups, eight at a time, and waits.
+// eachShard runs f for every shard of groups at once (at most the 64
+// shards) and waits. The server's CPU, not the number in flight, bounds
+// an instant's claims: on 2 cores, 1,000 jobs at one instant had a p99
+// lateness of 101 ms with 8 shards at a time, 102 ms with 32 and 95 ms
+// with all 64 (10,000 jobs: 547, 523 and 455 ms).
 func eachShard(groups map[string][]int, f func(shard string, idx []int)) {
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
 	for s, idx := range groups {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			f(s, idx)
-		})
+		wg.Go(func() { f(s, idx) })
 	}
 	wg.Wait()
 }
