@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -244,11 +245,12 @@ func (op *operator) stop() string {
 	// accepted after it, that no node knows (404), was done and
 	// forgotten. Its runs are still counted from the run log.
 	forgotten := map[string]bool{}
+	runs := manualRuns(sc.runsPath)
 	// One 20 s wait for all of them: a soak may have hundreds.
 	deadline := time.Now().Add(20 * time.Second)
 	for i, r := range reqs {
 		var st state
-		old := kept > 0 && i < len(reqs)-kept
+		old := forgettable(reqs, i, runs, kept)
 		waitFor(time.Until(deadline), func() bool {
 			p := op.node()
 			if p == nil {
@@ -263,10 +265,10 @@ func (op *operator) stop() string {
 		})
 		states[r.id] = st
 	}
-	runs := manualRuns(sc.runsPath)
+	runs = manualRuns(sc.runsPath) // with the runs begun during the wait
 	var done, twice, notDone, phantom, gone int
 	for _, r := range reqs {
-		st, n := states[r.id], runs[r.id]
+		st, n := states[r.id], len(runs[r.id])
 		switch {
 		case n > 1:
 			twice++
@@ -296,10 +298,11 @@ func (op *operator) stop() string {
 		asked, acked, failed, len(reqs), done, gone, kept, twice, notDone, phantom)
 }
 
-// manualRuns counts the start lines of "manual" in the run log by request
-// id (their last field).
-func manualRuns(path string) map[string]int {
-	out := map[string]int{}
+// manualRuns reads the start lines of "manual" in the run log: for each
+// request id (their last field), the times its runs began (their fifth
+// field, in nanoseconds), in the log's order.
+func manualRuns(path string) map[string][]time.Time {
+	out := map[string][]time.Time{}
 	f, err := os.Open(path)
 	if err != nil {
 		return out
@@ -308,8 +311,35 @@ func manualRuns(path string) map[string]int {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		if f := strings.Fields(sc.Text()); len(f) == 7 && f[0] == "S" && f[1] == "manual" {
-			out[f[6]]++
+			ns, _ := strconv.ParseInt(f[5], 10, 64)
+			out[f[6]] = append(out[f[6]], time.Unix(0, ns))
 		}
 	}
 	return out
+}
+
+// forgettable reports whether the leader may have forgotten reqs[i], done:
+// kept requests were accepted after it, as the operator heard, or run
+// after it, as the job recorded.
+func forgettable(reqs []runNow, i int, runs map[string][]time.Time, kept int) bool {
+	return kept > 0 && (i < len(reqs)-kept || runAfter(runs, reqs[i].id) >= kept)
+}
+
+// runAfter counts the request ids other than id whose runs, in the job's
+// own records, all began after the last run of id began. The leader
+// forgets a done request once RunNowKeptPerJob newer ones are done, and
+// these are newer by the job's own account, also those whose acceptance
+// the operator never heard of (its answer lost to a fault).
+func runAfter(runs map[string][]time.Time, id string) int {
+	mine := runs[id]
+	if len(mine) == 0 {
+		return 0
+	}
+	last, n := mine[len(mine)-1], 0
+	for other, ts := range runs {
+		if other != id && ts[0].After(last) {
+			n++
+		}
+	}
+	return n
 }
