@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,118 +17,155 @@ import (
 	"github.com/batonhq/baton/election/driver"
 )
 
+// cutTrialsAtOnce is how many network-cut trials run at the same time,
+// each in an election of its own: a trial waits most of its time for the
+// lease to lapse (on Consul about 30 s), so running them one after
+// another made the suite the longest part of a backend's tests. Five
+// covers the five phases of the renew cycle that the cut falls at.
+const cutTrialsAtOnce = 5
+
 // testNetworkCut checks the network-cut rule: cutting the leader off
 // ends its term before any other candidate leads, in every trial.
 func testNetworkCut(t *testing.T, h ElectionHarness) {
-	newC := h.NewElection(t)
 	trials := h.CutTrials
 	if trials == 0 {
 		trials = 20
 	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	minGap := time.Duration(1<<63 - 1)
-	for i := range trials {
-		a, b := newC(t, fmt.Sprintf("a%d", i)), newC(t, fmt.Sprintf("b%d", i))
-		if a.Cut == nil {
-			t.Skip("backend harness cannot cut a candidate off")
-		}
-		// Two Electors; each lead function notes when its term began and
-		// when its Term's context (ended only by the lease) was cancelled.
-		type term struct {
-			began, ended time.Time
-			cause        error
-		}
-		aTerm := make(chan term, 4)
-		lead := func(out chan<- term) func(context.Context, election.Term) error {
-			return func(_ context.Context, et election.Term) error {
-				tm := term{began: time.Now()}
-				<-et.Context().Done()
-				tm.ended, tm.cause = time.Now(), context.Cause(et.Context())
-				out <- tm
-				return nil
+	gaps := make([]time.Duration, trials)
+	for first := 0; first < trials; first += cutTrialsAtOnce {
+		// The candidates are made here, on the test's goroutine: a
+		// harness may call t.Fatal.
+		type pair struct{ a, b Candidate }
+		var pairs []pair
+		for i := first; i < min(first+cutTrialsAtOnce, trials); i++ {
+			newC := h.NewElection(t)
+			p := pair{newC(t, fmt.Sprintf("a%d", i)), newC(t, fmt.Sprintf("b%d", i))}
+			if p.a.Cut == nil {
+				t.Skip("backend harness cannot cut a candidate off")
 			}
+			pairs = append(pairs, p)
 		}
-		run := func(c Candidate, id string, out chan term) (context.CancelFunc, chan error) {
-			e, err := election.New(election.Config{Backend: c.Backend, Identity: election.Identity{ID: id}, Logger: quiet,
-				RetryPeriod: 100 * time.Millisecond, ReleaseTimeout: time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- e.Run(ctx, lead(out)) }()
-			return cancel, done
+		var wg sync.WaitGroup
+		for k, p := range pairs {
+			wg.Go(func() { gaps[first+k] = cutTrial(t, h, first+k, p.a, p.b) })
 		}
-		// b's lead function reports its start at once.
-		bStarted := make(chan time.Time, 4)
-		bLead := func(ctx context.Context, _ election.Term) error {
-			bStarted <- time.Now()
-			<-ctx.Done()
-			return nil
-		}
-		stopA, doneA := run(a, "a", aTerm)
-		waitFor := time.Now().Add(10 * h.TTL)
-		aLeads := false
-		for !aLeads && time.Now().Before(waitFor) {
-			if lr, ok := a.Backend.(driver.LeaderReader); ok {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				info, err := lr.Leader(ctx)
-				cancel()
-				aLeads = err == nil && info.Identity.ID == "a"
-			} else {
-				aLeads = true
-			}
-			if !aLeads {
-				time.Sleep(10 * time.Millisecond)
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-		eb, err := election.New(election.Config{Backend: b.Backend, Identity: election.Identity{ID: "b"}, Logger: quiet, RetryPeriod: 100 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctxB, stopB := context.WithCancel(context.Background())
-		doneB := make(chan error, 1)
-		go func() { doneB <- eb.Run(ctxB, bLead) }()
-		// Cut at a different phase of the renew cycle each trial.
-		time.Sleep(time.Duration(i%5) * h.TTL / 10)
-		a.Cut()
-		cut := time.Now()
-		var at term
-		select {
-		case at = <-aTerm:
-		case bt := <-bStarted:
-			t.Fatalf("trial %d: b led at %v while a's term context was still live", i, bt.Sub(cut))
-		case <-time.After(5 * h.TTL):
-			t.Fatalf("trial %d: a's term context not cancelled within 5*TTL of the cut", i)
-		}
-		var bAt time.Time
-		select {
-		case bAt = <-bStarted:
-		case <-time.After(10 * h.TTL):
-			t.Fatalf("trial %d: b did not lead within 10*TTL of the cut", i)
-		}
-		gap := bAt.Sub(at.ended)
-		t.Logf("trial %2d: a's term context cancelled %v after the cut, b led %v later", i, at.ended.Sub(cut).Round(time.Millisecond), gap.Round(time.Millisecond))
-		if gap <= 0 {
-			t.Errorf("trial %d: b led %v before a's term context was cancelled", i, -gap)
-		}
-		if !errors.Is(at.cause, election.ErrLeadershipLost) {
-			t.Errorf("trial %d: a's term cause = %v, want ErrLeadershipLost", i, at.cause)
-		}
-		minGap = min(minGap, gap)
-		a.Heal()
-		stopA()
-		stopB()
-		for _, d := range []chan error{doneA, doneB} {
-			select {
-			case <-d:
-			case <-time.After(10 * time.Second):
-				t.Fatalf("trial %d: an elector did not stop", i)
-			}
+		wg.Wait()
+		if t.Failed() {
+			return
 		}
 	}
-	t.Logf("network cut: %d trials, the leader's term context was always cancelled first; minimum gap %v", trials, minGap.Round(time.Millisecond))
+	t.Logf("network cut: %d trials, %d at a time, each in an election of its own; the leader's term context was always cancelled first; minimum gap %v",
+		trials, cutTrialsAtOnce, slices.Min(gaps).Round(time.Millisecond))
+}
+
+// cutTrial is trial i of the network-cut rule: a leads, b waits, a is
+// cut off. It returns the gap from the end of a's term to b's start, and
+// reports on t what breaks the rule (it runs on a goroutine of its own:
+// Errorf, never Fatal). Both Electors have stopped when it returns.
+func cutTrial(t *testing.T, h ElectionHarness, i int, a, b Candidate) time.Duration {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// Two Electors; each lead function notes when its term began and
+	// when its Term's context (ended only by the lease) was cancelled.
+	type term struct {
+		began, ended time.Time
+		cause        error
+	}
+	aTerm := make(chan term, 4)
+	lead := func(out chan<- term) func(context.Context, election.Term) error {
+		return func(_ context.Context, et election.Term) error {
+			tm := term{began: time.Now()}
+			<-et.Context().Done()
+			tm.ended, tm.cause = time.Now(), context.Cause(et.Context())
+			out <- tm
+			return nil
+		}
+	}
+	// b's lead function reports its start at once.
+	bStarted := make(chan time.Time, 4)
+	bLead := func(ctx context.Context, _ election.Term) error {
+		bStarted <- time.Now()
+		<-ctx.Done()
+		return nil
+	}
+	var stops []func()
+	defer func() {
+		a.Heal()
+		for _, stop := range stops {
+			stop()
+		}
+	}()
+	run := func(c Candidate, id string, lead func(context.Context, election.Term) error, cfg election.Config) bool {
+		cfg.Backend, cfg.Identity, cfg.Logger, cfg.RetryPeriod = c.Backend, election.Identity{ID: id}, quiet, 100*time.Millisecond
+		e, err := election.New(cfg)
+		if err != nil {
+			t.Errorf("trial %d: %s: %v", i, id, err)
+			return false
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- e.Run(ctx, lead) }()
+		stops = append(stops, func() {
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Errorf("trial %d: elector %s did not stop", i, id)
+			}
+		})
+		return true
+	}
+	if !run(a, "a", lead(aTerm), election.Config{ReleaseTimeout: time.Second}) {
+		return 0
+	}
+	waitFor := time.Now().Add(10 * h.TTL)
+	aLeads := false
+	for !aLeads && time.Now().Before(waitFor) {
+		if lr, ok := a.Backend.(driver.LeaderReader); ok {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			info, err := lr.Leader(ctx)
+			cancel()
+			aLeads = err == nil && info.Identity.ID == "a"
+		} else {
+			aLeads = true
+		}
+		if !aLeads {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	if !run(b, "b", bLead, election.Config{}) {
+		return 0
+	}
+	// Cut at a different phase of the renew cycle each trial.
+	time.Sleep(time.Duration(i%5) * h.TTL / 10)
+	a.Cut()
+	cut := time.Now()
+	var at term
+	select {
+	case at = <-aTerm:
+	case bt := <-bStarted:
+		t.Errorf("trial %d: b led at %v while a's term context was still live", i, bt.Sub(cut))
+		return 0
+	case <-time.After(5 * h.TTL):
+		t.Errorf("trial %d: a's term context not cancelled within 5*TTL of the cut", i)
+		return 0
+	}
+	var bAt time.Time
+	select {
+	case bAt = <-bStarted:
+	case <-time.After(10 * h.TTL):
+		t.Errorf("trial %d: b did not lead within 10*TTL of the cut", i)
+		return 0
+	}
+	gap := bAt.Sub(at.ended)
+	t.Logf("trial %2d: a's term context cancelled %v after the cut, b led %v later", i, at.ended.Sub(cut).Round(time.Millisecond), gap.Round(time.Millisecond))
+	if gap <= 0 {
+		t.Errorf("trial %d: b led %v before a's term context was cancelled", i, -gap)
+	}
+	if !errors.Is(at.cause, election.ErrLeadershipLost) {
+		t.Errorf("trial %d: a's term cause = %v, want ErrLeadershipLost", i, at.cause)
+	}
+	return gap
 }
 
 // checkNoGoroutines fails t if a goroutine with a function of pkg on its
