@@ -153,6 +153,15 @@ func (c *Command) Run(ctx context.Context) error {
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
 	cmd.WaitDelay = orphanWait
+	// A run whose context ended before here starts no process: a node
+	// frozen between the Host's "run started" and this fork, and thawed
+	// past its term's deadline, would otherwise start the job of a lost
+	// term (in the kube soak, a drain run logged as started wrote its
+	// first line only at the thaw, 2.5 s later, and was killed 26 ms
+	// after it).
+	if ctx.Err() != nil {
+		return fmt.Errorf("execjob: not started: %w", context.Cause(ctx))
+	}
 	// If this process dies, nothing here can stop the job: the guard
 	// kills its process group then (guard.go).
 	guard, pgid, err := StartGuarded(cmd, func(err error) {

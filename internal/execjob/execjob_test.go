@@ -477,3 +477,23 @@ func TestCommand_LossDuringGracefulGrace(t *testing.T) {
 	}
 	t.Logf("killed %v after the cut (kill grace %v)", r.took.Round(time.Millisecond), grace)
 }
+
+// A term lost before the command's start (its node frozen between the
+// Host's "run started" and the fork, and thawed past its deadline, as in
+// the kube soak) starts no process: nothing of a lost term may begin
+// after the loss. Run returns the loss as its cause.
+func TestCommand_LostBeforeStartStartsNothing(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "ran")
+	cmd := &execjob.Command{Job: "late", Logger: slog.New(newLines()), Script: "touch '" + marker + "'"}
+	term := election.NewTerm(context.Background(), 1)
+	lost := errors.New("local deadline passed while frozen")
+	term.Lose(lost)
+	err := cmd.Run(term.Context())
+	if !errors.Is(err, lost) {
+		t.Errorf("Run = %v, want the term's loss as its cause", err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if _, serr := os.Stat(marker); serr == nil {
+		t.Errorf("the command ran after its term was lost")
+	}
+}
