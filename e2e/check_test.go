@@ -92,6 +92,7 @@ func (sc *scenario) check(from, to time.Time) string {
 	var maxLat time.Duration
 	logged := map[runKey]time.Time{}
 	ran := map[runKey]bool{}
+	var unstarted []loggedRun // logged as started, with no start line
 	for _, s := range starts {
 		ran[runKey{s.Job, s.Tick.Unix(), s.Token}] = true
 	}
@@ -106,20 +107,22 @@ func (sc *scenario) check(from, to time.Time) string {
 		in.NotFired = append(in.NotFired, p.notFired...)
 		for k, v := range p.runLogged {
 			logged[k] = v
-			// The Host claimed the tick and started the run, and the
-			// process was SIGKILLed before the job wrote its first line:
-			// the tick stays claimed (no leader runs it again), which is
-			// what a kill -9 at that instant does. Or it was SIGSTOPped
-			// then, and the run was cancelled when it lost its term at
-			// SIGCONT (the soak saw the stop land 1 to 28 ms after "run
-			// started", and the job's process group killed at SIGCONT
-			// without a line). Accounted for, not lost.
-			if how := stoppedSoonAfter(sc.timeline, p.id, v, slack); !ran[k] && how != "" {
-				in.Misfires = append(in.Misfires, history.Misfire{Instance: p.id, Token: k.token, Job: k.job,
-					Tick: time.Unix(k.tick, 0).UTC(), At: v, Reason: "run started, then its instance was " + how})
+			if !ran[k] {
+				unstarted = append(unstarted, loggedRun{p.id, k, v})
 			}
 		}
 		p.mu.Unlock()
+	}
+	// The Host claimed the tick and logged the run as started, and the
+	// job wrote no line: its instance was stopped at that instant, before
+	// the fork. The tick stays claimed (no leader runs it again), which is
+	// what a kill -9 then does; a term lost in a freeze starts nothing on
+	// waking. Accounted for, not lost.
+	for _, u := range unstarted {
+		if how := stoppedBeforeStart(&in, u, slack); how != "" {
+			in.Misfires = append(in.Misfires, history.Misfire{Instance: u.id, Token: u.k.token, Job: u.k.job,
+				Tick: time.Unix(u.k.tick, 0).UTC(), At: u.at, Reason: "run started, then its instance was " + how})
+		}
 	}
 	for i, s := range starts {
 		if at, ok := logged[runKey{s.Job, s.Tick.Unix(), s.Token}]; ok {
@@ -255,35 +258,130 @@ func lineRefs(s string) []int {
 	return out
 }
 
-// stoppedSoonAfter says whether instance id was SIGKILLed ("killed") or
-// SIGSTOPped ("frozen") within slack after at; "" if neither.
-func stoppedSoonAfter(timeline []history.Fault, id string, at time.Time, slack time.Duration) string {
-	for _, f := range timeline {
-		if f.Target != id || f.At.Before(at) || f.At.Sub(at) > slack {
-			continue
+// loggedRun is a run that instance id logged as started at at.
+type loggedRun struct {
+	id string
+	k  runKey
+	at time.Time
+}
+
+// stoppedBeforeStart says how the suite stopped run u's instance as the
+// run began, before its job could write a line: "killed" if it was
+// SIGKILLed within slack after the node's "run started"; "frozen" if it
+// was SIGSTOPped within slack of that record, either side (the suite's
+// own instant of the signal, not the note it writes after settling; the
+// node stamps its record as the signal lands), in a freeze the run's
+// term did not survive: the term stopped by the thaw (plus slack), or a
+// later term had begun by then. A term that outlived the freeze starts
+// the run on waking, and the job's records then show it. Either way the
+// job wrote no line of the run before the stop. "" if none of this holds.
+func stoppedBeforeStart(in *history.Input, u loggedRun, slack time.Duration) string {
+	wrote := func(by time.Time) bool {
+		for _, r := range in.Records {
+			if r.Job == u.k.job && r.Tick.Unix() == u.k.tick && r.Token == u.k.token && r.At.Before(by) {
+				return true
+			}
 		}
-		switch f.Kind {
-		case fKillLeader, fKillFollower:
+		return false
+	}
+	for _, f := range in.Faults {
+		if f.Target == u.id && (f.Kind == fKillLeader || f.Kind == fKillFollower) &&
+			!f.At.Before(u.at) && f.At.Sub(u.at) <= slack && !wrote(f.At) {
 			return "killed"
-		case fStopLeader:
+		}
+	}
+	lost := func(wake time.Time) bool {
+		for _, tm := range in.Terms {
+			if tm.Token == u.k.token && tm.Instance == u.id && !tm.Stop.IsZero() && !tm.Stop.After(wake) {
+				return true
+			}
+			if tm.Token > u.k.token && !tm.Start.IsZero() && !tm.Start.After(wake) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, fr := range in.Frozen {
+		if fr.Instance == u.id && (fr.From.Sub(u.at)).Abs() <= slack && lost(fr.To.Add(slack)) && !wrote(fr.To) {
 			return "frozen"
 		}
 	}
 	return ""
 }
 
-func TestStoppedSoonAfter(t *testing.T) {
-	t0 := time.Date(2026, 11, 26, 16, 26, 22, 305836044, time.UTC) // "run started"
-	tl := []history.Fault{
-		{At: t0.Add(-time.Second), Kind: fKillLeader, Target: "n1"},
-		{At: t0.Add(time.Millisecond), Kind: fStopLeader, Target: "n1"},
-		{At: t0.Add(50 * time.Millisecond), Kind: fKillFollower, Target: "n2"},
-		{At: t0.Add(time.Second), Kind: fKillLeader, Target: "n3"},
-		{At: t0.Add(10 * time.Millisecond), Kind: fLatency, Target: "n4"},
-	}
-	for _, c := range []struct{ id, want string }{{"n1", "frozen"}, {"n2", "killed"}, {"n3", ""}, {"n4", ""}, {"n5", ""}} {
-		if got := stoppedSoonAfter(tl, c.id, t0, 200*time.Millisecond); got != c.want {
-			t.Errorf("%s: %q, want %q", c.id, got, c.want)
+// The kube soak's case (lane 2, drain 11:29:42, token 466): the suite
+// sent SIGSTOP at 42.734013, node-1-82 stamped "run started" at 42.736,
+// the term was lost at the thaw (45.286975, SIGCONT sent 45.286985), and
+// the job wrote no line. Each change below must not be excused.
+func TestStoppedBeforeStart(t *testing.T) {
+	ts := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339Nano, "2026-11-28T11:29:"+s+"Z")
+		if err != nil {
+			t.Fatal(err)
 		}
+		return v
+	}
+	tick := ts("42")
+	u := loggedRun{"node-1-82", runKey{"drain", tick.Unix(), 466}, ts("42.736")}
+	base := func() history.Input {
+		return history.Input{
+			Frozen: []history.Interval{{Instance: "node-1-82", From: ts("42.734012863"), To: ts("45.28698458")}},
+			Terms: []history.Term{
+				{Instance: "node-1-82", Token: 466, Start: ts("36.624760727"), Stop: ts("45.286974925")},
+				{Instance: "node-1-82", Token: 467, Start: ts("45.357643514")},
+			},
+			Faults: []history.Fault{{At: ts("43.620017918"), Kind: fStopLeader, Target: "node-1-82"}},
+		}
+	}
+	slack := 200 * time.Millisecond
+	if in := base(); stoppedBeforeStart(&in, u, slack) != "frozen" {
+		t.Fatalf("the soak's case: not excused")
+	}
+	for _, c := range []struct {
+		name string
+		edit func(in *history.Input)
+	}{
+		{"frozen 300 ms after the record", func(in *history.Input) { in.Frozen[0].From = ts("43.036") }},
+		{"frozen 300 ms before the record", func(in *history.Input) { in.Frozen[0].From = ts("42.436") }},
+		{"another instance frozen", func(in *history.Input) { in.Frozen[0].Instance = "node-2-68" }},
+		{"the term outlived the freeze", func(in *history.Input) {
+			in.Terms[0].Stop = ts("47.5")
+			in.Terms[1].Start = ts("47.6")
+		}},
+		{"the term lost after the thaw's slack", func(in *history.Input) {
+			in.Terms[0].Stop = ts("45.6")
+			in.Terms[1].Start = ts("45.7")
+		}},
+		{"a line of the run before the thaw", func(in *history.Input) {
+			in.Records = []history.Record{{Kind: "H", Job: "drain", Tick: tick, Token: 466, Instance: "node-1-82", At: ts("43.0")}}
+		}},
+		{"a kill 300 ms after the record", func(in *history.Input) {
+			in.Frozen = nil
+			in.Faults = append(in.Faults, history.Fault{At: ts("43.036"), Kind: fKillLeader, Target: "node-1-82"})
+		}},
+		{"a kill before the record", func(in *history.Input) {
+			in.Frozen = nil
+			in.Faults = append(in.Faults, history.Fault{At: ts("42.7"), Kind: fKillLeader, Target: "node-1-82"})
+		}},
+		{"a latency fault", func(in *history.Input) {
+			in.Frozen = nil
+			in.Faults = append(in.Faults, history.Fault{At: ts("42.8"), Kind: fLatency, Target: "node-1-82"})
+		}},
+	} {
+		in := base()
+		c.edit(&in)
+		if got := stoppedBeforeStart(&in, u, slack); got != "" {
+			t.Errorf("%s: excused as %q", c.name, got)
+		}
+	}
+	in := base()
+	in.Frozen = nil
+	in.Faults = append(in.Faults, history.Fault{At: ts("42.9"), Kind: fKillFollower, Target: "node-1-82"})
+	if got := stoppedBeforeStart(&in, u, slack); got != "killed" {
+		t.Errorf("killed 164 ms after the record: %q", got)
+	}
+	in.Records = []history.Record{{Kind: "S", Job: "drain", Tick: tick, Token: 466, Instance: "node-1-82", At: ts("42.8")}}
+	if got := stoppedBeforeStart(&in, u, slack); got != "" {
+		t.Errorf("killed after the job's first line: excused as %q", got)
 	}
 }
