@@ -89,6 +89,27 @@ const (
 	raiseOnly                  // raise it to the token if lower; never refuse (a catch-up's read)
 )
 
+// applyFenced applies mode with token to the fence in data, then apply:
+// it refuses as stale a token below the fence under mustHold, and
+// raises the fence to token (a change) unless mode is noFence. It
+// reports whether data changed.
+func applyFenced(name string, data map[string]any, token uint64, mode fenceMode, apply func(data map[string]any) (bool, error)) (bool, error) {
+	s, _ := data["fence"].(string)
+	fence, _ := strconv.ParseUint(s, 10, 64)
+	if mode == mustHold && fence > token {
+		return false, fmt.Errorf("%w: token %d: ConfigMap %s is fenced by token %d", ledger.ErrStaleTerm, token, name, fence)
+	}
+	changed, err := apply(data)
+	if err != nil {
+		return false, err
+	}
+	if mode != noFence && token > fence {
+		data["fence"] = strconv.FormatUint(token, 10)
+		changed = true
+	}
+	return changed, nil
+}
+
 // cas reads ConfigMap name (absent: empty), applies the fence mode with
 // token, lets apply read and change its data (string values), and writes
 // it back if anything changed, by compare-and-swap; a conflict starts
@@ -120,30 +141,12 @@ func (b *Backend) cas(ctx context.Context, name string, token uint64, mode fence
 			}
 		}
 		data := o.section("data")
-		s, _ := data["fence"].(string)
-		fence, _ := strconv.ParseUint(s, 10, 64)
-		if mode == mustHold && fence > token {
+		changed, err := applyFenced(name, data, token, mode, apply)
+		if err != nil || !changed {
 			if cached {
-				continue
-			}
-			return fmt.Errorf("%w: token %d: ConfigMap %s is fenced by token %d", ledger.ErrStaleTerm, token, name, fence)
-		}
-		changed, err := apply(data)
-		if err != nil {
-			if cached {
-				continue
+				continue // only a write proves the kept copy current
 			}
 			return err
-		}
-		if mode != noFence && token > fence {
-			data["fence"] = strconv.FormatUint(token, 10)
-			changed = true
-		}
-		if !changed {
-			if cached {
-				continue
-			}
-			return nil
 		}
 		size := 0
 		for k, v := range data {

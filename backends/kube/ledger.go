@@ -130,10 +130,9 @@ func (b *Backend) byShard(n int, job func(int) string) map[string][]int {
 }
 
 // eachShard runs f for every shard of groups at once (at most the 64
-// shards) and waits. The server's CPU, not the number in flight, bounds
-// an instant's claims: on 2 cores, 1,000 jobs at one instant had a p99
-// lateness of 101 ms with 8 shards at a time, 102 ms with 32 and 95 ms
-// with all 64 (10,000 jobs: 547, 523 and 455 ms).
+// shards) and waits. The server's CPU, not the number of writes in
+// flight, bounds an instant's claims (measured: docs/backends/kube.md),
+// so nothing limits them here.
 func eachShard(groups map[string][]int, f func(shard string, idx []int)) {
 	var wg sync.WaitGroup
 	for s, idx := range groups {
