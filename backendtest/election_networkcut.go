@@ -101,14 +101,9 @@ func cutTrial(t *testing.T, h ElectionHarness, i int, a, b Candidate) time.Durat
 			t.Errorf("trial %d: %s: %v", i, id, err)
 			return false
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- e.Run(ctx, lead) }()
+		stop := runElector(e, lead)
 		stops = append(stops, func() {
-			cancel()
-			select {
-			case <-done:
-			case <-time.After(10 * time.Second):
+			if !stop(10 * time.Second) {
 				t.Errorf("trial %d: elector %s did not stop", i, id)
 			}
 		})

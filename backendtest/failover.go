@@ -97,8 +97,7 @@ type hostNode struct {
 	c       Candidate
 	elector *election.Elector
 	host    *schedulerhost.Host
-	cancel  context.CancelFunc
-	done    chan error
+	stop    func(within time.Duration) bool
 }
 
 func startHostNode(t *testing.T, c Candidate, name string, jobs ...schedulerhost.Job) *hostNode {
@@ -116,21 +115,38 @@ func startHostNode(t *testing.T, c Candidate, name string, jobs ...schedulerhost
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	n := &hostNode{c: c, elector: e, host: host, cancel: cancel, done: make(chan error, 1)}
-	go func() { n.done <- e.Run(ctx, host.Lead) }()
+	n := &hostNode{c: c, elector: e, host: host}
+	n.stop = runElector(e, host.Lead)
 	t.Cleanup(func() {
 		if c.Heal != nil {
 			c.Heal()
 		}
-		n.cancel()
-		select {
-		case <-n.done:
-		case <-time.After(20 * time.Second):
+		if !n.stop(20 * time.Second) {
 			t.Errorf("%s: Run did not return within 20s of cancel", name)
 		}
 	})
 	return n
+}
+
+// runElector runs e with lead on a goroutine of its own. stop cancels the
+// run and waits up to within for Run to return; it reports whether Run
+// did, and may be called again.
+func runElector(e *election.Elector, lead func(context.Context, election.Term) error) (stop func(within time.Duration) bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = e.Run(ctx, lead)
+	}()
+	return func(within time.Duration) bool {
+		cancel()
+		select {
+		case <-done:
+			return true
+		case <-time.After(within):
+			return false
+		}
+	}
 }
 
 type testWriter struct{ t *testing.T }

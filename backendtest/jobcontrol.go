@@ -138,15 +138,10 @@ func startControlNode(t *testing.T, c JobControlCandidate, store control.Store, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx, host.Lead) }()
+	stop := runElector(e, host.Lead)
 	t.Cleanup(func() {
 		c.Network.Heal()
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
+		if !stop(20 * time.Second) {
 			t.Errorf("Run did not return within 20s of cancel")
 		}
 	})
