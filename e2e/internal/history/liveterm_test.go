@@ -236,6 +236,9 @@ func TestCheck_TermOverBeforeItsLoopPassesTheTickOn(t *testing.T) {
 		{"c said nothing", func(in *Input) { in.NotFired = nil }},
 		{"c's line is of another job", func(in *Input) { in.NotFired[0].Job = "k" }},
 		{"c's line leaves tick 11 out", func(in *Input) { in.NotFired[0].First = at(12) }},
+		{"c's term still live", func(in *Input) {
+			in.Terms[1].Stop, in.Terms[1].Lost, in.Terms[1].End = time.Time{}, time.Time{}, time.Time{}
+		}},
 		{"c's loop ran", func(in *Input) {
 			in.Starts = append(in.Starts, Start{Job: "j", Tick: at(11.5), Token: 15, Instance: "c", At: at(11.5), Line: 90})
 		}},
