@@ -255,3 +255,66 @@ func notFired(in Input, tm *Term, job string, t time.Time) bool {
 	}
 	return false
 }
+
+// loopRanJob reports whether tm's schedule loop decided a tick of job: a
+// start that is not a catch-up, or a tick after the term's start logged
+// as not started, other than skipped as "previous run still going". A
+// term's loop may run other jobs' ticks while job's catch-up claim is
+// still out, and skip job's next tick for that catch-up run: callers
+// pair it with ranJob, so that the run still going can only be the
+// catch-up's, not begun.
+func loopRanJob(in Input, tm *Term, job string) bool {
+	for _, s := range in.Starts {
+		if s.Token == tm.Token && s.Instance == tm.Instance && s.Job == job && !s.CatchUp {
+			return true
+		}
+	}
+	for _, m := range in.Misfires {
+		if m.Token == tm.Token && m.Instance == tm.Instance && m.Job == job && m.Tick.After(tm.Start) && m.Reason != StillGoing {
+			return true
+		}
+	}
+	return false
+}
+
+// ranJob reports whether tm started any run of job, by the job's records.
+func ranJob(in Input, tm *Term, job string) bool {
+	for _, s := range in.Starts {
+		if s.Token == tm.Token && s.Instance == tm.Instance && s.Job == job {
+			return true
+		}
+	}
+	return false
+}
+
+// inCatchUp reports whether tm ended within its catch-up's bound: the
+// read of the last claims and the claims, each within the claim timeout,
+// after its start.
+func inCatchUp(in Input, tm *Term) bool {
+	return !tm.Stop.IsZero() && !tm.Stop.After(tm.Start.Add(2*in.ClaimTimeout+in.Slack))
+}
+
+// catchUpRefused reports whether tm logged its catch-up's claim of job,
+// of a tick at or after t (one its catch-up run would stand for t with),
+// as refused as stale.
+func catchUpRefused(in Input, tm *Term, job string, t time.Time) bool {
+	for _, m := range in.Misfires {
+		if m.Token == tm.Token && m.Instance == tm.Instance && m.Job == job && m.Reason == StaleRefused &&
+			!m.Tick.Before(t) && !m.Tick.After(tm.Start.Add(in.Slack)) {
+			return true
+		}
+	}
+	return false
+}
+
+// askedAgain reports whether tm asked its catch-up's claim of job, of a
+// tick at or after t, again: an answer lost, the claim may have landed.
+// A term that ends so, its run not begun, loses the tick at most once.
+func askedAgain(in Input, tm *Term, job string, t time.Time) bool {
+	for _, a := range in.Asked {
+		if a.Token == tm.Token && a.Instance == tm.Instance && a.Job == job && !a.Tick.Before(t) && !a.Tick.After(tm.Start.Add(in.Slack)) {
+			return true
+		}
+	}
+	return false
+}

@@ -237,6 +237,7 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 	byNext := func(t time.Time) (how string, next *Term) {
 		prefix := ""
 		killedInCatchUp := false
+		unknownInCatchUp := false // a claim of its catch-up asked again, never confirmed
 		for i, tm := range terms {
 			// A term that began within the slack before t but stopped
 			// before t (killed at once) is not the one after t.
@@ -252,11 +253,16 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 			if claimedByKilled(&terms[i], t) || (killedInCatchUp && readClaimed(&terms[i], t)) {
 				return prefix + "claimed by a term killed at the tick", next
 			}
+			if unknownInCatchUp && readClaimed(&terms[i], t) {
+				return prefix + "claim of unknown outcome landed", next
+			}
 			switch {
-			case tm.Killed && !loopRan(&terms[i]):
-				// Killed in its catch-up, whose claim of t may have
-				// landed before the run started: the term after it
-				// accounts for t, or read a last claim at or after t.
+			case tm.Killed && (!loopRan(&terms[i]) || (!loopRanJob(in, &terms[i], job) && !ranJob(in, &terms[i], job) && inCatchUp(in, &terms[i]))):
+				// Killed in its catch-up (of this job, while its loop
+				// ran others'), whose claim of t, or of the tick its
+				// catch-up run stood for t with, may have landed before
+				// the run started: the term after it accounts for t, or
+				// read a last claim at or after t.
 				killedInCatchUp = true
 			case !tm.Stop.IsZero() && !active(&terms[i]):
 				// It ended before it decided any tick (its lease lapsed
@@ -272,6 +278,12 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 				// it ended before its schedule loop began, as it logged
 				// and its records show: the term after it accounts for t.
 				prefix = "term over before its schedule loop began, then "
+			case !tm.Killed && inCatchUp(in, &terms[i]) && !loopRanJob(in, &terms[i], job) && !ranJob(in, &terms[i], job) && catchUpRefused(in, &terms[i], job, t):
+				// Its catch-up's claim, standing for t, was refused as
+				// stale (its lease lapsed as it asked), and it ran
+				// nothing of the job: the term after it accounts for t.
+				prefix = "catch-up claim refused as stale, then "
+				unknownInCatchUp = askedAgain(in, &terms[i], job, t)
 			default:
 				return "", next
 			}
