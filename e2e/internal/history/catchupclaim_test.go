@@ -64,6 +64,7 @@ func TestCheck_CatchUpRefusedAsStalePassesTheTickOn(t *testing.T) {
 	}{
 		{"b's catch-up does not stand for 11", func(in *Input) { in.Starts[10].CatchUpFrom = at(12) }},
 		{"c's refusal is of a loop tick", func(in *Input) { in.Misfires[0].Tick = at(12) }},
+		{"c's refusal is of a tick before 11", func(in *Input) { in.Misfires[0].Tick = at(10) }},
 		{"c still live", func(in *Input) { in.Terms[1].Stop, in.Terms[1].Lost = time.Time{}, time.Time{} }},
 		{"c ran a run of j", func(in *Input) {
 			in.Starts = append(in.Starts, Start{Job: "j", Tick: at(12), Token: 15, Instance: "c", At: at(11.95), CatchUp: true, CatchUpFrom: at(12), Line: 90})
@@ -99,6 +100,7 @@ func TestCheck_UnknownCatchUpClaimLanded(t *testing.T) {
 		{"c never asked again", func(in *Input) { in.Asked = nil }},
 		{"b read 10", func(in *Input) { in.LastClaims[0].Tick = at(10) }},
 		{"c asked for a loop tick", func(in *Input) { in.Asked[0].Tick = at(12) }},
+		{"c asked for a tick before 11", func(in *Input) { in.Asked[0].Tick = at(10) }},
 	} {
 		in := base()
 		c.edit(&in)
