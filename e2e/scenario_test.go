@@ -514,16 +514,20 @@ func (sc *scenario) inject(kind string, l *proc) {
 		// freezeSettle. Then the freeze ends at once, well within the
 		// lease.
 		time.Sleep(freezeSettle)
+		// The thaw is stamped before the SIGCONT: a node's first line
+		// after waking can come before a stamp taken after the signal (in
+		// the kube soak, a skip 5 ms before it, taken after the note).
+		var to time.Time
 		if sc.inFlight(l, "drain", 10*time.Second) {
+			to = time.Now()
 			_ = l.signal(syscall.SIGCONT)
-			sc.note("info-"+kind, l.id, "thawed after %v: a drain run had started as it froze", time.Since(from).Round(time.Millisecond))
-			d = 0
+			sc.note("info-"+kind, l.id, "thawed after %v: a drain run had started as it froze", to.Sub(from).Round(time.Millisecond))
 		} else {
 			sc.note(kind, l.id, "for %v", d)
 			time.Sleep(d - freezeSettle)
+			to = time.Now()
+			_ = l.signal(syscall.SIGCONT)
 		}
-		_ = l.signal(syscall.SIGCONT)
-		to := time.Now()
 		l.mu.Lock()
 		l.frozen = false
 		l.mu.Unlock()
