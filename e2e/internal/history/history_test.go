@@ -485,6 +485,14 @@ func TestCheck_ClaimedByATermKilledAtTheTick(t *testing.T) {
 	if r := Check(in); r.LostTicks != 1 {
 		t.Errorf("a not killed: lost %d, want 1: %v", r.LostTicks, r.Violations)
 	}
+	// Nor does an older term killed at the tick account for it: the
+	// claim would be a's, the latest term begun before the tick (z, which
+	// ran nothing, overlaps a only in the terms' bounds, which no record
+	// check sees).
+	in.Terms = append([]Term{{Instance: "z", Token: 5, Start: at(0.2), Stop: at(10.05), Killed: true}}, in.Terms...)
+	if r := Check(in); r.LostTicks != 1 {
+		t.Errorf("a not killed, an older term killed at 10.05 s: lost %d, want 1: %v", r.LostTicks, r.Violations)
+	}
 	// a was killed well after the tick, but before the job's next one: its
 	// claim may have been on a slow link (a soak saw a kill 397 ms after a
 	// tick, with 270 ms of latency each way). b found no tick missed, so
