@@ -138,29 +138,7 @@ func Check(in Input) Report {
 
 	// 4. No two terms overlap in job starts: ordered by token, the starts
 	// of one term all come before the starts of the next.
-	type span struct {
-		token       uint64
-		first, last Start
-	}
-	spans := map[uint64]*span{}
-	for _, s := range in.Starts {
-		sp := spans[s.Token]
-		if sp == nil {
-			spans[s.Token] = &span{token: s.Token, first: s, last: s}
-			continue
-		}
-		if s.At.Before(sp.first.At) {
-			sp.first = s
-		}
-		if s.At.After(sp.last.At) {
-			sp.last = s
-		}
-	}
-	ordered := make([]*span, 0, len(spans))
-	for _, sp := range spans {
-		ordered = append(ordered, sp)
-	}
-	sort.Slice(ordered, func(i, j int) bool { return ordered[i].token < ordered[j].token })
+	ordered := spansByToken(in.Starts, func(s Start) (uint64, time.Time) { return s.Token, s.At })
 	for i := 1; i < len(ordered); i++ {
 		a, b := ordered[i-1], ordered[i]
 		if !b.first.At.After(a.last.At) {

@@ -63,31 +63,9 @@ type Pause struct {
 // term. A violation names the later term's first record and the earlier
 // term's latest record after it.
 func checkTermOverlap(r *Report, recs []Record) {
-	type span struct {
-		token       uint64
-		first, last Record
-	}
-	spans := map[uint64]*span{}
-	for _, rec := range recs {
-		sp := spans[rec.Token]
-		if sp == nil {
-			spans[rec.Token] = &span{token: rec.Token, first: rec, last: rec}
-			continue
-		}
-		if rec.At.Before(sp.first.At) {
-			sp.first = rec
-		}
-		if rec.At.After(sp.last.At) {
-			sp.last = rec
-		}
-	}
-	ordered := make([]*span, 0, len(spans))
-	for _, sp := range spans {
-		ordered = append(ordered, sp)
-	}
-	sort.Slice(ordered, func(i, j int) bool { return ordered[i].token < ordered[j].token })
+	ordered := spansByToken(recs, func(r Record) (uint64, time.Time) { return r.Token, r.At })
 	// latest is the earlier term whose records reach furthest.
-	var latest *span
+	var latest *tokenSpan[Record]
 	for _, b := range ordered {
 		if latest != nil && !b.first.At.After(latest.last.At) {
 			a := latest.last
@@ -187,4 +165,36 @@ func latencySpans(faults []Fault) []latencySpan {
 		out = append(out, sp)
 	}
 	return out
+}
+
+// tokenSpan is one term's earliest and latest item, by its time.
+type tokenSpan[T any] struct {
+	token       uint64
+	first, last T
+}
+
+// spansByToken groups items by the token of their term (key gives it,
+// and the item's time) and returns each term's span, in token order.
+func spansByToken[T any](items []T, key func(T) (uint64, time.Time)) []*tokenSpan[T] {
+	spans := map[uint64]*tokenSpan[T]{}
+	for _, it := range items {
+		token, at := key(it)
+		sp := spans[token]
+		if sp == nil {
+			spans[token] = &tokenSpan[T]{token: token, first: it, last: it}
+			continue
+		}
+		if _, first := key(sp.first); at.Before(first) {
+			sp.first = it
+		}
+		if _, last := key(sp.last); at.After(last) {
+			sp.last = it
+		}
+	}
+	ordered := make([]*tokenSpan[T], 0, len(spans))
+	for _, sp := range spans {
+		ordered = append(ordered, sp)
+	}
+	sort.Slice(ordered, func(i, j int) bool { return ordered[i].token < ordered[j].token })
+	return ordered
 }
