@@ -43,9 +43,11 @@ func TestRecheck(t *testing.T) {
 // after the freeze began (past the slack, as a line may be stamped as
 // the signal lands) bounds the thaw. With each thaw moved to that bound,
 // as a stamp before the signal (scenario_test.go) gives at most, the
-// history passes; as kept, it fails with exactly those two ticks.
+// history passes; as kept, it fails with exactly those two ticks. The
+// history is that soak's, kept in testdata/ (docs/reliability/ holds the
+// latest soak's).
 func TestRecheck_ThawStampedAfterWaking(t *testing.T) {
-	b, err := readHistory("../docs/reliability/kube.lane3.json.gz")
+	b, err := readHistory("testdata/kube-soak-2026-11-28-1329.lane3.json.gz")
 	if err != nil {
 		t.Fatal(err)
 	}
