@@ -19,6 +19,18 @@ func TestRecheck(t *testing.T) {
 	if path == "" {
 		t.Skip("set BATON_E2E_RECHECK to a history.json to check it again")
 	}
+	r := history.Check(loadHistory(t, path))
+	t.Logf("runs %d terms %d duplicates %d overlaps %d lost %d outside-term %d token-order %d drain %d slow handovers %d slow failovers %d early starts %d catch-up covers %d term overlaps %d; accounted %v; max crash failover %v, max handover %v",
+		r.Runs, r.Terms, r.Duplicates, r.Overlaps, r.LostTicks, r.OutsideTerm, r.TokenOrder, r.Drains, r.SlowHandovers, r.SlowFailovers, r.EarlyStarts, r.CatchUpCovers, r.TermOverlaps, r.Accounted, r.MaxCrashFailover, r.MaxHandover)
+	for _, v := range r.Violations {
+		t.Errorf("violation: %s", v)
+	}
+}
+
+// loadHistory reads the checker's input from a history.json, gzipped or
+// not.
+func loadHistory(t *testing.T, path string) history.Input {
+	t.Helper()
 	b, err := readHistory(path)
 	if err != nil {
 		t.Fatal(err)
@@ -27,12 +39,7 @@ func TestRecheck(t *testing.T) {
 	if err := json.Unmarshal(b, &in); err != nil {
 		t.Fatal(err)
 	}
-	r := history.Check(in)
-	t.Logf("runs %d terms %d duplicates %d overlaps %d lost %d outside-term %d token-order %d drain %d slow handovers %d slow failovers %d early starts %d catch-up covers %d term overlaps %d; accounted %v; max crash failover %v, max handover %v",
-		r.Runs, r.Terms, r.Duplicates, r.Overlaps, r.LostTicks, r.OutsideTerm, r.TokenOrder, r.Drains, r.SlowHandovers, r.SlowFailovers, r.EarlyStarts, r.CatchUpCovers, r.TermOverlaps, r.Accounted, r.MaxCrashFailover, r.MaxHandover)
-	for _, v := range r.Violations {
-		t.Errorf("violation: %s", v)
-	}
+	return in
 }
 
 // The second kube soak's last two lost ticks (lane 3) were the suite's
@@ -47,14 +54,7 @@ func TestRecheck(t *testing.T) {
 // history is that soak's, kept in testdata/ (docs/reliability/ holds the
 // latest soak's).
 func TestRecheck_ThawStampedAfterWaking(t *testing.T) {
-	b, err := readHistory("testdata/kube-soak-2026-11-28-1329.lane3.json.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var in history.Input
-	if err := json.Unmarshal(b, &in); err != nil {
-		t.Fatal(err)
-	}
+	in := loadHistory(t, "testdata/kube-soak-2026-11-28-1329.lane3.json.gz")
 	var lost []string
 	for _, v := range history.Check(in).Violations {
 		lost = append(lost, v.String())
