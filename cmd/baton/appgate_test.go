@@ -204,6 +204,37 @@ func (s *gateSidecar) role() string {
 	return st.Role
 }
 
+// startGatePair starts two apps, each with its sidecar on srv; extra
+// gives the config's top-level addition for an app ("" for none).
+func startGatePair(t *testing.T, extra func(a *gateApp) string) ([]*gateApp, []*gateSidecar) {
+	t.Helper()
+	srv := etcdtest.Start(t)
+	dir := t.TempDir()
+	apps := []*gateApp{newGateApp(t, dir, 1), newGateApp(t, dir, 2)}
+	var cars []*gateSidecar
+	for i, a := range apps {
+		a.start()
+		cfg, addr := gateConfig(t, dir, srv.Endpoint(), i+1, a, extra(a))
+		cars = append(cars, startSidecar(t, fmt.Sprintf("sidecar-%d", i+1), cfg, addr))
+	}
+	return apps, cars
+}
+
+// waitGateLeader waits for one of the pair to lead.
+func waitGateLeader(t *testing.T, cars []*gateSidecar) (leader, other int) {
+	t.Helper()
+	testenv.WaitFor(t, 60*time.Second, "a leader", func() bool {
+		for i, s := range cars {
+			if s.leading() {
+				leader, other = i, 1-i
+				return true
+			}
+		}
+		return false
+	})
+	return leader, other
+}
+
 func gateSkip(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
@@ -220,25 +251,8 @@ func gateSkip(t *testing.T) {
 // is the check, 3 failures 1 s apart.
 func TestRun_LeadersAppStops_HealthyInstanceLeads(t *testing.T) {
 	gateSkip(t)
-	srv := etcdtest.Start(t)
-	dir := t.TempDir()
-	apps := []*gateApp{newGateApp(t, dir, 1), newGateApp(t, dir, 2)}
-	var cars []*gateSidecar
-	for i, a := range apps {
-		a.start()
-		cfg, addr := gateConfig(t, dir, srv.Endpoint(), i+1, a, "")
-		cars = append(cars, startSidecar(t, fmt.Sprintf("sidecar-%d", i+1), cfg, addr))
-	}
-	var leader, other int
-	testenv.WaitFor(t, 60*time.Second, "a leader", func() bool {
-		for i, s := range cars {
-			if s.leading() {
-				leader, other = i, 1-i
-				return true
-			}
-		}
-		return false
-	})
+	apps, cars := startGatePair(t, func(*gateApp) string { return "" })
+	leader, other := waitGateLeader(t, cars)
 	start := time.Now()
 	testenv.WaitFor(t, 10*time.Second, "a tick at the leader's app", func() bool { return len(apps[leader].callsSince(start)) > 0 })
 
@@ -318,17 +332,10 @@ func TestRun_SidecarBeforeItsApp_LeadsOnceTheAppAnswers(t *testing.T) {
 // one catch-up run). The check is the app section's health URL.
 func TestRun_AllAppsDown_NobodyLeadsThenCatchUp(t *testing.T) {
 	gateSkip(t)
-	srv := etcdtest.Start(t)
-	dir := t.TempDir()
-	apps := []*gateApp{newGateApp(t, dir, 1), newGateApp(t, dir, 2)}
-	var cars []*gateSidecar
-	for i, a := range apps {
-		a.start()
-		extra := fmt.Sprintf("app:\n  health_url: http://127.0.0.1:%d/healthz\n  interval: 500ms\n  timeout: 1s\n  unhealthy_after: 3\n  healthy_after: 2\n", a.port)
-		cfg, addr := gateConfig(t, dir, srv.Endpoint(), i+1, a, extra)
-		cars = append(cars, startSidecar(t, fmt.Sprintf("sidecar-%d", i+1), cfg, addr))
-	}
-	testenv.WaitFor(t, 60*time.Second, "a leader", func() bool { return cars[0].leading() || cars[1].leading() })
+	apps, cars := startGatePair(t, func(a *gateApp) string {
+		return fmt.Sprintf("app:\n  health_url: http://127.0.0.1:%d/healthz\n  interval: 500ms\n  timeout: 1s\n  unhealthy_after: 3\n  healthy_after: 2\n", a.port)
+	})
+	waitGateLeader(t, cars)
 	start := time.Now()
 	testenv.WaitFor(t, 10*time.Second, "a tick", func() bool {
 		return len(apps[0].callsSince(start))+len(apps[1].callsSince(start)) > 0
@@ -413,26 +420,10 @@ func TestRun_AllAppsDown_NobodyLeadsThenCatchUp(t *testing.T) {
 // leads.
 func TestRun_HealthBlips_NoFlapping(t *testing.T) {
 	gateSkip(t)
-	srv := etcdtest.Start(t)
-	dir := t.TempDir()
-	apps := []*gateApp{newGateApp(t, dir, 1), newGateApp(t, dir, 2)}
-	var cars []*gateSidecar
-	for i, a := range apps {
-		a.start()
-		extra := fmt.Sprintf("app:\n  health_url: http://127.0.0.1:%d/healthz\n  interval: 500ms\n  unhealthy_after: 3\n  healthy_after: 2\n", a.port)
-		cfg, addr := gateConfig(t, dir, srv.Endpoint(), i+1, a, extra)
-		cars = append(cars, startSidecar(t, fmt.Sprintf("sidecar-%d", i+1), cfg, addr))
-	}
-	var leader, other int
-	testenv.WaitFor(t, 60*time.Second, "a leader", func() bool {
-		for i, s := range cars {
-			if s.leading() {
-				leader, other = i, 1-i
-				return true
-			}
-		}
-		return false
+	apps, cars := startGatePair(t, func(a *gateApp) string {
+		return fmt.Sprintf("app:\n  health_url: http://127.0.0.1:%d/healthz\n  interval: 500ms\n  unhealthy_after: 3\n  healthy_after: 2\n", a.port)
 	})
+	leader, other := waitGateLeader(t, cars)
 	st, _ := cars[leader].status()
 	token := st.Term.Token
 	for i := 0; i < 5; i++ {
