@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/e2e/internal/history"
-	"github.com/batonhq/baton/internal/testenv"
 )
 
 // TestJobControl: on every backend of BATON_E2E_BACKENDS, two real `demo
@@ -41,30 +40,17 @@ func TestJobControl(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts servers and node processes")
 	}
-	names := strings.Split(testenv.Getenv("BATON_E2E_BACKENDS", "etcd,postgres,mysql,consul,redis"), ",")
-	for _, name := range names {
-		name = strings.TrimSpace(name)
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			runControl(t, name)
-		})
-	}
+	eachBackend(t, "etcd,postgres,mysql,consul,redis", runControl)
 }
 
 // controlJobs is the jobs file of TestJobControl. Every job appends one
 // line per attempt to attempts (see attemptLine); keep and paused also
 // write start and end lines to runs, as jobsFile's jobs do.
 func controlJobs(be *backend, runs, attempts string) string {
-	rec := func(kind string) string {
-		return fmt.Sprintf(`printf '%s %%s %%s %%s %%s %%s %%s\n' "$BATON_JOB" "$BATON_TICK" "$BATON_TOKEN" "$BATON_INSTANCE" "$(date +%%s%%N)" "$BATON_CATCH_UP" >> '%s'`, kind, runs)
-	}
+	rec := func(kind string) string { return runLine(kind, runs, "$BATON_CATCH_UP") }
 	att := fmt.Sprintf(`printf '%%s %%s %%s %%s %%s %%s %%s %%s\n' "$BATON_JOB" "$BATON_TICK" "$BATON_TOKEN" "$BATON_INSTANCE" "$(date +%%s%%N)" "$BATON_ATTEMPT" "${BATON_RUN_KIND:-?}" "${BATON_REQUEST_ID:--}" >> '%s'`, attempts)
-	poll := ""
-	if be.poll > 0 {
-		poll = fmt.Sprintf("  poll_interval: %v\n", be.poll)
-	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "election:\n  ttl: %v\n  retry_period: 500ms\n  shutdown_timeout: 5s\n  kill_grace: 2s\n  release_timeout: 3s\n%sjobs:\n", be.ttl, poll)
+	b.WriteString(electionHead(be))
 	for _, j := range []string{"keep", "paused"} {
 		fmt.Fprintf(&b, "  - name: %s\n    schedule: \"* * * * * *\"\n    command: |\n      %s\n      %s\n      %s\n    misfire: run-once\n    misfire_grace: %v\n",
 			j, rec("S"), att, rec("E"), be.grace)

@@ -3,6 +3,9 @@ package e2e
 import (
 	"fmt"
 	"strings"
+	"testing"
+
+	"github.com/batonhq/baton/internal/testenv"
 )
 
 // jobsFile is the nodes' jobs file: a job every second and a sleeping job
@@ -17,53 +20,68 @@ import (
 // "paused", every 3 s with a jitter of 2.5 s, and "manual", run only when
 // asked, whose start line ends with the run-now request's id.
 func jobsFile(be *backend, runs string) string {
-	rec := func(kind string) string {
-		return fmt.Sprintf(`printf '%s %%s %%s %%s %%s %%s %%s\n' "$BATON_JOB" "$BATON_TICK" "$BATON_TOKEN" "$BATON_INSTANCE" "$(date +%%s%%N)" "${BATON_CATCH_UP_FROM:-$BATON_CATCH_UP}" >> '%s'`, kind, runs)
-	}
-	poll := ""
-	if be.poll > 0 {
-		poll = fmt.Sprintf("  poll_interval: %v\n", be.poll)
-	}
-	return fmt.Sprintf(`election:
-  ttl: %[1]v
-  retry_period: 500ms
-  shutdown_timeout: 5s
-  kill_grace: 2s
-  release_timeout: 3s
-%[2]sjobs:
-  - name: tick
+	rec := func(kind string) string { return runLine(kind, runs, "${BATON_CATCH_UP_FROM:-$BATON_CATCH_UP}") }
+	return electionHead(be) + fmt.Sprintf(`  - name: tick
     schedule: "* * * * * *"
     command: |
-      %[3]s
-      %[4]s
+      %[1]s
+      %[2]s
     misfire: run-once
-    misfire_grace: %[5]v
+    misfire_grace: %[3]v
   - name: nap
     schedule: "*/5 * * * * *"
     command: |
-      %[3]s
+      %[1]s
       sleep 1.5
-      %[4]s
+      %[2]s
     misfire: run-once
-    misfire_grace: %[5]v
+    misfire_grace: %[3]v
   - name: drain
     schedule: "*/3 * * * * *"
     command: |
-%[6]s
+%[4]s
     misfire: run-once
-    misfire_grace: %[5]v
+    misfire_grace: %[3]v
   - name: paused
     schedule: "*/3 * * * * *"
     jitter: 2500ms
     command: |
-      %[3]s
-      %[4]s
+      %[1]s
+      %[2]s
   - name: manual
     schedule: "0 0 0 1 1 *"
     command: |
-      %[7]s
-      %[4]s
-`, be.ttl, poll, rec("S"), rec("E"), be.grace, indent(drainScript(runs), "      "), strings.Replace(rec("S"), `"${BATON_CATCH_UP_FROM:-$BATON_CATCH_UP}"`, `"${BATON_REQUEST_ID:--}"`, 1))
+      %[5]s
+      %[2]s
+`, rec("S"), rec("E"), be.grace, indent(drainScript(runs), "      "), runLine("S", runs, "${BATON_REQUEST_ID:--}"))
+}
+
+// runLine is the shell line with which a job appends its start (kind S)
+// or end (E) line to runs: the job, tick, token, instance, the time in
+// nanoseconds, and last, a shell word (a catch-up field, a request id).
+func runLine(kind, runs, last string) string {
+	return fmt.Sprintf(`printf '%s %%s %%s %%s %%s %%s %%s\n' "$BATON_JOB" "$BATON_TICK" "$BATON_TOKEN" "$BATON_INSTANCE" "$(date +%%s%%N)" "%s" >> '%s'`, kind, last, runs)
+}
+
+// electionHead is a jobs file's election section, down to "jobs:".
+func electionHead(be *backend) string {
+	poll := ""
+	if be.poll > 0 {
+		poll = fmt.Sprintf("  poll_interval: %v\n", be.poll)
+	}
+	return fmt.Sprintf("election:\n  ttl: %v\n  retry_period: 500ms\n  shutdown_timeout: 5s\n  kill_grace: 2s\n  release_timeout: 3s\n%sjobs:\n", be.ttl, poll)
+}
+
+// eachBackend runs run for each backend of BATON_E2E_BACKENDS (def when
+// unset), in parallel subtests.
+func eachBackend(t *testing.T, def string, run func(t *testing.T, name string)) {
+	for _, name := range strings.Split(testenv.Getenv("BATON_E2E_BACKENDS", def), ",") {
+		name = strings.TrimSpace(name)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			run(t, name)
+		})
+	}
 }
 
 // drainScript is the "drain" job's command. The SIGTERM that baton

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/e2e/internal/history"
-	"github.com/batonhq/baton/internal/testenv"
 )
 
 // TestReload: on every backend of BATON_E2E_BACKENDS, real `demo node`
@@ -28,29 +27,16 @@ func TestReload(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts servers and node processes")
 	}
-	names := strings.Split(testenv.Getenv("BATON_E2E_BACKENDS", "etcd,postgres,mysql,consul,redis"), ",")
-	for _, name := range names {
-		name = strings.TrimSpace(name)
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			runReload(t, name)
-		})
-	}
+	eachBackend(t, "etcd,postgres,mysql,consul,redis", runReload)
 }
 
 // reloadJobs is a jobs file whose jobs (each every second) append their
 // start and end lines to runs, as jobsFile's do; bad puts first a job
 // whose schedule is invalid.
 func reloadJobs(be *backend, runs string, bad bool, jobs ...string) string {
-	rec := func(kind string) string {
-		return fmt.Sprintf(`printf '%s %%s %%s %%s %%s %%s %%s\n' "$BATON_JOB" "$BATON_TICK" "$BATON_TOKEN" "$BATON_INSTANCE" "$(date +%%s%%N)" "$BATON_CATCH_UP" >> '%s'`, kind, runs)
-	}
-	poll := ""
-	if be.poll > 0 {
-		poll = fmt.Sprintf("  poll_interval: %v\n", be.poll)
-	}
+	rec := func(kind string) string { return runLine(kind, runs, "$BATON_CATCH_UP") }
 	var b strings.Builder
-	fmt.Fprintf(&b, "election:\n  ttl: %v\n  retry_period: 500ms\n  shutdown_timeout: 5s\n  kill_grace: 2s\n  release_timeout: 3s\n%sjobs:\n", be.ttl, poll)
+	b.WriteString(electionHead(be))
 	if bad {
 		b.WriteString("  - name: broken\n    schedule: \"61 * * * * *\"\n    builtin: log\n")
 	}
