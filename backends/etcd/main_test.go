@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,37 +25,19 @@ const acquireWithin = 10 * time.Second
 // One embedded server serves every test of the package; each test uses
 // prefixes of its own.
 var (
-	srvOnce sync.Once
-	srv     *etcdtest.Server
-	srvErr  error
-	srvDir  string
-	seq     atomic.Int64
+	shared = testenv.Shared[*etcdtest.Server]{What: "embedded etcd", Dir: "baton-etcd-test-",
+		Start: etcdtest.StartDir,
+		Stop:  (*etcdtest.Server).Stop}
+	seq atomic.Int64
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if srv != nil {
-		srv.Stop()
-	}
-	if srvDir != "" {
-		os.RemoveAll(srvDir)
-	}
+	shared.Close()
 	os.Exit(code)
 }
 
-func server(t testing.TB) *etcdtest.Server {
-	t.Helper()
-	srvOnce.Do(func() {
-		srvDir, srvErr = os.MkdirTemp("", "baton-etcd-test-")
-		if srvErr == nil {
-			srv, srvErr = etcdtest.StartDir(srvDir)
-		}
-	})
-	if srvErr != nil {
-		testenv.Unavailable(t, "embedded etcd: %v", srvErr)
-	}
-	return srv
-}
+func server(t testing.TB) *etcdtest.Server { return shared.Get(t) }
 
 // prefix returns an election prefix no other test uses.
 func prefix(t testing.TB) string {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,37 +25,19 @@ const acquireWithin = 10 * time.Second
 // One redis-server serves every test of the package; each test uses
 // elections of its own.
 var (
-	srvOnce sync.Once
-	srv     *redistest.Server
-	srvErr  error
-	srvDir  string
-	seq     atomic.Int64
+	shared = testenv.Shared[*redistest.Server]{What: "redis-server", Dir: "baton-redis-test-",
+		Start: func(dir string) (*redistest.Server, error) { return redistest.StartServer(dir, redistest.Options{}) },
+		Stop:  (*redistest.Server).Stop}
+	seq atomic.Int64
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if srv != nil {
-		srv.Stop()
-	}
-	if srvDir != "" {
-		os.RemoveAll(srvDir)
-	}
+	shared.Close()
 	os.Exit(code)
 }
 
-func server(t testing.TB) *redistest.Server {
-	t.Helper()
-	srvOnce.Do(func() {
-		srvDir, srvErr = os.MkdirTemp("", "baton-redis-test-")
-		if srvErr == nil {
-			srv, srvErr = redistest.StartServer(srvDir, redistest.Options{})
-		}
-	})
-	if srvErr != nil {
-		testenv.Unavailable(t, "redis-server: %v", srvErr)
-	}
-	return srv
-}
+func server(t testing.TB) *redistest.Server { return shared.Get(t) }
 
 // electionName returns an election name no other test uses.
 func electionName(t testing.TB) string {
