@@ -20,46 +20,30 @@ import (
 
 	"github.com/batonhq/baton/internal/etcdtest"
 	"github.com/batonhq/baton/internal/httpjob"
+	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/node"
 )
 
-var (
-	buildOnce sync.Once
-	buildDir  string
-	buildBin  string
-	buildErr  error
-)
+// batonBin is cmd/baton installed with `go install` into a temporary
+// GOBIN, as a user would from a fresh clone, on first use.
+var batonBin = testenv.Shared[string]{What: "go install ./cmd/baton", Dir: "baton-cmd-test-", Fail: true,
+	Start: func(dir string) (string, error) {
+		cmd := exec.Command("go", "install", ".")
+		cmd.Env = append(os.Environ(), "GOBIN="+dir)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("%v\n%s", err, out)
+		}
+		return filepath.Join(dir, "baton"), nil
+	}}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
+	batonBin.Close()
 	os.Exit(code)
 }
 
-// batonBinary installs cmd/baton with `go install` into a temporary GOBIN,
-// as a user would from a fresh clone, on first use.
-func batonBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "baton-cmd-test-")
-		if buildErr != nil {
-			return
-		}
-		cmd := exec.Command("go", "install", ".")
-		cmd.Env = append(os.Environ(), "GOBIN="+buildDir)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go install ./cmd/baton: %v\n%s", err, out)
-			return
-		}
-		buildBin = filepath.Join(buildDir, "baton")
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return buildBin
-}
+// batonBinary returns the path of the installed binary.
+func batonBinary(t *testing.T) string { return batonBin.Get(t) }
 
 // baton runs the binary to its end and returns its output and exit status.
 func runBaton(t *testing.T, args ...string) (stdout, stderr string, code int) {

@@ -22,43 +22,23 @@ import (
 // The tests here run the demo binary as real processes. It is built once
 // per test binary, into a temporary directory removed by TestMain.
 
-var (
-	buildOnce sync.Once
-	buildDir  string
-	buildBin  string
-	buildErr  error
-)
+var demoBin = testenv.Shared[string]{What: "go build ./cmd/demo", Dir: "baton-demo-test-", Fail: true,
+	Start: func(dir string) (string, error) {
+		bin := filepath.Join(dir, "demo")
+		if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+			return "", fmt.Errorf("%v\n%s", err, out)
+		}
+		return bin, nil
+	}}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
+	demoBin.Close()
 	os.Exit(code)
 }
 
 // demoBinary returns the path of the demo binary, building it on first use.
-func demoBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "baton-demo-test-")
-		if buildErr != nil {
-			return
-		}
-		buildBin = filepath.Join(buildDir, "demo")
-		start := time.Now()
-		out, err := exec.Command("go", "build", "-o", buildBin, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-			return
-		}
-		t.Logf("built %s in %v", buildBin, time.Since(start).Round(time.Millisecond))
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return buildBin
-}
+func demoBinary(t *testing.T) string { return demoBin.Get(t) }
 
 // repoRoot is the module root, two levels up from cmd/demo.
 func repoRoot(t *testing.T) string {
