@@ -21,12 +21,7 @@ import (
 
 func TestMetrics_FollowATerm(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-		reg := prometheus.NewPedanticRegistry()
-		m, err := metrics.New(reg, "orders")
-		if err != nil {
-			t.Fatal(err)
-		}
+		reg, m := newMetrics(t)
 		store := memory.New(election.Timing{TTL: 5 * time.Second})
 		e, _ := election.New(election.Config{Backend: store.Candidate(), Identity: election.Identity{ID: "a"}, Observer: m, Logger: quiet})
 		h, err := schedulerhost.New(schedulerhost.Config{Observer: m, Logger: quiet, Jobs: []schedulerhost.Job{
@@ -78,12 +73,7 @@ baton_term_token{election="orders"} 1
 // baton_job_retries_total; the run counts once in baton_job_runs_total.
 func TestMetrics_Retries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-		reg := prometheus.NewPedanticRegistry()
-		m, err := metrics.New(reg, "orders")
-		if err != nil {
-			t.Fatal(err)
-		}
+		reg, m := newMetrics(t)
 		calls := 0
 		h, err := schedulerhost.New(schedulerhost.Config{Observer: m, Logger: quiet, Jobs: []schedulerhost.Job{
 			{Name: "flaky", Schedule: "0 * * * * *", Retries: 3, RetryBackoff: time.Second, Run: func(context.Context) error {
@@ -119,12 +109,7 @@ baton_job_runs_total{election="orders",job="flaky",result="ok"} 1
 // run-now runs by result.
 func TestMetrics_Controls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-		reg := prometheus.NewPedanticRegistry()
-		m, err := metrics.New(reg, "orders")
-		if err != nil {
-			t.Fatal(err)
-		}
+		reg, m := newMetrics(t)
 		store := memory.New(election.Timing{TTL: 5 * time.Second})
 		jobs := control.NewJobs(store.Control())
 		if err := jobs.Pause(t.Context(), control.Pause{Job: "p", By: "alice", At: time.Now()}); err != nil {
@@ -164,3 +149,18 @@ baton_manual_runs_total{election="orders",job="once",result="ok"} 1
 		}
 	})
 }
+
+// newMetrics registers election "orders"'s metrics in a registry of
+// their own.
+func newMetrics(t *testing.T) (*prometheus.Registry, *metrics.Metrics) {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	m, err := metrics.New(reg, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg, m
+}
+
+// quiet discards what it logs.
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
