@@ -177,7 +177,7 @@ func Check(in Input) Report {
 			}
 		default:
 			r.MaxFailover = max(r.MaxFailover, next.Start.Sub(prev.Stop))
-			if prev.Killed {
+			if prev.Killed && !killedAfter(in.Faults, prev, next.Start) {
 				d := next.Start.Sub(prev.Stop)
 				r.MaxCrashFailover = max(r.MaxCrashFailover, d)
 				if in.CrashBound > 0 && d > in.CrashBound {
@@ -226,4 +226,19 @@ func Check(in Input) Report {
 		checkTicks(&r, in, terms, job, p, first)
 	}
 	return r
+}
+
+// killedAfter reports whether the suite killed term t's node (a
+// kill-leader or kill-follower fault aimed at it, by the suite's clock)
+// only at or after at, the next term's start. The term had ended
+// otherwise before (its lease lost to a backend fault, say), so its
+// failover was not a crash's, and the kill cannot have delayed the next
+// term. Without such a fault the term counts as crashed.
+func killedAfter(faults []Fault, t Term, at time.Time) bool {
+	for _, f := range faults {
+		if f.Target == t.Instance && (f.Kind == "kill-leader" || f.Kind == "kill-follower") && !f.At.Before(t.Start) {
+			return !f.At.Before(at)
+		}
+	}
+	return false
 }

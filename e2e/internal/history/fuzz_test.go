@@ -109,6 +109,7 @@ func genHistory(r *rand.Rand, nTerms int) Input {
 			in.To = tick.Add(-time.Second)
 		case r.IntN(2) == 0:
 			tm.Stop, tm.Killed = stop, true
+			in.Faults = append(in.Faults, Fault{At: stop, Kind: "kill-leader", Target: tm.Instance})
 		default:
 			tm.Stop, tm.End, tm.Graceful, tm.SteppedDown = stop, stop.Add(ms(20)), true, true
 		}
