@@ -39,6 +39,9 @@ type Backend struct {
 	// the commit follows, with its number (claimMySQL's list), on the
 	// claim's goroutine: a test cuts the network there.
 	claimStep func(done int)
+	// controlStep, a test hook: called by a fenced control put with its
+	// transaction open, once the lease row is share-locked.
+	controlStep func()
 }
 
 var (

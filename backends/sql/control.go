@@ -78,7 +78,16 @@ func (s *controlStore) Put(ctx context.Context, p control.Put) (int64, error) {
 	}
 	b := s.b
 	t := b.cfg.Table
-	tx, err := b.cfg.DB.BeginTx(ctx, &dbsql.TxOptions{Isolation: dbsql.LevelReadCommitted})
+	// Cut mid-way, the transaction would keep its locks (a fenced put's
+	// share lock on the lease row among them): it runs on a connection
+	// of its own, guarded.
+	conn, err := b.cfg.DB.Conn(ctx)
+	if err != nil {
+		return 0, b.wrap("control put", err)
+	}
+	defer conn.Close()
+	defer b.guardIdle(ctx, conn)()
+	tx, err := conn.BeginTx(ctx, &dbsql.TxOptions{Isolation: dbsql.LevelReadCommitted})
 	if err != nil {
 		return 0, b.wrap("control put", err)
 	}
@@ -95,6 +104,9 @@ func (s *controlStore) Put(ctx context.Context, p control.Put) (int64, error) {
 		}
 		if err != nil {
 			return 0, b.wrap("control put", err)
+		}
+		if b.controlStep != nil {
+			b.controlStep()
 		}
 	}
 	lock := "SELECT version FROM " + t + "_control WHERE election = " + s.ph(1) + " AND k = " + s.ph(2) + " FOR UPDATE"

@@ -19,3 +19,8 @@ func SetJSONTable(b *Backend, has bool) { b.jsonTable.set(has) }
 // tick rows moved; 5, runs inserted; 6, runs beyond History read). Set it
 // before b's first claim.
 func SetClaimStep(b *Backend, step func(done int)) { b.claimStep = step }
+
+// SetControlStep makes b's fenced control puts call step, on the put's
+// goroutine while its transaction is open, once the lease row is
+// share-locked. Set it before b's first put.
+func SetControlStep(b *Backend, step func()) { b.controlStep = step }

@@ -143,18 +143,6 @@ func (l *tickLedger) jsonTable(ctx context.Context) bool {
 	return b.jsonTable.learn(b, err, "the server has no JSON_TABLE: the ledger sends its rows as UNION ALL")
 }
 
-// idleTimeout sets conn's idle_transaction_timeout to a second, and
-// reports whether it did: MariaDB has it, MySQL does not (the first
-// answer of the server is kept, as jsonTable's is).
-func (l *tickLedger) idleTimeout(ctx context.Context, conn *dbsql.Conn) bool {
-	b := l.b
-	if has, ok := b.idleTimeout.known(); ok && !has {
-		return false
-	}
-	_, err := conn.ExecContext(ctx, "SET SESSION idle_transaction_timeout = 1")
-	return b.idleTimeout.learn(b, err, "the server has no idle_transaction_timeout: a claim cut off mid-transaction holds the lease row until the server drops its connection")
-}
-
 // myList returns n copies of item separated by sep.
 func myList(n int, item, sep string) string {
 	var b strings.Builder
@@ -199,22 +187,15 @@ func (l *tickLedger) claimMySQL(ctx context.Context, token int64, items []claimI
 	b := l.b
 	t := b.cfg.Table
 	useJSON := l.jsonTable(ctx) // before the transaction takes a connection of the pool
-	// A claim whose connection is cut mid-transaction (a partition, or a
-	// crash of a host whose TCP connection stays half-open) would hold its
-	// share lock on the lease row, and the next leader's takeover would
-	// wait for it until the server dropped the connection (hours). MariaDB
-	// kills a connection idle in a transaction for longer than its
-	// idle_transaction_timeout: the claim sets it to a second, shorter
-	// than any lease's remaining time at a cut, on a connection of its
-	// own, and puts it back before the connection returns to the pool.
+	// A claim whose connection is cut mid-transaction would hold its
+	// share lock on the lease row: it runs on a connection of its own,
+	// guarded (guardIdle).
 	conn, err := b.cfg.DB.Conn(ctx)
 	if err != nil {
 		return claimChunk{}, err
 	}
 	defer conn.Close()
-	if l.idleTimeout(ctx, conn) {
-		defer conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION idle_transaction_timeout = DEFAULT")
-	}
+	defer b.guardIdle(ctx, conn)()
 	tx, err := conn.BeginTx(ctx, &dbsql.TxOptions{Isolation: dbsql.LevelReadCommitted})
 	if err != nil {
 		return claimChunk{}, err
