@@ -56,6 +56,7 @@ func (sc *scenario) check(from, to time.Time) string {
 		CrashBound:    be.crashBound,
 		Slack:         slack,
 		ClaimTimeout:  claimTimeout,
+		PauseRead:     claimTimeout, // the same ledger timeout
 		Frozen:        sc.frozen,
 		Faults:        sc.timeline,
 	}

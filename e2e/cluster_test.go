@@ -60,6 +60,7 @@ var misfireMsgs = map[string]bool{
 	"run not started: claim failed":                          true,
 	"claim refused: term is stale; stopping":                 true,
 	"run not started: term over":                             true,
+	"run not started: term stopping":                         true,
 	"run not started: pause state unknown":                   true,
 	"run not started: tick already claimed":                  true,
 	"tick skipped: job paused":                               true,

@@ -21,7 +21,12 @@ const AlreadyClaimed = "run not started: tick already claimed"
 //     killed); or m's term let a tick of the job (one it was live for,
 //     or its catch-up's, started or not) go unstarted by the skip, and not skipped,
 //     within the claim timeout before (its claim in flight: the run
-//     admitted, not started).
+//     admitted, not started), or within its pre-start bound: from its
+//     admission (its tick, or the start of the term's schedule loop if
+//     later), its claim within the claim timeout and the read of the
+//     pauses after it within PauseRead (preStart).
+//   - TermStopping: m's term had stopped (its step-down or its loss) by
+//     the line, less the slack.
 //   - AlreadyClaimed: another term, with a lower token, was live at the
 //     tick (it began before the refusal and had not stopped before the
 //     tick): it may have claimed the tick and died before the run.
@@ -92,13 +97,27 @@ func backed(in Input, terms []Term, p Policy, m Misfire) bool {
 			}
 			return false
 		}
-		// The job's ticks before m's, back to the claim timeout: one
-		// that m's term was live for (or caught up) and had neither
-		// started nor logged by the skip (less the slack) was still being
-		// claimed.
-		for t := m.Tick.Add(-p.Every); !t.Before(m.Tick.Add(-in.ClaimTimeout - in.Slack)); t = t.Add(-p.Every) {
+		// The job's ticks before m's, back to the claim timeout, or to
+		// the pre-start bound from their admission: one that m's term
+		// was live for (or caught up) and had neither started nor logged
+		// by the skip (less the slack) was still being claimed.
+		pre, loop := preStart(in, term)
+		lo := m.Tick.Add(-in.ClaimTimeout - in.Slack)
+		if !m.At.After(loop.Add(pre + in.Slack)) {
+			lo = earliest(lo, term.Start.Add(-in.Slack))
+		} else {
+			lo = earliest(lo, m.At.Add(-pre-in.Slack))
+		}
+		for t := m.Tick.Add(-p.Every); !t.Before(lo); t = t.Add(-p.Every) {
 			if t.Before(term.Start.Add(-in.Slack)) && !caughtUp(t) {
 				continue
+			}
+			admitted := t
+			if admitted.Before(loop) {
+				admitted = loop
+			}
+			if t.Before(m.Tick.Add(-in.ClaimTimeout-in.Slack)) && m.At.After(admitted.Add(pre+in.Slack)) {
+				continue // decided by then, whatever it logged
 			}
 			decided := false // started since t, or t skipped
 			for _, s := range in.Starts {
@@ -117,6 +136,14 @@ func backed(in Input, terms []Term, p Policy, m Misfire) bool {
 			}
 			if !decided {
 				return true
+			}
+		}
+		return false
+	case TermStopping:
+		// Its term had stopped (stepping down, or lost) by the line.
+		for _, tm := range terms {
+			if tm.Token == m.Token && tm.Instance == m.Instance {
+				return !tm.Stop.IsZero() && !tm.Stop.After(m.At.Add(in.Slack))
 			}
 		}
 		return false

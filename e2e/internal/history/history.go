@@ -86,6 +86,10 @@ type Misfire struct {
 // the job's previous run is still going (or its claim still in flight).
 const StillGoing = "tick skipped: previous run still going"
 
+// TermStopping is the reason with which an instance does not start a tick
+// it admitted but had not claimed when its term began stopping.
+const TermStopping = "run not started: term stopping"
+
 // LastClaim is what a new leader's catch-up read as a job's last claimed
 // tick, from its "missed ticks while nobody led" line or, when it found
 // none missed, its "no ticks missed while nobody led" line. A term that
@@ -200,6 +204,11 @@ type Input struct {
 	// ledgerTimeout): a claim still in flight when its instance was killed
 	// was sent at most this long before. Zero: claims are never in flight.
 	ClaimTimeout time.Duration
+	// PauseRead bounds the read of the pauses between a tick's claim and
+	// its start (schedulerhost's readPauses, within the ledger timeout):
+	// a tick admitted and not started may be in flight for the claim
+	// timeout and this. Zero: the Host has no control store.
+	PauseRead time.Duration
 	// Slack absorbs the time between a decision and its log line. Where
 	// the records give the order (a run's first line comes after its
 	// tick; a run's end line comes before its graceful release) the

@@ -180,52 +180,6 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 		}
 		return false
 	}
-	// loopRan reports whether tm's schedule loop decided any tick: a start
-	// that is not a catch-up, or a tick after the term's start logged as
-	// not started.
-	loopRan := func(tm *Term) bool {
-		for _, s := range in.Starts {
-			if s.Token == tm.Token && s.Instance == tm.Instance && !s.CatchUp {
-				return true
-			}
-		}
-		for _, m := range in.Misfires {
-			if m.Token == tm.Token && m.Instance == tm.Instance && m.Tick.After(tm.Start) {
-				return true
-			}
-		}
-		return false
-	}
-	// inFlight reports whether tm had t's claim in flight: tm stopped
-	// within the claim timeout after t, and it asked for it again, or it
-	// skipped a later tick of the job because a run was still going (as
-	// the records back) and started none since t (t was admitted and its
-	// run had not started).
-	inFlight := func(tm *Term, t time.Time) bool {
-		if tm.Stop.After(t.Add(in.ClaimTimeout + in.Slack)) {
-			return false // the claim had been decided, one way or the other
-		}
-		for _, a := range in.Asked {
-			if a.Instance == tm.Instance && a.Token == tm.Token && a.Job == job && a.Tick.Equal(t) {
-				return true
-			}
-		}
-		for _, m := range in.Misfires {
-			if m.Instance != tm.Instance || m.Token != tm.Token || m.Job != job || !m.Tick.After(t) || m.Reason != StillGoing || !backed(in, terms, p, m) {
-				continue
-			}
-			started := false
-			for _, s := range in.Starts {
-				if s.Token == tm.Token && s.Job == job && s.Tick.After(t) && s.Tick.Before(m.Tick) {
-					started = true
-				}
-			}
-			if !started {
-				return true
-			}
-		}
-		return false
-	}
 	// byNext reports whether the first term starting after t accounts for
 	// t, and how; "" if it does not (or there is no such term: next nil).
 	// A term that began within the slack around t may have been live at
@@ -238,6 +192,7 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 		prefix := ""
 		killedInCatchUp := false
 		unknownInCatchUp := false // a claim of its catch-up asked again, never confirmed
+		refused := false          // a term before refused its claim of t as stale
 		for i, tm := range terms {
 			// A term that began within the slack before t but stopped
 			// before t (killed at once) is not the one after t.
@@ -256,8 +211,11 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 			if unknownInCatchUp && readClaimed(&terms[i], t) {
 				return prefix + "claim of unknown outcome landed", next
 			}
+			if refused && readClaimed(&terms[i], t) {
+				return prefix + "its claim landed", next
+			}
 			switch {
-			case tm.Killed && (!loopRan(&terms[i]) || (!loopRanJob(in, &terms[i], job) && !ranJob(in, &terms[i], job) && inCatchUp(in, &terms[i]))):
+			case tm.Killed && (!loopRan(in, &terms[i]) || (!loopRanJob(in, &terms[i], job) && !ranJob(in, &terms[i], job) && inCatchUp(in, &terms[i]))):
 				// Killed in its catch-up (of this job, while its loop
 				// ran others'), whose claim of t, or of the tick its
 				// catch-up run stood for t with, may have landed before
@@ -273,7 +231,7 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 				// Killed within the slack after t: it may have claimed t
 				// and died before the run started; the term after it
 				// accounts for t (claimedByKilled looks at this one).
-			case !t.Before(tm.Start) && !loopRan(&terms[i]) && notFired(in, &terms[i], job, t):
+			case !t.Before(tm.Start) && !loopRan(in, &terms[i]) && notFired(in, &terms[i], job, t):
 				// t came after its catch-up's last tick (its start), and
 				// it ended before its schedule loop began, as it logged
 				// and its records show: the term after it accounts for t.
@@ -284,6 +242,13 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 				// nothing of the job: the term after it accounts for t.
 				prefix = "catch-up claim refused as stale, then "
 				unknownInCatchUp = askedAgain(in, &terms[i], job, t)
+			case !tm.Start.After(t) && !tm.Stop.IsZero() && refusedStale(&terms[i], t):
+				// It began within the slack before t and its claim of t
+				// was refused as stale, as it logged for t itself: the
+				// term after it accounts for t, or read a last claim at
+				// or after it (the claim had landed before the refusal).
+				prefix = "claim refused as stale, then "
+				refused = true
 			default:
 				return "", next
 			}
@@ -347,7 +312,7 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 			case refusedStale(live, t):
 				// A later term had fenced the ledger: it accounts for t.
 				excuse = "claim refused as stale"
-			case live.Killed && inFlight(live, t):
+			case live.Killed && inFlight(in, terms, p, job, live, t):
 				excuse = "claim in flight when its instance was killed"
 			case live.Killed && live.Stop.Before(t.Add(min(p.Every, in.ClaimTimeout))):
 				// Killed before the job's next tick, within the claim
@@ -355,7 +320,7 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 				// slow link: one attempt, no retry logged, no later tick
 				// to skip).
 				excuse = "killed before the job's next tick, its claim possibly in flight"
-			case !live.Stop.IsZero() && !loopRan(live) && !t.After(live.Start.Add(2*in.ClaimTimeout+in.Slack)):
+			case !live.Stop.IsZero() && !loopRan(in, live) && !t.After(live.Start.Add(2*in.ClaimTimeout+in.Slack)):
 				// The catch-up holds the loop back by at most its read of
 				// the last claims and its claims, each within the claim
 				// timeout.
@@ -384,6 +349,13 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 				how = "frozen, then " + how
 			}
 			account(how)
+		case refusedBefore(logged[t.UnixNano()], terms, next) && readClaimed(next, t):
+			// The term just before next (frozen at t, or stopping
+			// within the slack after it) refused its claim of t as
+			// stale, as it logged for t itself, and next read t as
+			// claimed: the claim had landed (sent before the freeze or
+			// the cut), and at most once means nobody runs it.
+			account("claim refused as stale by the term before (the claim landed)")
 		default:
 			lead := "nobody led"
 			if live != nil {
