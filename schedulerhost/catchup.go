@@ -65,7 +65,13 @@ func (t *termRun) catchUp(ctx context.Context, termStart time.Time) {
 		// The batch is admitted as one run (a run abandoned by an earlier
 		// term may still be going), its ticks claimed in order now, before
 		// the schedule loop starts; the runs then start one after another.
-		if len(run) == 0 || !t.begin() {
+		if len(run) == 0 {
+			continue
+		}
+		if !t.begin() {
+			for _, tick := range run {
+				h.log.Info("run not started: term stopping", "job", j.Name, "tick", tick, "token", t.token)
+			}
 			continue
 		}
 		ok, tn := t.admitCatchUp(j, run)

@@ -258,8 +258,11 @@ func (t *termRun) claimInOrder(j *jobState, ticks []time.Time, tn turn, expected
 	}
 	tn.wait(t)
 	claimed := ticks[:0:0]
-	for _, tick := range ticks {
-		if t.check() != nil {
+	for i, tick := range ticks {
+		if err := t.check(); err != nil {
+			for _, rest := range ticks[i:] {
+				t.h.log.Warn("run not started: term over", "job", j.Name, "tick", rest, "token", t.token, "err", err)
+			}
 			break
 		}
 		err := t.claim(j, tick, true, expected, nil)
@@ -268,6 +271,9 @@ func (t *termRun) claimInOrder(j *jobState, ticks []time.Time, tn turn, expected
 			continue
 		}
 		if err != nil {
+			for _, rest := range ticks[i+1:] { // the first said why (claim)
+				t.h.log.Warn("run not started: claim failed", "job", j.Name, "tick", rest, "token", t.token, "err", fmt.Errorf("an earlier catch-up tick's claim failed: %w", err))
+			}
 			break
 		}
 		claimed = append(claimed, tick)

@@ -93,6 +93,7 @@ func gateStep(next runFunc) runFunc {
 		}
 		if !r.claimed && t.stopping.Load() {
 			r.passTurn()
+			r.stopped()
 			return
 		}
 		if err := t.check(); err != nil {
@@ -106,6 +107,17 @@ func gateStep(next runFunc) runFunc {
 		next(r)
 		r.passTurn() // claimStep passed it already, if the run had one
 	}
+}
+
+// stopped stops r, not claimed yet, before its start: its term is
+// stopping, or over if its lease is gone. Either way it says so: no tick
+// a leader admitted goes unsaid.
+func (r *tickRun) stopped() {
+	if err := r.t.check(); err != nil {
+		r.termOver(err)
+		return
+	}
+	r.t.h.log.Info("run not started: term stopping", "job", r.job.Name, "tick", r.tick.Time, "token", r.t.token)
 }
 
 // termOver stops r before its start: the term is over (err says how).
