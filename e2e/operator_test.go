@@ -248,15 +248,21 @@ func (op *operator) stop() string {
 	runs := manualRuns(sc.runsPath)
 	// One 20 s wait for all of them: a soak may have hundreds.
 	deadline := time.Now().Add(20 * time.Second)
+	// What the last answer was, for a request found not done.
+	lastAnswer := map[string]string{}
 	for i, r := range reqs {
 		var st state
 		old := forgettable(reqs, i, runs, kept)
+		tries := 0
 		waitFor(time.Until(deadline), func() bool {
+			tries++
 			p := op.node()
 			if p == nil {
+				lastAnswer[r.id] = fmt.Sprintf("no live node (%d tries)", tries)
 				return false
 			}
 			code, body, err := opCall(p, http.MethodGet, "/runs/"+r.id, nil)
+			lastAnswer[r.id] = fmt.Sprintf("%s answered %d %v %.120s (%d tries)", p.id, code, err, body, tries)
 			if err == nil && code == http.StatusNotFound && old {
 				forgotten[r.id] = true
 				return true
@@ -277,7 +283,7 @@ func (op *operator) stop() string {
 			gone++
 		case st.State != "done":
 			notDone++
-			sc.problem("run now %s (accepted by %s at %s) still %q 20 s after the faults ended (ran %d times)", r.id, r.via, r.at.Format("15:04:05.000"), st.State, n)
+			sc.problem("run now %s (accepted by %s at %s) still %q 20 s after the faults ended (ran %d times; last: %s)", r.id, r.via, r.at.Format("15:04:05.000"), st.State, n, lastAnswer[r.id])
 		case n == 0 && st.Result == "ok":
 			phantom++
 			sc.problem("run now %s: done, %s by %s token %d, yet the job never started", r.id, st.Result, st.Instance, st.Token)
