@@ -18,7 +18,8 @@ import (
 // run starts: after its jitter delay and after any wait in the overlap
 // queue (gateStep marks the reads started by then; pauseStep uses a read
 // started later). A pause acknowledged before that read starts stops the
-// run; one acknowledged during the read may not. Runs that start
+// run; one acknowledged during the read may not, so a read that took over
+// slowRead to be answered is followed by one more. Runs that start
 // together share one read: the runs an instant fires are marked at once
 // (fireAll), so N jobs due at one instant cost one round trip, not N; a
 // run that waited (jitter, queue, its claim turn) marks anew and costs a
@@ -102,6 +103,7 @@ type pauseView struct {
 	done    uint64 // the number of the last read done (0: none)
 	pauses  map[string]control.Pause
 	err     error
+	took    time.Duration // how long the last read done took to be answered
 	reading chan struct{} // closed when the read going ends; nil if none
 }
 
@@ -114,24 +116,42 @@ func (t *termRun) markPauses() uint64 {
 	return v.started
 }
 
+// slowRead is how long a read of the pauses may take to be answered and
+// still be used alone: a pause acknowledged while a slower one was on the
+// wire (a partition held its answer) is not in it, so freshPauses reads
+// again.
+const slowRead = 50 * time.Millisecond
+
+// freshPauses returns the pauses as read by a read that started after
+// mark; if that read took over slowRead to be answered, by the read after
+// it (one more, however long it takes).
+func (t *termRun) freshPauses(mark uint64) (map[string]control.Pause, error) {
+	ps, took, err := t.pausesAfter(mark)
+	if err == nil && took > slowRead {
+		ps, _, err = t.pausesAfter(t.markPauses())
+	}
+	return ps, err
+}
+
 // pausesAfter returns the pauses as read by a read that started after
 // markPauses returned mark, reading them if no such read is done or
-// going. The runs that marked before a read started share it.
-func (t *termRun) pausesAfter(mark uint64) (map[string]control.Pause, error) {
+// going, and how long that read took. The runs that marked before a read
+// started share it.
+func (t *termRun) pausesAfter(mark uint64) (map[string]control.Pause, time.Duration, error) {
 	v := &t.pauses
 	for {
 		v.mu.Lock()
 		if v.reading == nil && v.done > mark {
-			ps, err := v.pauses, v.err
+			ps, took, err := v.pauses, v.took, v.err
 			v.mu.Unlock()
-			return ps, err
+			return ps, took, err
 		}
 		if ch := v.reading; ch != nil {
 			v.mu.Unlock()
 			select {
 			case <-ch:
 			case <-t.base.Done():
-				return nil, context.Cause(t.base)
+				return nil, 0, context.Cause(t.base)
 			}
 			continue
 		}
@@ -140,12 +160,14 @@ func (t *termRun) pausesAfter(mark uint64) (map[string]control.Pause, error) {
 		v.started++
 		n := v.started
 		v.mu.Unlock()
+		began := time.Now()
 		ps, err := t.readPauses()
+		took := time.Since(began)
 		v.mu.Lock()
-		v.reading, v.done, v.pauses, v.err = nil, n, ps, err
+		v.reading, v.done, v.pauses, v.took, v.err = nil, n, ps, took, err
 		close(ch)
 		v.mu.Unlock()
-		return ps, err
+		return ps, took, err
 	}
 }
 
@@ -189,7 +211,7 @@ func (t *termRun) readPauses() (map[string]control.Pause, error) {
 func pauseStep(next runFunc) runFunc {
 	return func(r *tickRun) {
 		t := r.t
-		ps, err := t.pausesAfter(r.pauseMark)
+		ps, err := t.freshPauses(r.pauseMark)
 		// The read is a round trip more between the claim and the start:
 		// the term may have ended meanwhile.
 		if terr := t.check(); terr != nil {
@@ -224,7 +246,7 @@ func (r *tickRun) pausedNow() string {
 	if t.h.cfg.Control == nil || r.manual != nil {
 		return ""
 	}
-	ps, err := t.pausesAfter(t.markPauses())
+	ps, err := t.freshPauses(t.markPauses())
 	if err != nil {
 		return fmt.Sprintf("pause state unknown: %v", err)
 	}
