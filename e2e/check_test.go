@@ -120,9 +120,12 @@ func (sc *scenario) check(from, to time.Time) string {
 	// what a kill -9 then does; a term lost in a freeze starts nothing on
 	// waking. Accounted for, not lost.
 	for _, u := range unstarted {
+		m := history.Misfire{Instance: u.id, Token: u.k.token, Job: u.k.job, Tick: time.Unix(u.k.tick, 0).UTC(), At: u.at}
 		if how := stoppedBeforeStart(&in, u, slack); how != "" {
-			in.Misfires = append(in.Misfires, history.Misfire{Instance: u.id, Token: u.k.token, Job: u.k.job,
-				Tick: time.Unix(u.k.tick, 0).UTC(), At: u.at, Reason: "run started, then its instance was " + how})
+			m.Reason = "run started, then its instance was " + how
+			in.Misfires = append(in.Misfires, m)
+		} else {
+			in.Unwritten = append(in.Unwritten, m)
 		}
 	}
 	for i, s := range starts {

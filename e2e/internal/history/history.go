@@ -156,6 +156,11 @@ type Input struct {
 	// Asked are the claims an instance asked again because the answer to
 	// the first was lost (Reason unused): one may have landed.
 	Asked []Misfire
+	// Unwritten are the runs an instance logged as started (At) of which
+	// the job wrote no line, and that no kill or freeze of the suite's
+	// explains (Reason unused). Kept as evidence, never as an excuse: a
+	// lost tick's violation names its own.
+	Unwritten []Misfire
 	// Frozen are the spans in which an instance was stopped (SIGSTOP): a
 	// live term whose instance was frozen at a tick may miss it silently;
 	// the next term's catch-up must then account for it.

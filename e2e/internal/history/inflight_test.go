@@ -2,6 +2,7 @@ package history
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -234,5 +235,20 @@ func TestCheck_TermStoppingNeedsTheStop(t *testing.T) {
 	// Said 300 ms before b stopped: the reason does not hold.
 	if r := Check(stopping(14.75)); !lostAt(r, 15) {
 		t.Errorf("b said it was stopping 300 ms before its stop: tick 15 not reported lost: %v", r.Violations)
+	}
+}
+
+// A lost tick's violation names a run its node logged as started of
+// which the job wrote no line: kept as evidence, it excuses nothing.
+func TestCheck_LostTickNamesAnUnwrittenRun(t *testing.T) {
+	in := clean()
+	in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Tick.Equal(at(15)) })
+	in.Unwritten = []Misfire{{Instance: "b", Token: 20, Job: "j", Tick: at(15), At: at(15.01)}}
+	r := Check(in)
+	if !lostAt(r, 15) {
+		t.Fatalf("tick 15 not reported lost: %v", r.Violations)
+	}
+	if want := "b (term 20) logged tick 2026-01-01T00:00:15Z's run as started at 2026-01-01T00:00:15.01Z"; !strings.Contains(r.Violations[0].Detail, want) {
+		t.Errorf("violation %q does not say %q", r.Violations[0].Detail, want)
 	}
 }

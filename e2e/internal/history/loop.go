@@ -1,6 +1,9 @@
 package history
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // loopRan reports whether tm's schedule loop decided any tick: a start
 // that is not a catch-up, or a tick after the term's start logged as not
@@ -99,4 +102,19 @@ func refusedBefore(logged []Misfire, terms []Term, next *Term) bool {
 		}
 	}
 	return false
+}
+
+// unwritten says, for a lost tick's violation, which instances logged a
+// run of job standing for t as started of which the job wrote no line
+// (a catch-up run stands for the ticks before its own: any of them from
+// t through the grace counts); "" if none did.
+func unwritten(in Input, job string, t time.Time, grace time.Duration) string {
+	out := ""
+	for _, u := range in.Unwritten {
+		if u.Job == job && !u.Tick.Before(t) && !u.Tick.After(t.Add(grace)) {
+			out += fmt.Sprintf("; %s (term %d) logged tick %s's run as started at %s, and the job wrote no line of it",
+				u.Instance, u.Token, u.Tick.Format(time.RFC3339), u.At.Format(time.RFC3339Nano))
+		}
+	}
+	return out
 }

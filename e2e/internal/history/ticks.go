@@ -339,8 +339,8 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 					continue
 				}
 			}
-			r.add("lost-tick", "job %s tick %s: term %d (%s) was live and neither ran it nor logged why",
-				job, t.Format(time.RFC3339Nano), live.Token, live.Instance)
+			r.add("lost-tick", "job %s tick %s: term %d (%s) was live and neither ran it nor logged why%s",
+				job, t.Format(time.RFC3339Nano), live.Token, live.Instance, unwritten(in, job, t, p.Grace))
 		case next == nil:
 			// The window ended with nobody leading after t.
 			account("no later term")
@@ -361,8 +361,8 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 			if live != nil {
 				lead = fmt.Sprintf("%s (term %d) was frozen", live.Instance, live.Token)
 			}
-			r.add("lost-tick", "job %s tick %s: missed while %s, within grace %v of term %d (%s, started %s), and no catch-up run covers it (policy %s)",
-				job, t.Format(time.RFC3339Nano), lead, p.Grace, next.Token, next.Instance, next.Start.Format(time.RFC3339Nano), p.Misfire)
+			r.add("lost-tick", "job %s tick %s: missed while %s, within grace %v of term %d (%s, started %s), and no catch-up run covers it (policy %s)%s",
+				job, t.Format(time.RFC3339Nano), lead, p.Grace, next.Token, next.Instance, next.Start.Format(time.RFC3339Nano), p.Misfire, unwritten(in, job, t, p.Grace))
 		}
 	}
 }
