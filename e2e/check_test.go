@@ -56,7 +56,7 @@ func (sc *scenario) check(from, to time.Time) string {
 		CrashBound:    be.crashBound,
 		Slack:         slack,
 		ClaimTimeout:  claimTimeout,
-		PauseRead:     claimTimeout, // the same ledger timeout
+		PauseRead:     2 * claimTimeout, // a read, and one more after a slow one
 		Frozen:        sc.frozen,
 		Faults:        sc.timeline,
 	}

@@ -209,10 +209,11 @@ type Input struct {
 	// ledgerTimeout): a claim still in flight when its instance was killed
 	// was sent at most this long before. Zero: claims are never in flight.
 	ClaimTimeout time.Duration
-	// PauseRead bounds the read of the pauses between a tick's claim and
-	// its start (schedulerhost's readPauses, within the ledger timeout):
-	// a tick admitted and not started may be in flight for the claim
-	// timeout and this. Zero: the Host has no control store.
+	// PauseRead bounds the reads of the pauses between a tick's claim and
+	// its start (schedulerhost's freshPauses: a read, and one more after
+	// a slow one, each within the ledger timeout): a tick admitted and
+	// not started may be in flight for the claim timeout and this. Zero:
+	// the Host has no control store.
 	PauseRead time.Duration
 	// Slack absorbs the time between a decision and its log line. Where
 	// the records give the order (a run's first line comes after its
