@@ -16,18 +16,36 @@ import (
 // never answers the claims of that tick after it (a backend that hangs).
 type lateAnswerLedger struct {
 	ledger.Ledger
-	mu       sync.Mutex
-	first    time.Time
+	firstTick
 	attempts int
+}
+
+// firstTick remembers the first tick a ledger was asked to claim.
+type firstTick struct {
+	mu    sync.Mutex
+	first time.Time
+}
+
+// isLocked reports whether tick is the first one seen (and sees it),
+// with f.mu held.
+func (f *firstTick) isLocked(tick time.Time) bool {
+	if f.first.IsZero() {
+		f.first = tick
+	}
+	return tick.Equal(f.first)
+}
+
+// tick returns the first tick seen.
+func (f *firstTick) tick() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.first
 }
 
 func (l *lateAnswerLedger) Claim(ctx context.Context, cs []ledger.Claim) []error {
 	return eachClaim(ctx, cs, func(ctx context.Context, c ledger.Claim) error {
 		l.mu.Lock()
-		if l.first.IsZero() {
-			l.first = c.Tick
-		}
-		mine := c.Tick.Equal(l.first)
+		mine := l.isLocked(c.Tick)
 		if mine {
 			l.attempts++
 		}
@@ -62,9 +80,7 @@ func TestHost_ClaimRetriesEndWithinTheClaimTimeout(t *testing.T) {
 		}}})
 		time.Sleep(12500 * time.Millisecond)
 		n.stop(t)
-		fl.mu.Lock()
-		first := fl.first
-		fl.mu.Unlock()
+		first := fl.tick()
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		ran := map[time.Time]bool{}

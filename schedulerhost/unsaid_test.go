@@ -3,7 +3,6 @@ package schedulerhost_test
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -18,17 +17,13 @@ import (
 // its context ends, as on a backend that does not answer.
 type hangFirst struct {
 	ledger.Ledger
-	mu    sync.Mutex
-	first time.Time
+	firstTick
 }
 
 func (l *hangFirst) Claim(ctx context.Context, cs []ledger.Claim) []error {
 	return eachClaim(ctx, cs, func(ctx context.Context, c ledger.Claim) error {
 		l.mu.Lock()
-		if l.first.IsZero() {
-			l.first = c.Tick
-		}
-		mine := c.Tick.Equal(l.first)
+		mine := l.isLocked(c.Tick)
 		l.mu.Unlock()
 		if !mine {
 			return l.Ledger.Claim(ctx, []ledger.Claim{c})[0]
@@ -65,9 +60,7 @@ func TestHost_RunStoppedBeforeItsClaimSaysSo(t *testing.T) {
 				said[m["tick"].(string)] = true
 			}
 		}
-		fl.mu.Lock()
-		first := fl.first
-		fl.mu.Unlock()
+		first := fl.tick()
 		for s := 0; s < 2; s++ {
 			tick := first.Add(time.Duration(s) * time.Second).Format(time.RFC3339Nano)
 			if !said[tick] {
