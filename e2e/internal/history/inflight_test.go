@@ -92,7 +92,10 @@ func lateLoop(firstSkip func(tick int) float64) Input {
 }
 
 func TestCheck_StillGoingFromALateLoop(t *testing.T) {
-	r := Check(lateLoop(func(int) float64 { return 17.5 }))
+	late := lateLoop(func(int) float64 { return 17.5 })
+	// A run with b's token by another instance is not b's loop.
+	late.Starts = append(late.Starts, Start{Job: "k", Tick: at(5), Token: 20, Instance: "x", At: at(5.001), Line: 81})
+	r := Check(late)
 	for s := 14.0; s <= 20; s++ {
 		if lostAt(r, s) {
 			t.Errorf("tick %v: tick 13 admitted when the loop began at 17.5 s, in flight until 21 s: %v", s, r.Violations)
@@ -103,6 +106,13 @@ func TestCheck_StillGoingFromALateLoop(t *testing.T) {
 	r = Check(lateLoop(func(s int) float64 { return float64(s) + 0.001 }))
 	if !lostAt(r, 20) || lostAt(r, 19) {
 		t.Errorf("loop began by 14 s: want tick 20 lost, 19 not: %v", r.Violations)
+	}
+	// The loop ran from 14 s, as a run of another job shows.
+	in := lateLoop(func(int) float64 { return 17.5 })
+	in.Starts = append(in.Starts, Start{Job: "k", Tick: at(14), Token: 20, Instance: "b", At: at(14.001), Line: 80})
+	r = Check(in)
+	if !lostAt(r, 20) || lostAt(r, 19) {
+		t.Errorf("b's loop started a run at 14 s: want tick 20 lost, 19 not: %v", r.Violations)
 	}
 }
 
@@ -243,12 +253,20 @@ func TestCheck_TermStoppingNeedsTheStop(t *testing.T) {
 func TestCheck_LostTickNamesAnUnwrittenRun(t *testing.T) {
 	in := clean()
 	in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Tick.Equal(at(15)) })
-	in.Unwritten = []Misfire{{Instance: "b", Token: 20, Job: "j", Tick: at(15), At: at(15.01)}}
+	in.Unwritten = []Misfire{
+		{Instance: "b", Token: 20, Job: "j", Tick: at(15), At: at(15.01)},
+		{Instance: "b", Token: 20, Job: "k", Tick: at(16), At: at(16.01)}, // another job's
+		{Instance: "b", Token: 20, Job: "j", Tick: at(14), At: at(14.01)}, // before the tick
+		{Instance: "b", Token: 20, Job: "j", Tick: at(21), At: at(21.01)}, // past the grace
+	}
 	r := Check(in)
 	if !lostAt(r, 15) {
 		t.Fatalf("tick 15 not reported lost: %v", r.Violations)
 	}
 	if want := "b (term 20) logged tick 2026-01-01T00:00:15Z's run as started at 2026-01-01T00:00:15.01Z"; !strings.Contains(r.Violations[0].Detail, want) {
 		t.Errorf("violation %q does not say %q", r.Violations[0].Detail, want)
+	}
+	if n := strings.Count(r.Violations[0].Detail, "logged tick"); n != 1 {
+		t.Errorf("violation %q names %d runs, want only tick 15's", r.Violations[0].Detail, n)
 	}
 }
