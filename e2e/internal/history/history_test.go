@@ -525,9 +525,18 @@ func TestCheck_TermOverBeforeItsLoop(t *testing.T) {
 		t.Errorf("violations %v, accounted %v; want ticks 11 and 12 accounted for by b's catch-up", r.Violations, r.Accounted)
 	}
 	// Had c's loop decided a tick, ticks 11 and 12 would be c's to run.
-	in.Misfires = []Misfire{{Instance: "c", Token: 15, Job: "j", Tick: at(11), At: at(11.01), Reason: "run not started: claim failed"}}
-	if r := Check(in); r.LostTicks != 1 {
+	loopRan := in
+	loopRan.Misfires = []Misfire{{Instance: "c", Token: 15, Job: "j", Tick: at(11), At: at(11.01), Reason: "run not started: claim failed"}}
+	if r := Check(loopRan); r.LostTicks != 1 {
 		t.Errorf("c's loop ran: lost %d, want 1 (tick 12): %v", r.LostTicks, r.Violations)
+	}
+	// A catch-up run is not the loop: a killed at 9.5 s, c's catch-up
+	// ran tick 10 and its claims of the last ticks hung until 12.3 s.
+	in.Terms[0].Stop = at(9.5)
+	in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Token == 10 && s.Tick.Equal(at(10)) })
+	in.Starts = append(in.Starts, Start{Job: "j", Tick: at(10), Token: 15, Instance: "c", At: at(10.6), CatchUp: true, CatchUpFrom: at(10), Line: 98})
+	if r := Check(in); !r.OK() {
+		t.Errorf("c ran only its catch-up, of tick 10: %v", r.Violations)
 	}
 }
 
