@@ -46,7 +46,9 @@ func (sc *scenario) check(from, to time.Time) string {
 		Starts:  starts,
 		Ends:    ends,
 		Records: records,
-		Pauses:  pauses,
+		// drainScript sleeps 250 ms between two heartbeats.
+		Heartbeats: map[string]time.Duration{"drain": 250 * time.Millisecond},
+		Pauses:     pauses,
 		Jobs: map[string]history.Policy{
 			"tick": {Every: time.Second, Misfire: "run-once", Grace: be.grace},
 			"nap":  {Every: 5 * time.Second, Misfire: "run-once", Grace: be.grace},

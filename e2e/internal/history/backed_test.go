@@ -263,3 +263,49 @@ func TestCheck_StillGoingWhileFrozen(t *testing.T) {
 		}
 	}
 }
+
+// A run's end line comes before its instance reaps it; on a stalled
+// machine the loop may skip the next tick as "still going" first. The
+// stall counts when the job's own heartbeats measured it: two of one run
+// on that instance, spanning the end line and the skip (less the slack),
+// later than their sleep by at least the time between those.
+func TestCheck_StillGoingWhileStalled(t *testing.T) {
+	// Tick 4's run ended at 4.005 s; a skips tick 5 at 5.001 s: 896 ms
+	// after the end line, less the slack. Job d's run sleeps 250 ms
+	// between heartbeats.
+	stalled := func(edit func(in *Input)) Input {
+		in := withEnds(clean())
+		in.Jobs["d"] = Policy{}
+		in.Heartbeats = map[string]time.Duration{"d": 250 * time.Millisecond}
+		in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Tick.Equal(at(5)) && !s.CatchUp })
+		in.Ends = slices.DeleteFunc(in.Ends, func(e End) bool { return e.Tick.Equal(at(5)) })
+		in.Misfires = []Misfire{{Instance: "a", Token: 10, Job: "j", Tick: at(5), At: at(5.001), Reason: StillGoing}}
+		in.Records = []Record{
+			{Kind: "H", Job: "d", Tick: at(3), Token: 10, Instance: "a", At: at(3.9), Line: 100},
+			{Kind: "H", Job: "d", Tick: at(3), Token: 10, Instance: "a", At: at(5.1), Line: 101},
+		}
+		if edit != nil {
+			edit(&in)
+		}
+		return in
+	}
+	if r := Check(stalled(nil)); !r.OK() {
+		t.Errorf("heartbeats 1.2 s apart (950 ms late) around the end and the skip: %v", r.Violations)
+	}
+	for _, c := range []struct {
+		name string
+		edit func(in *Input)
+	}{
+		{"no heartbeat period", func(in *Input) { in.Heartbeats = nil }},
+		{"heartbeats 850 ms late", func(in *Input) { in.Records[1].At = at(5.0) }},
+		{"heartbeats of another instance", func(in *Input) { in.Records[0].Instance, in.Records[1].Instance = "b", "b" }},
+		{"heartbeats of two runs", func(in *Input) { in.Records[1].Tick = at(4) }},
+		{"heartbeats of a job with no period", func(in *Input) { in.Heartbeats = map[string]time.Duration{"k": 250 * time.Millisecond} }},
+		{"the stall over before the skip", func(in *Input) { in.Records[0].At, in.Records[1].At = at(2.5), at(4.2) }},
+		{"the stall begun after the end", func(in *Input) { in.Records[0].At, in.Records[1].At = at(4.1), at(6.1) }},
+	} {
+		if r := Check(stalled(c.edit)); !lostAt(r, 5) {
+			t.Errorf("%s: tick 5 not reported lost: %v", c.name, r.Violations)
+		}
+	}
+}

@@ -46,7 +46,7 @@ func backed(in Input, terms []Term, p Policy, m Misfire) bool {
 			going := true
 			for _, e := range in.Ends {
 				if e.Job == last.Job && e.Token == last.Token && e.Instance == last.Instance && e.Tick.Equal(last.Tick) && e.At.Before(m.At.Add(-in.Slack)) &&
-					!unreaped(in, m, e.At) {
+					!unreaped(in, m, e.At) && !stalled(in, m.Instance, e.At, m.At.Add(-in.Slack)) {
 					going = false // it had ended, and its instance could see it
 				}
 			}
@@ -168,6 +168,29 @@ func unreaped(in Input, m Misfire, end time.Time) bool {
 			!m.At.Before(f.To) && !m.At.After(f.To.Add(in.Slack)) {
 			return true
 		}
+	}
+	return false
+}
+
+// stalled reports whether a job's heartbeats on instance (Heartbeats)
+// show its machine stalled from from to to: two heartbeats of one run,
+// the first at or before from and the second at or after to, that came
+// later than the job's sleep allows by at least to - from. The 2026-11-29 mysql soak found one: node-4-44
+// skipped tick 00:41:26 of "tick" 236 ms after that job's end line for
+// tick 25, when the drain job's heartbeats on it came 506 and 617 ms
+// apart (250 ms sleep).
+func stalled(in Input, instance string, from, to time.Time) bool {
+	var prev *Record
+	for i, r := range in.Records {
+		every, ok := in.Heartbeats[r.Job]
+		if r.Kind != "H" || r.Instance != instance || !ok {
+			continue
+		}
+		if prev != nil && prev.Job == r.Job && prev.Token == r.Token && prev.Tick.Equal(r.Tick) &&
+			!prev.At.After(from) && !r.At.Before(to) && r.At.Sub(prev.At)-every >= to.Sub(from) {
+			return true
+		}
+		prev = &in.Records[i]
 	}
 	return false
 }

@@ -195,6 +195,12 @@ type Input struct {
 	// applications) wrote while their runs executed (see Record): runs
 	// of two terms must never execute at the same time. Nil skips it.
 	Records []Record
+	// Heartbeats are, by job, the time its process sleeps between two
+	// heartbeat records (H) of a run. A longer gap is a stall of its
+	// instance's machine that the job measured itself: a run's end line
+	// may come before its instance reaped it by up to a stall that
+	// spans both (see stalled). Nil: no stall is measured.
+	Heartbeats map[string]time.Duration
 	// Pauses are the pauses the operator had acknowledged: no run of the
 	// job may start after one until its resume is sent.
 	Pauses []Pause
