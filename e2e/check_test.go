@@ -43,11 +43,10 @@ func (sc *scenario) check(from, to time.Time) string {
 	pauses := slices.Clone(sc.pauses)
 	sc.mu.Unlock()
 	in := history.Input{
-		Starts:  starts,
-		Ends:    ends,
-		Records: records,
-		// drainScript sleeps 250 ms between two heartbeats.
-		Heartbeats: map[string]time.Duration{"drain": 250 * time.Millisecond},
+		Starts:     starts,
+		Ends:       ends,
+		Records:    records,
+		Heartbeats: heartbeats(),
 		Pauses:     pauses,
 		Jobs: map[string]history.Policy{
 			"tick": {Every: time.Second, Misfire: "run-once", Grace: be.grace},
