@@ -130,6 +130,31 @@ func TestCheck_ExcusesRestOnTheirOwnRecords(t *testing.T) {
 			in.LastClaims[0].Instance = "a"
 			return in
 		}},
+		{"term stopping: the instance's earlier term had stopped", 15, func() Input {
+			// b led before a and stopped at 0.3 s; its next term, from
+			// 12.5 s, was live when it said it was stopping.
+			in := clean()
+			in.Terms = append([]Term{{Instance: "b", Token: 5, Start: at(-1), Stop: at(0.3), Lost: at(0.3)}}, in.Terms...)
+			drop(&in, 15)
+			in.Misfires = []Misfire{{Instance: "b", Token: 20, Job: "j", Tick: at(15), At: at(15.001), Reason: TermStopping}}
+			return in
+		}},
+		{"still going: a silent tick past its pre-start bound", 25, func() Input {
+			// b's loop ran tick 13 and said nothing of 14..19; it logged
+			// its claims of 20..24 as failed, and skipped 25 as still
+			// going. 14..19 were admitted more than the claim timeout
+			// (no pause read) before the skip: none was in flight.
+			in := withEnds(clean())
+			in.To = at(26)
+			in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Token == 20 && s.Tick.After(at(13)) })
+			in.Ends = slices.DeleteFunc(in.Ends, func(e End) bool { return e.Token == 20 && e.Tick.After(at(13)) })
+			in.Starts = append(in.Starts, Start{Job: "j", Tick: at(26), Token: 20, Instance: "b", At: at(26.001), Line: 90})
+			for tk := 20.0; tk <= 24; tk++ {
+				in.Misfires = append(in.Misfires, Misfire{Instance: "b", Token: 20, Job: "j", Tick: at(tk), At: at(tk + 0.5), Reason: "run not started: claim failed"})
+			}
+			in.Misfires = append(in.Misfires, Misfire{Instance: "b", Token: 20, Job: "j", Tick: at(25), At: at(25.001), Reason: StillGoing})
+			return in
+		}},
 		{"never claimed: it read a claim", 11, func() Input {
 			in := neverClaimedJob()
 			in.LastClaims[0].Tick = at(-5)
@@ -291,6 +316,17 @@ func TestCheck_StillGoingWhileStalled(t *testing.T) {
 	}
 	if r := Check(stalled(nil)); !r.OK() {
 		t.Errorf("heartbeats 1.2 s apart (950 ms late) around the end and the skip: %v", r.Violations)
+	}
+	exact := stalled(nil)
+	for _, e := range exact.Ends {
+		if e.Tick.Equal(at(4)) {
+			// As late as the time from the end line to the skip, less
+			// the slack, to the nanosecond.
+			exact.Records[1].At = exact.Records[0].At.Add(250*time.Millisecond + at(5.001).Add(-exact.Slack).Sub(e.At))
+		}
+	}
+	if r := Check(exact); !r.OK() {
+		t.Errorf("heartbeats exactly as late as the end line was early: %v", r.Violations)
 	}
 	for _, c := range []struct {
 		name string

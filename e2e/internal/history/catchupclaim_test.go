@@ -25,6 +25,29 @@ func TestCheck_KilledInThisJobsCatchUp(t *testing.T) {
 	if r := Check(base()); !r.OK() {
 		t.Fatalf("c killed in j's catch-up, b read its claim of 10: %v", r.Violations)
 	}
+	// Others' records of j are not c's loop deciding a tick of j.
+	for _, c := range []struct {
+		name string
+		edit func(in *Input)
+	}{
+		{"c's earlier term ran j", func(in *Input) {
+			in.Terms = append([]Term{{Instance: "c", Token: 3, Start: at(-3), Stop: at(-0.5), Lost: at(-0.5)}}, in.Terms...)
+			in.Starts = append(in.Starts, Start{Job: "j", Tick: at(-1), Token: 3, Instance: "c", At: at(-0.999), Line: 91})
+		}},
+		{"c's earlier term logged a tick of j", func(in *Input) {
+			in.Terms = append([]Term{{Instance: "c", Token: 3, Start: at(-3), Stop: at(-0.5), Lost: at(-0.5)}}, in.Terms...)
+			in.Misfires = append(in.Misfires, Misfire{Instance: "c", Token: 3, Job: "j", Tick: at(11), At: at(-0.6), Reason: "run not started: claim failed"})
+		}},
+		{"c's loop logged a tick of k", func(in *Input) {
+			in.Misfires = append(in.Misfires, Misfire{Instance: "c", Token: 15, Job: "k", Tick: at(11), At: at(11.002), Reason: "run not started: claim failed"})
+		}},
+	} {
+		in := base()
+		c.edit(&in)
+		if r := Check(in); lostAt(r, 10) {
+			t.Errorf("%s: tick 10 reported lost: %v", c.name, r.Violations)
+		}
+	}
 	for _, c := range []struct {
 		name string
 		edit func(in *Input)

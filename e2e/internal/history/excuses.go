@@ -112,13 +112,6 @@ func backed(in Input, terms []Term, p Policy, m Misfire) bool {
 			if t.Before(term.Start.Add(-in.Slack)) && !caughtUp(t) {
 				continue
 			}
-			admitted := t
-			if admitted.Before(loop) {
-				admitted = loop
-			}
-			if t.Before(m.Tick.Add(-in.ClaimTimeout-in.Slack)) && m.At.After(admitted.Add(pre+in.Slack)) {
-				continue // decided by then, whatever it logged
-			}
 			decided := false // started since t, or t skipped
 			for _, s := range in.Starts {
 				// A start after the skip (less the slack) was still being
