@@ -38,6 +38,12 @@ func TestCheck_KilledInThisJobsCatchUp(t *testing.T) {
 			in.Terms = append([]Term{{Instance: "c", Token: 3, Start: at(-3), Stop: at(-0.5), Lost: at(-0.5)}}, in.Terms...)
 			in.Misfires = append(in.Misfires, Misfire{Instance: "c", Token: 3, Job: "j", Tick: at(11), At: at(-0.6), Reason: "run not started: claim failed"})
 		}},
+		{"another instance ran j with c's token", func(in *Input) {
+			in.Starts = append(in.Starts, Start{Job: "j", Tick: at(11), Token: 15, Instance: "x", At: at(11.002), Line: 91})
+		}},
+		{"another instance logged a tick of j with c's token", func(in *Input) {
+			in.Misfires = append(in.Misfires, Misfire{Instance: "x", Token: 15, Job: "j", Tick: at(11), At: at(11.002), Reason: "run not started: claim failed"})
+		}},
 		{"c's loop logged a tick of k", func(in *Input) {
 			in.Misfires = append(in.Misfires, Misfire{Instance: "c", Token: 15, Job: "k", Tick: at(11), At: at(11.002), Reason: "run not started: claim failed"})
 		}},
