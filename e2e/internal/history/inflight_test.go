@@ -270,3 +270,65 @@ func TestCheck_LostTickNamesAnUnwrittenRun(t *testing.T) {
 		t.Errorf("violation %q names %d runs, want only tick 15's", r.Violations[0].Detail, n)
 	}
 }
+
+// killedAsking: a (term 10) is killed at 9.5 s; c (term 15) begins at
+// 10.95 s, within the slack before tick 11, catches up tick 10, takes
+// tick 11 in its loop and asks for its claim again, skips 12 for it, and
+// is killed at 12.5 s with the claim in flight; b (term 20) begins at
+// 13.5 s, reads lastClaimed and its catch-up of 13 stands for the ticks
+// from catchUpFrom. The 2026-11-29 consul soak found it: term 9406 began
+// 132 ms before tick 04:00:18, asked for its claim three times on a
+// reset connection, and was killed; term 9461 caught up from 18.
+func killedAsking(catchUpFrom, lastClaimed float64) Input {
+	in := clean()
+	in.Terms = []Term{
+		{Instance: "a", Token: 10, Start: at(0.5), Stop: at(9.5), Killed: true},
+		{Instance: "c", Token: 15, Start: at(10.95), Stop: at(12.5), Killed: true},
+		{Instance: "b", Token: 20, Start: at(13.5)},
+	}
+	in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool {
+		return (s.Token == 10 && s.Tick.Compare(at(10)) >= 0) || (s.Token == 20 && s.Tick.Compare(at(13)) <= 0)
+	})
+	in.Starts = append(in.Starts,
+		Start{Job: "j", Tick: at(10), Token: 15, Instance: "c", At: at(10.96), CatchUp: true, CatchUpFrom: at(10), Line: 60},
+		Start{Job: "j", Tick: at(13), Token: 20, Instance: "b", At: at(13.51), CatchUp: true, CatchUpFrom: at(catchUpFrom), Line: 61})
+	in.LastClaims = []LastClaim{{Instance: "c", Token: 15, Job: "j", Tick: at(9)}, {Instance: "b", Token: 20, Job: "j", Tick: at(lastClaimed)}}
+	in.Asked = []Misfire{{Instance: "c", Token: 15, Job: "j", Tick: at(11), At: at(11.1)}}
+	in.Misfires = []Misfire{{Instance: "c", Token: 15, Job: "j", Tick: at(12), At: at(12.001), Reason: StillGoing}}
+	return in
+}
+
+func TestCheck_KilledAskingAtTermStart(t *testing.T) {
+	if r := Check(killedAsking(11, 10)); !r.OK() || r.Accounted["claim in flight when its instance was killed, then catch-up"] != 1 {
+		t.Errorf("c killed with tick 11's claim in flight, b caught up from 11: violations %v, accounted %v", r.Violations, r.Accounted)
+	}
+	if r := Check(killedAsking(12, 11)); !r.OK() {
+		t.Errorf("c's claim of 11 landed (b read it): %v", r.Violations)
+	}
+	for _, c := range []struct {
+		name string
+		in   func() Input
+	}{
+		{"b's catch-up stands for 12 on", func() Input { return killedAsking(12, 10) }},
+		{"c's loop said nothing of 11", func() Input {
+			in := killedAsking(11, 10)
+			in.Asked = nil
+			in.Misfires[0].Reason = "run not started: claim failed"
+			return in
+		}},
+		{"c began after 11", func() Input {
+			in := killedAsking(11, 10)
+			in.Terms[1].Start = at(11.05)
+			return in
+		}},
+		{"c was not killed", func() Input {
+			in := killedAsking(11, 10)
+			in.Terms[1].Killed, in.Terms[1].Lost = false, at(12.5)
+			return in
+		}},
+	} {
+		if r := Check(c.in()); !lostAt(r, 11) {
+			t.Errorf("%s: tick 11 not reported lost: %v", c.name, r.Violations)
+		}
+	}
+}

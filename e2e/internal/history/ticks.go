@@ -193,6 +193,7 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 		killedInCatchUp := false
 		unknownInCatchUp := false // a claim of its catch-up asked again, never confirmed
 		refused := false          // a term before refused its claim of t as stale
+		inFlightKilled := false   // a term before was killed with its claim of t in flight
 		for i, tm := range terms {
 			// A term that began within the slack before t but stopped
 			// before t (killed at once) is not the one after t.
@@ -205,7 +206,7 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 			if how := accountsFor(&terms[i], t); how != "" {
 				return prefix + how, next
 			}
-			if claimedByKilled(&terms[i], t) || (killedInCatchUp && readClaimed(&terms[i], t)) {
+			if claimedByKilled(&terms[i], t) || ((killedInCatchUp || inFlightKilled) && readClaimed(&terms[i], t)) {
 				return prefix + "claimed by a term killed at the tick", next
 			}
 			if unknownInCatchUp && readClaimed(&terms[i], t) {
@@ -242,6 +243,13 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 				// nothing of the job: the term after it accounts for t.
 				prefix = "catch-up claim refused as stale, then "
 				unknownInCatchUp = askedAgain(in, &terms[i], job, t)
+			case tm.Killed && !tm.Start.After(t) && inFlight(in, terms, p, job, &terms[i], t):
+				// It began within the slack before t, its loop took t,
+				// and it was killed with t's claim in flight (asked
+				// again, or a later tick skipped for it): the term after
+				// it accounts for t, or read a last claim at or after it.
+				prefix = "claim in flight when its instance was killed, then "
+				inFlightKilled = true
 			case !tm.Start.After(t) && !tm.Stop.IsZero() && refusedStale(&terms[i], t):
 				// It began within the slack before t and its claim of t
 				// was refused as stale, as it logged for t itself: the
