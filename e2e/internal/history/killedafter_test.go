@@ -21,6 +21,9 @@ func TestCheck_KilledOnlyAfterTheNextTermIsNoCrash(t *testing.T) {
 		{"no kill on record", nil, 1},
 		{"another node killed after", []Fault{{At: at(13.1), Kind: "kill-follower", Target: "c"}}, 1},
 		{"an earlier term of the node killed", []Fault{{At: at(0.2), Kind: "kill-leader", Target: "a"}, {At: at(13.1), Kind: "kill-follower", Target: "a"}}, 0},
+		{"the leader killed after the next term started", []Fault{{At: at(13.1), Kind: "kill-leader", Target: "a"}}, 0},
+		{"killed before, another fault at the node after", []Fault{{At: at(12.4), Kind: "kill-leader", Target: "a"}, {At: at(13.1), Kind: "partition", Target: "a"}}, 1},
+		{"no kill, another fault at the node after", []Fault{{At: at(13.1), Kind: "sigstop-leader", Target: "a"}}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := clean()
