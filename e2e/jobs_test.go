@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/batonhq/baton/internal/testenv"
 )
@@ -94,14 +95,23 @@ func drainScript(runs string) string {
   t=$(date +%%s%%N)
   printf '%%s %%s %%s %%s %%s %%s %%s\n' "$1" "$BATON_JOB" "$BATON_TICK" "$BATON_TOKEN" "$BATON_INSTANCE" "$t" "$2" >> '%s'
 }
-cleanup() { i=0; while [ $i -lt 12 ]; do rec H term; sleep 0.25; i=$((i+1)); done; rec E term; exit 0; }
+cleanup() { i=0; while [ $i -lt 12 ]; do rec H term; sleep %[2]g; i=$((i+1)); done; rec E term; exit 0; }
 trap cleanup TERM
 rec S "${BATON_CATCH_UP_FROM:-$BATON_CATCH_UP}"
 i=0
 while [ $i -lt 10 ]; do
-  rec H work; sleep 0.25; i=$((i+1))
+  rec H work; sleep %[2]g; i=$((i+1))
 done
-rec E 0`, runs)
+rec E 0`, runs, drainHeartbeat.Seconds())
+}
+
+// drainHeartbeat is the drain job's sleep between two heartbeat lines.
+const drainHeartbeat = 250 * time.Millisecond
+
+// heartbeats gives the checker the jobs' sleep between two heartbeat
+// lines (history.Input.Heartbeats).
+func heartbeats() map[string]time.Duration {
+	return map[string]time.Duration{"drain": drainHeartbeat}
 }
 
 // indent puts pre before every line of s.

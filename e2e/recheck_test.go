@@ -5,7 +5,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/batonhq/baton/e2e/internal/history"
 )
@@ -44,12 +43,6 @@ func loadHistory(t *testing.T, path string) history.Input {
 		in.Heartbeats = heartbeats() // kept before the field: the same jobs
 	}
 	return in
-}
-
-// heartbeats gives the jobs' sleep between two heartbeat lines: the
-// drain job's (drainScript) is 250 ms.
-func heartbeats() map[string]time.Duration {
-	return map[string]time.Duration{"drain": 250 * time.Millisecond}
 }
 
 // The second kube soak's last two lost ticks (lane 3) were the suite's

@@ -168,10 +168,10 @@ func unreaped(in Input, m Misfire, end time.Time) bool {
 // stalled reports whether a job's heartbeats on instance (Heartbeats)
 // show its machine stalled from from to to: two heartbeats of one run,
 // the first at or before from and the second at or after to, that came
-// later than the job's sleep allows by at least to - from. The 2026-11-29 mysql soak found one: node-4-44
-// skipped tick 00:41:26 of "tick" 236 ms after that job's end line for
-// tick 25, when the drain job's heartbeats on it came 506 and 617 ms
-// apart (250 ms sleep).
+// later than the job's sleep allows by at least to - from. The
+// 2026-11-29 mysql soak found one: node-4-44 skipped tick 00:41:26 of
+// "tick" 236 ms after that job's end line for tick 25, when the drain
+// job's heartbeats on it came 506 and 617 ms apart (250 ms sleep).
 func stalled(in Input, instance string, from, to time.Time) bool {
 	var prev *Record
 	for i, r := range in.Records {
