@@ -6,20 +6,21 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
+. "$here/../lib.sh"
 bin="$root/.bin/consul"
 stamp="$root/.bin/consul.stamp"
 
-version=$(sed -n 's/^[[:space:]]*github.com\/hashicorp\/consul \(v[^ ]*\).*/\1/p' "$here/go.mod" | head -n 1)
-if [ -z "$version" ]; then
-	echo "build.sh: cannot find the pinned github.com/hashicorp/consul version in $here/go.mod" >&2
-	exit 1
-fi
-want="$version $(cat "$here/go.mod" "$here/go.sum" | cksum | cut -d' ' -f1) $(go env GOVERSION)"
+pin github.com/hashicorp/consul
 
 if [ "${1:-}" != "-f" ] && [ -x "$bin" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] &&
 	"$bin" version 2>/dev/null | head -n 1 | grep -qx "Consul ${version}"; then
 	echo "build.sh: $bin is up to date (Consul $version)"
+	keep consul
+	exit 0
+fi
+
+if restore consul; then
+	echo "$want" > "$stamp"
 	exit 0
 fi
 
@@ -31,4 +32,5 @@ start=$(date +%s)
 (cd "$here" && go build -mod=readonly -o "$bin.tmp" github.com/hashicorp/consul)
 mv "$bin.tmp" "$bin"
 echo "$want" > "$stamp"
+keep consul
 echo "build.sh: built $("$bin" version | head -n 1) in $(( $(date +%s) - start ))s"

@@ -8,18 +8,19 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
+. "$here/../lib.sh"
 stamp="$root/.bin/etcd.stamp"
 
-version=$(sed -n 's/^[[:space:]]*go.etcd.io\/etcd\/etcdctl\/v3 \(v[^ ]*\).*/\1/p' "$here/go.mod" | head -n 1)
-if [ -z "$version" ]; then
-	echo "build.sh: cannot find the pinned go.etcd.io/etcd/etcdctl/v3 version in $here/go.mod" >&2
-	exit 1
-fi
-want="$version $(cat "$here/go.mod" "$here/go.sum" | cksum | cut -d' ' -f1) $(go env GOVERSION)"
+pin go.etcd.io/etcd/etcdctl/v3
 
 if [ "${1:-}" != "-f" ] && [ -x "$root/.bin/etcdctl" ] && [ -x "$root/.bin/etcd" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
 	echo "build.sh: $root/.bin/etcdctl and etcd are up to date ($version)"
+	keep etcdctl etcd
+	exit 0
+fi
+
+if restore etcdctl etcd; then
+	echo "$want" > "$stamp"
 	exit 0
 fi
 
@@ -32,4 +33,5 @@ for pkg in etcdctl/v3:etcdctl server/v3:etcd; do
 	mv "$bin.tmp" "$bin"
 done
 echo "$want" > "$stamp"
+keep etcdctl etcd
 echo "build.sh: built etcdctl and etcd $version in $(( $(date +%s) - start ))s"

@@ -9,19 +9,20 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
+. "$here/../lib.sh"
 bin="$root/.bin/kube-apiserver"
 stamp="$bin.stamp"
 
-version=$(sed -n 's/^\(require\)\{0,1\}[[:space:]]*k8s.io\/kubernetes \(v[^ ]*\).*/\2/p' "$here/go.mod" | head -n 1)
-if [ -z "$version" ]; then
-	echo "build.sh: cannot find the pinned k8s.io/kubernetes version in $here/go.mod" >&2
-	exit 1
-fi
-want="$version $(cat "$here/go.mod" "$here/go.sum" | cksum | cut -d' ' -f1) $(go env GOVERSION)"
+pin k8s.io/kubernetes
 
 if [ "${1:-}" != "-f" ] && [ -x "$bin" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
 	echo "build.sh: $bin is up to date ($version)"
+	keep kube-apiserver
+	exit 0
+fi
+
+if restore kube-apiserver; then
+	echo "$want" > "$stamp"
 	exit 0
 fi
 
@@ -37,4 +38,5 @@ echo "build.sh: building k8s.io/kubernetes/cmd/kube-apiserver $version into $bin
 (cd "$here" && go build -mod=readonly -ldflags "$flags" -o "$bin.tmp" k8s.io/kubernetes/cmd/kube-apiserver)
 mv "$bin.tmp" "$bin"
 echo "$want" > "$stamp"
+keep kube-apiserver
 echo "build.sh: built kube-apiserver $version in $(( $(date +%s) - start ))s"
