@@ -1,5 +1,5 @@
 # The commands the README and CI use. `make test` is the whole suite; it
-# builds the pinned tools first (.bin/etcdctl, .bin/etcd, .bin/consul,
+# builds the pinned tools (.bin/etcdctl, .bin/etcd, .bin/consul,
 # .bin/kube-apiserver) because the etcdctl, Consul and Kubernetes tests
 # and the clustered e2e runs use them.
 GO ?= go
@@ -7,18 +7,19 @@ GO ?= go
 .PHONY: test vet fmt-check tools demo soak bench fuzz mutate
 
 # Two tiers. The fast tier is `go test ./...`: the e2e fault suite skips
-# there unless BATON_E2E=1 (cleared here so that it does not run twice).
-# Then the e2e suite (short profile) runs on its own, in the package's
-# directory, so that go test prints its per-backend summary.
-test: tools vet fmt-check
-	BATON_E2E= $(GO) test -race -count=1 -timeout 20m ./...
-	cd backends/kube/interop && $(GO) test -race -count=1 -timeout 10m ./...
-	cd e2e && BATON_E2E=1 $(GO) test -race -count=1 -timeout 15m
-	GO=$(GO) sh tools/fuzz.sh $(FUZZ_SHORT)
+# there unless BATON_E2E=1. `make test` runs both, and gofmt, go vet and
+# the fuzz targets' short runs, through tools/test.sh: it builds the
+# pinned tools in the background while the packages that need none of
+# them are tested, then tests the rest beside the e2e suite (short
+# profile) and the fuzz runs. TEST_P: how many packages go test runs at
+# once (the tests wait on servers and TTLs more than they compute).
+TEST_P ?= 4
+test:
+	GO=$(GO) TEST_P=$(TEST_P) bash tools/test.sh $(FUZZ_SHORT)
 
 # Every fuzz target (tools/fuzz.sh finds them: func FuzzXxx in a _test.go
 # file), one after another: FUZZTIME each in `make fuzz`, FUZZ_SHORT each
-# at the end of `make test`. Their seeds and committed corpus
+# in `make test`. Their seeds and committed corpus
 # (testdata/fuzz) also run as plain tests in `go test ./...`.
 FUZZTIME ?= 10m
 FUZZ_SHORT ?= 10s
@@ -64,7 +65,8 @@ fmt-check:
 # out of go.mod: etcdctl and the etcd server (tools/etcd, about 90 s when
 # cold), Consul (tools/consul, a few minutes when cold) and kube-apiserver
 # (tools/kube, 6 to 11 minutes when cold on 2 cores). Each skips the
-# build when up to date.
+# build when up to date, and copies the binary from the machine's tool
+# cache (tools/lib.sh: beside Go's build cache) when it holds the pin.
 tools:
 	sh tools/etcd/build.sh
 	sh tools/consul/build.sh
