@@ -5,12 +5,12 @@
 # So the stages overlap where one waits and another computes:
 #
 #   1. the pinned tools (.bin: etcd, Consul, kube-apiserver) build in the
-#      background at the lowest priority, while gofmt, go vet and the
-#      packages whose tests start none of them run;
+#      background at the lowest priority, while gofmt and the packages
+#      whose tests start none of them run;
 #   2. then, side by side, the packages whose tests do (they import
-#      internal/consultest or internal/kubetest, or name .bin) and the
-#      client-go interop module, the e2e fault suite, and the fuzz
-#      targets at the lowest priority.
+#      internal/consultest or internal/kubetest, or name .bin), the
+#      client-go interop module, the e2e fault suite, and go vet and the
+#      fuzz targets at the lowest priority.
 #
 # A background stage's output is printed whole when it is waited for. The
 # first failing stage ends the run, and stops the background ones.
@@ -73,9 +73,7 @@ if [ -n "$out" ]; then
 	echo "$out"
 	exit 1
 fi
-$GO vet ./...
-(cd backends/kube/interop && $GO vet ./...)
-say "gofmt and go vet clean"
+say "gofmt clean"
 
 # shellcheck disable=SC2086 # the package lists split on white space
 BATON_E2E= $GO test -race -count=1 -p "$P" -timeout 20m $early
@@ -83,6 +81,11 @@ say "packages that need no tool passed"
 
 finish "$tools" tools
 
+# go vet compiles every package again, without -race: CPU that the tool
+# builds need more before this point, and the waiting stages leave idle.
+nice -n 19 sh -c "$GO vet ./... && cd backends/kube/interop && $GO vet ./..." >"$tmp/vet.log" 2>&1 &
+vet=$!
+bg="$bg $vet"
 nice -n 19 env GO="$GO" sh tools/fuzz.sh "$FUZZTIME" >"$tmp/fuzz.log" 2>&1 &
 fuzz=$!
 bg="$bg $fuzz"
@@ -90,11 +93,16 @@ bg="$bg $fuzz"
 e2e=$!
 bg="$bg $e2e"
 
+(cd backends/kube/interop && $GO test -race -count=1 -timeout 10m ./...) >"$tmp/interop.log" 2>&1 &
+interop=$!
+bg="$bg $interop"
+
 # shellcheck disable=SC2086
 BATON_E2E= $GO test -race -count=1 -p "$P" -timeout 20m $late
-(cd backends/kube/interop && $GO test -race -count=1 -timeout 10m ./...)
 say "packages that start a tool passed"
+finish "$interop" interop
 
+finish "$vet" vet
 finish "$e2e" e2e
 finish "$fuzz" fuzz
 say "all passed"
