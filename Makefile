@@ -9,10 +9,10 @@ GO ?= go
 # Two tiers. The fast tier is `go test ./...`: the e2e fault suite skips
 # there unless BATON_E2E=1. `make test` runs both, and gofmt, go vet and
 # the fuzz targets' short runs, through tools/test.sh: it builds the
-# pinned tools in the background while the packages that need none of
-# them are tested, then tests the rest beside the e2e suite (short
-# profile) and the fuzz runs. TEST_P: how many packages go test runs at
-# once (the tests wait on servers and TTLs more than they compute).
+# pinned tools, runs go vet and the fuzz runs at the lowest priority
+# beside the tests, which run a stage at a time (docs/testing.md).
+# TEST_P: how many packages go test runs at once (the tests wait on
+# servers and TTLs more than they compute).
 TEST_P ?= 4
 test:
 	GO=$(GO) TEST_P=$(TEST_P) bash tools/test.sh $(FUZZ_SHORT)
