@@ -26,6 +26,14 @@ func newElector(t *testing.T, b election.Backend, id string) *election.Elector {
 	return e
 }
 
+// newMemElector returns an elector id on a new memory backend whose
+// leases last 5 s, and the backend.
+func newMemElector(t *testing.T, id string) (*memory.Server, *election.Elector) {
+	t.Helper()
+	m := memory.New(election.Timing{TTL: 5 * time.Second})
+	return m, newElector(t, m.Candidate(), id)
+}
+
 // runHolding runs e with a lead function that holds each term until it
 // ends, on a goroutine of its own. stop cancels Run and waits for it to
 // return.
@@ -43,8 +51,7 @@ func runHolding(e *election.Elector) (stop func()) {
 
 func TestElector_Run_ReleasesAfterLeadReturns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := memory.New(election.Timing{TTL: 5 * time.Second})
-		e := newElector(t, m.Candidate(), "a")
+		m, e := newMemElector(t, "a")
 		ctx, cancel := context.WithCancel(context.Background())
 		var heldDuringDrain, heldAfter bool
 		var cause error
@@ -83,8 +90,7 @@ func TestElector_Run_ReleasesAfterLeadReturns(t *testing.T) {
 
 func TestElector_Run_LossCancelsTermWithCause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := memory.New(election.Timing{TTL: 5 * time.Second})
-		e := newElector(t, m.Candidate(), "a")
+		m, e := newMemElector(t, "a")
 		ctx, cancel := context.WithCancel(context.Background())
 		causes := make(chan error, 10)
 		done := make(chan error)
@@ -154,8 +160,7 @@ func TestElector_StepDown_CoolsDownThenLeadsAgain(t *testing.T) {
 // the cooldown until it is over, then zero.
 func TestElector_StepDown_ReportsTermAndCooldown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := memory.New(election.Timing{TTL: 5 * time.Second})
-		a := newElector(t, m.Candidate(), "a")
+		_, a := newMemElector(t, "a")
 		if u := a.CooldownUntil(); !u.IsZero() {
 			t.Errorf("CooldownUntil before any step-down = %v, want zero", u)
 		}
@@ -202,8 +207,7 @@ func TestElector_StepDown_ReportsTermAndCooldown(t *testing.T) {
 
 func TestElector_StepDown_ShorterCooldownTakesEffect(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := memory.New(election.Timing{TTL: 5 * time.Second})
-		a := newElector(t, m.Candidate(), "a")
+		_, a := newMemElector(t, "a")
 		stop := runHolding(a)
 		synctest.Wait()
 		a.StepDown(time.Hour)
@@ -222,8 +226,7 @@ func TestElector_StepDown_ShorterCooldownTakesEffect(t *testing.T) {
 
 func TestElector_Ineligible_DoesNotCampaign(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := memory.New(election.Timing{TTL: 5 * time.Second})
-		a := newElector(t, m.Candidate(), "a")
+		_, a := newMemElector(t, "a")
 		a.SetEligible(false)
 		stop := runHolding(a)
 		time.Sleep(time.Minute)
@@ -243,8 +246,7 @@ func TestElector_Ineligible_DoesNotCampaign(t *testing.T) {
 // eligibility: both must allow it.
 func TestElector_Hold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := memory.New(election.Timing{TTL: 5 * time.Second})
-		a := newElector(t, m.Candidate(), "a")
+		_, a := newMemElector(t, "a")
 		a.Hold("app unhealthy: test")
 		stop := runHolding(a)
 		time.Sleep(time.Minute)
@@ -268,8 +270,7 @@ func TestElector_Hold(t *testing.T) {
 
 func TestElector_Run_LeadErrorIsReturnedAfterRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := memory.New(election.Timing{TTL: 5 * time.Second})
-		a := newElector(t, m.Candidate(), "a")
+		m, a := newMemElector(t, "a")
 		boom := errors.New("boom")
 		err := a.Run(context.Background(), func(context.Context, election.Term) error { return boom })
 		if !errors.Is(err, boom) {

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"testing"
 	"testing/synctest"
-	"time"
 
-	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
 )
 
@@ -15,8 +13,7 @@ var errStale = errors.New("ledger says stale")
 
 func TestTerm_Lose_EndsLeaseAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := memory.New(election.Timing{TTL: 5 * time.Second})
-		e := newElector(t, m.Candidate(), "a")
+		_, e := newMemElector(t, "a")
 		ctx, cancel := context.WithCancel(context.Background())
 		type seen struct {
 			token                uint64

@@ -1,8 +1,12 @@
 package schedulerhost_test
 
+// Tests of the claims of ticks (claim.go, batch.go): faults, retries
+// and their bound, and batches.
+
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +15,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/backends/memory"
+	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -172,10 +177,7 @@ func TestHost_UnknownClaimOutcomeIsRecordedAsNotStarted(t *testing.T) {
 					}
 					return false, errReset // every later attempt for this tick: no answer
 				}
-				n := startNode(t, m, "a", schedulerhost.Config{Ledger: fl, Jobs: []schedulerhost.Job{{
-					Name: "t", Schedule: "@every 1s",
-					Run: func(ctx context.Context) error { st.add(ctx); return nil },
-				}}})
+				n := startCounted(t, m, fl, &st)
 				time.Sleep(12 * time.Second)
 				n.stop(t)
 				st.mu.Lock()
@@ -242,10 +244,7 @@ func TestHost_SlowNotStartedWriteDoesNotSkipTicks(t *testing.T) {
 			return false, errReset // never answered: given up after ledgerTimeout
 		}
 		sf := &slowFinish{faultLedger: fl, failUntil: time.Now().Add(30 * time.Second)}
-		n := startNode(t, m, "a", schedulerhost.Config{Ledger: sf, Jobs: []schedulerhost.Job{{
-			Name: "t", Schedule: "@every 1s",
-			Run: func(ctx context.Context) error { st.add(ctx); return nil },
-		}}})
+		n := startCounted(t, m, sf, &st)
 		time.Sleep(14 * time.Second)
 		n.stop(t)
 		st.mu.Lock()
@@ -261,5 +260,261 @@ func TestHost_SlowNotStartedWriteDoesNotSkipTicks(t *testing.T) {
 		if len(after) < 5 {
 			t.Errorf("ticks run from 6 s after the given-up tick %v: %d (%v), want one a second", lost.Format("15:04:05"), len(after), after)
 		}
+	})
+}
+
+// lateAnswerLedger answers the first claim of the first tick it sees
+// with an unknown outcome just before the claim's time runs out, and
+// never answers the claims of that tick after it (a backend that hangs).
+type lateAnswerLedger struct {
+	ledger.Ledger
+	firstTick
+	attempts int
+}
+
+// firstTick remembers the first tick a ledger was asked to claim.
+type firstTick struct {
+	mu    sync.Mutex
+	first time.Time
+}
+
+// isLocked reports whether tick is the first one seen (and sees it),
+// with f.mu held.
+func (f *firstTick) isLocked(tick time.Time) bool {
+	if f.first.IsZero() {
+		f.first = tick
+	}
+	return tick.Equal(f.first)
+}
+
+// tick returns the first tick seen.
+func (f *firstTick) tick() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.first
+}
+
+func (l *lateAnswerLedger) Claim(ctx context.Context, cs []ledger.Claim) []error {
+	return eachClaim(ctx, cs, func(ctx context.Context, c ledger.Claim) error {
+		l.mu.Lock()
+		mine := l.isLocked(c.Tick)
+		if mine {
+			l.attempts++
+		}
+		n := l.attempts
+		l.mu.Unlock()
+		switch {
+		case !mine:
+			return l.Ledger.Claim(ctx, []ledger.Claim{c})[0]
+		case n == 1:
+			time.Sleep(4800 * time.Millisecond)
+			return errReset
+		default:
+			<-ctx.Done()
+			return ctx.Err()
+		}
+	})
+}
+
+// A claim, its retries included, gives up within ledgerTimeout (5 s) of
+// its start: a retry made just before the time runs out does not get a
+// fresh 5 s. While the claim is in flight the job's next ticks are skipped
+// as "previous run still going"; the history checker bounds that excuse
+// by the claim timeout, so the ticks from 6 s after the first must run.
+func TestHost_ClaimRetriesEndWithinTheClaimTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemory()
+		var st starts
+		fl := &lateAnswerLedger{Ledger: m.Ledger()}
+		n := startCounted(t, m, fl, &st)
+		time.Sleep(12500 * time.Millisecond)
+		n.stop(t)
+		first := fl.tick()
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		ran := map[time.Time]bool{}
+		for _, tk := range st.ticks {
+			ran[tk] = true
+		}
+		for s := 6; s <= 11; s++ {
+			if tk := first.Add(time.Duration(s) * time.Second); !ran[tk] {
+				t.Errorf("tick %v (%d s after the first, whose claim hung) did not run; ran: %v", tk.Format("15:04:05"), s, st.ticks)
+			}
+		}
+	})
+}
+
+// hangFirst is a ledger whose claim of the first tick it sees waits until
+// its context ends, as on a backend that does not answer.
+type hangFirst struct {
+	ledger.Ledger
+	firstTick
+}
+
+func (l *hangFirst) Claim(ctx context.Context, cs []ledger.Claim) []error {
+	return eachClaim(ctx, cs, func(ctx context.Context, c ledger.Claim) error {
+		l.mu.Lock()
+		mine := l.isLocked(c.Tick)
+		l.mu.Unlock()
+		if !mine {
+			return l.Ledger.Claim(ctx, []ledger.Claim{c})[0]
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	})
+}
+
+// A tick admitted while the claim of the job's run before it hangs waits
+// for its turn; if the term stops meanwhile, it does not start, and it
+// says so. It used to go unsaid: a soak (consul-cluster, lane 4, term
+// 26206) found a tick that its live leader neither ran nor explained.
+func TestHost_RunStoppedBeforeItsClaimSaysSo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fl := &hangFirst{Ledger: newMemory().Ledger()}
+		// Ticks 1 (hung) and 2 (its turn after 1), then a step-down.
+		logs := leadTerm7(t, fl, 2500*time.Millisecond,
+			schedulerhost.Job{Name: "t", Schedule: "@every 1s", Overlap: schedulerhost.OverlapAllow, Run: nop})
+		said := map[string]bool{}
+		for _, msg := range []string{"run not started: term stopping", "run not started: term over", "run not started: claim failed", "run started"} {
+			for _, m := range logLines(t, logs, msg) {
+				said[m["tick"].(string)] = true
+			}
+		}
+		first := fl.tick()
+		for s := 0; s < 2; s++ {
+			tick := first.Add(time.Duration(s) * time.Second).Format(time.RFC3339Nano)
+			if !said[tick] {
+				t.Errorf("tick %s: admitted, not started, and not said why; said: %v", tick, said)
+			}
+		}
+	})
+}
+
+// tickCounts counts each job's runs by tick.
+type tickCounts struct {
+	mu   sync.Mutex
+	runs map[string]map[time.Time]int
+}
+
+func (c *tickCounts) job(ctx context.Context) error {
+	tk, _ := schedulerhost.TickFromContext(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.runs == nil {
+		c.runs = map[string]map[time.Time]int{}
+	}
+	if c.runs[tk.Job] == nil {
+		c.runs[tk.Job] = map[time.Time]int{}
+	}
+	c.runs[tk.Job][tk.Time]++
+	return nil
+}
+
+// check fails t unless every job ran each of its ticks once, and returns
+// how many ticks each job ran (the fewest).
+func (c *tickCounts) check(t *testing.T, jobs []string) (fewest int) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fewest = -1
+	for _, j := range jobs {
+		for tick, n := range c.runs[j] {
+			if n != 1 {
+				t.Errorf("job %s ran tick %v %d times", j, tick, n)
+			}
+		}
+		if n := len(c.runs[j]); fewest < 0 || n < fewest {
+			fewest = n
+		}
+	}
+	return fewest
+}
+
+func sameInstantJobs(n int, overlap schedulerhost.Overlap, run func(context.Context) error) ([]schedulerhost.Job, []string) {
+	jobs := make([]schedulerhost.Job, n)
+	names := make([]string, n)
+	for i := range jobs {
+		names[i] = fmt.Sprintf("job-%04d", i)
+		jobs[i] = schedulerhost.Job{Name: names[i], Schedule: "@every 1s", Overlap: overlap, Misfire: schedulerhost.MisfireRunOnce,
+			MisfireGrace: time.Minute, Run: run}
+	}
+	return jobs, names
+}
+
+// The ticks due at one instant are claimed in ceil(N/MaxBatch) ledger
+// calls, not one per tick, and each runs once.
+func TestHost_ClaimsOfAnInstantShareBatches(t *testing.T) {
+	for _, overlap := range []schedulerhost.Overlap{schedulerhost.OverlapSkip, schedulerhost.OverlapAllow} {
+		t.Run(string(overlap), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const n, instants = 1000, 3
+				m := newMemory()
+				var c tickCounts
+				jobs, names := sameInstantJobs(n, overlap, c.job)
+				a := startNode(t, m, "a", schedulerhost.Config{Jobs: jobs})
+				before := m.ClaimCalls()
+				time.Sleep(instants*time.Second + 500*time.Millisecond)
+				calls := m.ClaimCalls() - before
+				a.stop(t)
+				if ran := c.check(t, names); ran != instants {
+					t.Errorf("each job ran %d ticks, want %d", ran, instants)
+				}
+				limit := m.Ledger().MaxBatch()
+				if want := instants * ((n + limit - 1) / limit); calls != want {
+					t.Errorf("%d jobs due at each of %d instants took %d claim calls, want %d (MaxBatch %d)", n, instants, calls, want, limit)
+				}
+				for _, job := range []string{names[0], names[n-1]} {
+					runs, err := m.Ledger().History(context.Background(), job, 10)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(runs) != instants {
+						t.Errorf("history of %s holds %d runs, want %d", job, len(runs), instants)
+					}
+					for _, r := range runs {
+						if r.Result != ledger.ResultOK {
+							t.Errorf("history of %s: tick %v is %q, want ok (finished in a batch before the drain ended)", job, r.Tick, r.Result)
+						}
+					}
+				}
+			})
+		})
+	}
+}
+
+// After a crash failover, the new leader reads every job's last claimed
+// tick a page at a time and claims the catch-up runs of all jobs in shared
+// batches.
+func TestHost_CatchUpClaimsShareBatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 500
+		m := memory.New(election.Timing{TTL: 10 * time.Second, RenewInterval: 2 * time.Second, SafetyMargin: 5 * time.Second})
+		var c tickCounts
+		jobs, names := sameInstantJobs(n, schedulerhost.OverlapSkip, c.job)
+		a := startNode(t, m, "a", schedulerhost.Config{Jobs: jobs})
+		time.Sleep(2500 * time.Millisecond)
+		a.backend.Cut() // a crashes: no renewal, no release
+		b := startNode(t, m, "b", schedulerhost.Config{Jobs: jobs})
+		for { // a's term ends at its local deadline, b's starts at the lease's expiry
+			if _, ok := a.elector.Term(); !ok {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		calls := m.ClaimCalls()
+		for {
+			if _, ok := b.elector.Term(); ok {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		synctest.Wait() // b's catch-up claims are decided; its first regular tick is a second away
+		limit := m.Ledger().MaxBatch()
+		if got, want := m.ClaimCalls()-calls, (n+limit-1)/limit; got != want {
+			t.Errorf("catch-up of %d jobs took %d claim calls, want %d (MaxBatch %d)", n, got, want, limit)
+		}
+		a.stop(t)
+		b.stop(t)
+		c.check(t, names)
 	})
 }

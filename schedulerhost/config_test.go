@@ -45,24 +45,72 @@ func TestConfig_Validate(t *testing.T) {
 			[]string{`Schedule "nope"`, `job "x": Run: required`, `duplicate of Jobs[0]`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := schedulerhost.New(tc.cfg)
-			if tc.want == nil {
-				if err != nil {
-					t.Fatalf("New: %v", err)
-				}
-				return
-			}
+			err := checkNew(t, tc.cfg, tc.want)
 			if err == nil {
-				t.Fatalf("New: no error, want %q", tc.want)
+				return
 			}
 			if _, ok := errors.AsType[*schedulerhost.ConfigError](err); !ok || !strings.HasPrefix(err.Error(), "schedulerhost: invalid config: ") {
 				t.Errorf("error %q (%T): want a *ConfigError that says invalid config", err, err)
 			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not contain %q", err, w)
-				}
-			}
+		})
+	}
+}
+
+// checkNew calls New with cfg and fails t unless, for want nil, it returns
+// no error, or else an error that contains each of want; it returns the
+// error.
+func checkNew(t *testing.T, cfg schedulerhost.Config, want []string) error {
+	t.Helper()
+	_, err := schedulerhost.New(cfg)
+	if want == nil {
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		return nil
+	}
+	if err == nil {
+		t.Fatalf("New: no error, want %q", want)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not contain %q", err, w)
+		}
+	}
+	return err
+}
+
+func TestConfig_RetriesAndJitter(t *testing.T) {
+	run := func(context.Context) error { return nil }
+	job := func(mod func(*schedulerhost.Job)) schedulerhost.Config {
+		j := schedulerhost.Job{Name: "x", Schedule: "*/10 * * * * *", Run: run}
+		mod(&j)
+		return schedulerhost.Config{Jobs: []schedulerhost.Job{j}}
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  schedulerhost.Config
+		want []string // substrings of the error; nil means valid
+	}{
+		{"valid", job(func(j *schedulerhost.Job) {
+			j.Retries, j.RetryBackoff, j.RetryBackoffMax, j.Jitter = 3, 2*time.Second, 30*time.Second, 9*time.Second
+		}), nil},
+		{"backoff longer than the default cap", job(func(j *schedulerhost.Job) { j.Retries, j.RetryBackoff = 1, 5*time.Minute }), nil},
+		{"negative retries", job(func(j *schedulerhost.Job) { j.Retries = -1 }), []string{`job "x": Retries -1: want 0 to 100`}},
+		{"too many retries", job(func(j *schedulerhost.Job) { j.Retries = 101 }), []string{`job "x": Retries 101`}},
+		{"negative backoffs", job(func(j *schedulerhost.Job) { j.RetryBackoff, j.RetryBackoffMax = -time.Second, -time.Minute }),
+			[]string{`job "x": RetryBackoff -1s: must not be negative`, `job "x": RetryBackoffMax -1m0s: must not be negative`}},
+		{"backoff above its cap", job(func(j *schedulerhost.Job) { j.RetryBackoff, j.RetryBackoffMax = time.Minute, time.Second }),
+			[]string{`job "x": RetryBackoff 1m0s: more than RetryBackoffMax 1s`}},
+		{"negative jitter", job(func(j *schedulerhost.Job) { j.Jitter = -time.Second }), []string{`job "x": Jitter -1s: must not be negative`}},
+		{"jitter of a whole cron period", job(func(j *schedulerhost.Job) { j.Jitter = 10 * time.Second }),
+			[]string{`job "x": Jitter 10s: must be shorter than the shortest gap between the schedule's ticks (10s)`}},
+		{"jitter of an irregular cron's shortest gap", job(func(j *schedulerhost.Job) { j.Schedule, j.Jitter = "0 0 9,10 * * *", time.Hour }),
+			[]string{`job "x": Jitter 1h0m0s: must be shorter than the shortest gap between the schedule's ticks (1h0m0s)`}},
+		{"jitter of an @every period", job(func(j *schedulerhost.Job) { j.Schedule, j.Jitter = "@every 1m", 2*time.Minute }),
+			[]string{`job "x": Jitter 2m0s: must be shorter than the shortest gap between the schedule's ticks (1m0s)`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkNew(t, tc.cfg, tc.want)
 		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -66,6 +68,27 @@ func (n *node) stop(t *testing.T) {
 	if err := <-n.done; err != nil {
 		t.Errorf("%s: Run: %v", n.name, err)
 	}
+}
+
+// history returns the newest limit entries of job's history, as n's Host
+// reads them.
+func (n *node) history(t *testing.T, job string, limit int) []ledger.Run {
+	t.Helper()
+	hist, err := n.host.History(t.Context(), job, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hist
+}
+
+// startCounted starts node "a" on m with the ledger l and one job "t",
+// due every second, whose runs st records.
+func startCounted(t *testing.T, m *memory.Server, l ledger.Ledger, st *starts) *node {
+	t.Helper()
+	return startNode(t, m, "a", schedulerhost.Config{Ledger: l, Jobs: []schedulerhost.Job{{
+		Name: "t", Schedule: "@every 1s",
+		Run: func(ctx context.Context) error { st.add(ctx); return nil },
+	}}})
 }
 
 // starts records the start and end of runs, in fake time.
@@ -381,10 +404,7 @@ func TestHost_AmbiguousClaimIsAskedAgain(t *testing.T) {
 		m := newMemory()
 		var st starts
 		fl := &flakyLedger{Ledger: m.Ledger(), lostAt: 1, commitAt: 3, ambiguous: errors.New("connection reset by peer")}
-		n := startNode(t, m, "a", schedulerhost.Config{Ledger: fl, Jobs: []schedulerhost.Job{{
-			Name: "t", Schedule: "@every 1s",
-			Run: func(ctx context.Context) error { st.add(ctx); return nil },
-		}}})
+		n := startCounted(t, m, fl, &st)
 		time.Sleep(3500 * time.Millisecond)
 		n.stop(t)
 		// Tick 1: lost, asked again, runs. Tick 2: fine. Tick 3: recorded
@@ -398,4 +418,87 @@ func TestHost_AmbiguousClaimIsAskedAgain(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestHost_NoStartInTheLastMomentsOfAnUnrenewedTerm: a tick whose claim
+// comes back with less than the start margin left of a term whose renewal
+// is held (the path to the backend cut) does not start: its process would
+// be stopped at once, before doing anything. If the renewal lands, the run
+// starts then.
+//
+// TTL 5 s: SafetyMargin 1 s, RenewInterval 1.667 s. The term opens at
+// 0.9 s, the second renewal is sent at 4.233 s and the path is cut right
+// after it: the deadline is 8.233 s, and the tick of 8 s finds 233 ms left.
+func TestHost_NoStartInTheLastMomentsOfAnUnrenewedTerm(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		healAt time.Duration // 0: never
+		want8  bool          // the tick of 8 s runs
+	}{
+		{"renewal never lands", 0, false},
+		{"renewal lands during the wait", 8100 * time.Millisecond, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				t0 := time.Now()
+				var logs testenv.Buffer
+				type start struct {
+					tick time.Time
+					at   time.Duration
+					left time.Duration
+				}
+				var mu sync.Mutex
+				var runs []start
+				time.Sleep(900 * time.Millisecond)
+				n := startNode(t, newMemory(), "a", schedulerhost.Config{ShutdownTimeout: time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Jobs: []schedulerhost.Job{{
+					Name: "every-second", Schedule: "* * * * * *",
+					Run: func(ctx context.Context) error {
+						d, ok := election.LocalDeadline(ctx)
+						if !ok {
+							t.Error("a run's context carries no lease")
+						}
+						tk, _ := schedulerhost.TickFromContext(ctx)
+						mu.Lock()
+						runs = append(runs, start{tk.Time, time.Since(t0), time.Until(d)})
+						mu.Unlock()
+						return nil
+					},
+				}}})
+				time.Sleep(4300*time.Millisecond - time.Since(t0))
+				n.backend.Cut()
+				if tc.healAt > 0 {
+					time.Sleep(tc.healAt - time.Since(t0))
+					n.backend.Heal()
+				}
+				time.Sleep(9 * time.Second)
+				n.stop(t)
+
+				mu.Lock()
+				defer mu.Unlock()
+				ran8 := false
+				for _, s := range runs {
+					if s.left < 200*time.Millisecond {
+						t.Errorf("tick %s started at %v with %v of its term left", s.tick.Sub(t0), s.at, s.left)
+					}
+					if s.tick.Sub(t0) == 8*time.Second {
+						ran8 = true
+						// The wait looks again every 10 ms.
+						if tc.want8 && (s.at < tc.healAt || s.at > tc.healAt+10*time.Millisecond) {
+							t.Errorf("tick 8s started at %v, want within 10ms of %v (when the renewal landed)", s.at, tc.healAt)
+						}
+					}
+				}
+				if ran8 != tc.want8 {
+					t.Errorf("tick 8s ran: %v, want %v (runs %+v)", ran8, tc.want8, runs)
+				}
+				log := logs.String()
+				if !tc.want8 && !strings.Contains(log, `msg="run not started: term over" job=every-second tick=2000-01-01T00:00:08.000Z`) {
+					t.Errorf("no \"run not started\" for the tick of 8 s in the log:\n%s", log)
+				}
+				if tc.want8 && !strings.Contains(log, `msg="run start waited for the lease renewal" job=every-second tick=2000-01-01T00:00:08.000Z`) {
+					t.Errorf("no word of the wait in the log:\n%s", log)
+				}
+			})
+		})
+	}
 }

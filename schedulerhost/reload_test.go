@@ -17,7 +17,7 @@ import (
 	"github.com/batonhq/baton/schedulerhost"
 )
 
-// job is a Run that records its runs in l (see jitter_test.go).
+// job is a Run that records its runs in l (see schedule_test.go).
 func (l *runLog) job(name string) func(context.Context) error {
 	return func(ctx context.Context) error {
 		tk, _ := schedulerhost.TickFromContext(ctx)

@@ -127,13 +127,9 @@ func (t *termRun) closeRequest(ctx context.Context, jobs *control.Jobs, r contro
 // running or the term is stopping (then r stays pending).
 func (t *termRun) startManual(ctx context.Context, jobs *control.Jobs, j *jobState, r control.RunRequest) {
 	h := t.h
-	j.mu.Lock()
-	if j.active > 0 || j.retired.Load() || !t.begin() {
-		j.mu.Unlock()
+	if !t.beginManual(j) {
 		return
 	}
-	j.active++
-	j.mu.Unlock()
 	taken := r
 	taken.State, taken.Token, taken.Instance, taken.Started = control.StateTaken, t.token, h.cfg.Instance, h.wallNow()
 	uctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
@@ -157,18 +153,26 @@ func (t *termRun) startManual(ctx context.Context, jobs *control.Jobs, j *jobSta
 	t.startRequest(jobs, j, taken)
 }
 
+// beginManual counts a manual run of j, in j and in t, unless j is
+// running or retired or the term is stopping; it says whether it did.
+func (t *termRun) beginManual(j *jobState) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.active > 0 || j.retired.Load() || !t.begin() {
+		return false
+	}
+	j.active++
+	return true
+}
+
 // adoptManual starts request r of j, which the store shows taken by this
 // term although the term did not start it (its take's answer was lost),
 // unless j is running or the term is stopping (then the next poll tries
 // again).
 func (t *termRun) adoptManual(jobs *control.Jobs, j *jobState, r control.RunRequest) {
-	j.mu.Lock()
-	if j.active > 0 || j.retired.Load() || !t.begin() {
-		j.mu.Unlock()
+	if !t.beginManual(j) {
 		return
 	}
-	j.active++
-	j.mu.Unlock()
 	t.h.log.Warn("run-now request taken by this term without its answer: running it", "request", r.ID, "job", r.Job, "token", t.token)
 	t.startRequest(jobs, j, r)
 }
