@@ -34,19 +34,22 @@ func lastIs(t *testing.T, l ledger.Ledger, job string, want time.Time) {
 // claim1 claims one tick, in a batch of one.
 func claim1(t *testing.T, l ledger.Ledger, c ledger.Claim) error {
 	t.Helper()
-	errs := l.Claim(ctx(t), []ledger.Claim{c})
-	if len(errs) != 1 {
-		t.Fatalf("Claim of 1 returned %d errors", len(errs))
-	}
-	return errs[0]
+	return one(t, "Claim", l.Claim, c)
 }
 
 // finish1 finishes one run, in a batch of one.
 func finish1(t *testing.T, l ledger.Ledger, r ledger.Run) error {
 	t.Helper()
-	errs := l.Finish(ctx(t), []ledger.Run{r})
+	return one(t, "Finish", l.Finish, r)
+}
+
+// one calls batch (the ledger's method what) with a batch of x alone and
+// returns its error.
+func one[T any](t *testing.T, what string, batch func(context.Context, []T) []error, x T) error {
+	t.Helper()
+	errs := batch(ctx(t), []T{x})
 	if len(errs) != 1 {
-		t.Fatalf("Finish of 1 returned %d errors", len(errs))
+		t.Fatalf("%s of 1 returned %d errors", what, len(errs))
 	}
 	return errs[0]
 }

@@ -53,7 +53,7 @@ func TestBackend(t *testing.T) {
 				key := newKey(t)
 				return func(t *testing.T, name string) backendtest.Candidate {
 					c := newCandidate(t, a, key)
-					return backendtest.Candidate{Backend: c.Backend, Cut: c.proxy.Blackhole, Heal: c.proxy.Heal}
+					return backendtest.Behind(c.Backend, c.proxy)
 				}
 			},
 			TTL:       consul.DefaultTTL,
@@ -65,12 +65,10 @@ func TestBackend(t *testing.T) {
 			Package:       "github.com/batonhq/baton/backends/consul",
 		},
 		Ledger: func(t *testing.T) backendtest.LedgerElection {
-			c := newCandidate(t, a, newKey(t))
-			return backendtest.LedgerElection{Ledger: c.Ledger(), Lead: backendtest.Leader(c.Backend)}
+			return backendtest.LedgerOf(newCandidate(t, a, newKey(t)).Backend, 0)
 		},
 		Control: func(t *testing.T) backendtest.ControlElection {
-			c := newCandidate(t, a, newKey(t))
-			return backendtest.ControlElection{Store: c.Control(), Lead: backendtest.Leader(c.Backend)}
+			return backendtest.ControlOf(newCandidate(t, a, newKey(t)).Backend)
 		},
 		Failover: backendtest.FailoverHarness{
 			Timing: election.Timing{TTL: consul.DefaultTTL},
@@ -79,17 +77,16 @@ func TestBackend(t *testing.T) {
 				return func(t *testing.T, name string) backendtest.Candidate {
 					p := proxyTo(t, a)
 					b := backendOn(t, agentClient(t, a, p.Addr(), ""), key, func(c *consul.Config) { c.Timing = timing })
-					return backendtest.Candidate{Backend: b, Cut: p.Blackhole, Heal: p.Heal, Ledger: b.Ledger(),
-						Depose: func(t *testing.T, l election.Lease) {
-							// As an operator would: destroy the holder's session.
-							pair, _, err := admin.KV().Get(key, nil)
-							if err != nil || pair == nil || pair.Session == "" {
-								t.Fatalf("depose: read %s: %v (%+v)", key, err, pair)
-							}
-							if _, err := admin.Session().Destroy(pair.Session, nil); err != nil {
-								t.Fatalf("depose: destroy session: %v", err)
-							}
-						}}
+					return backendtest.FailoverBehind(b, p, func(t *testing.T, l election.Lease) {
+						// As an operator would: destroy the holder's session.
+						pair, _, err := admin.KV().Get(key, nil)
+						if err != nil || pair == nil || pair.Session == "" {
+							t.Fatalf("depose: read %s: %v (%+v)", key, err, pair)
+						}
+						if _, err := admin.Session().Destroy(pair.Session, nil); err != nil {
+							t.Fatalf("depose: destroy session: %v", err)
+						}
+					})
 				}
 			},
 		},
@@ -101,10 +98,7 @@ func TestBackend(t *testing.T) {
 				return func(t *testing.T, name string) backendtest.JobControlCandidate {
 					p := proxyTo(t, a)
 					b := backendOn(t, agentClient(t, a, p.Addr(), ""), key, func(c *consul.Config) { c.Timing = timing })
-					return backendtest.JobControlCandidate{
-						Candidate: backendtest.Candidate{Backend: b, Cut: p.Blackhole, Heal: p.Heal, Ledger: b.Ledger()},
-						Control:   b.Control(), Network: p,
-					}
+					return backendtest.JobControlBehind(b, p)
 				}
 			},
 		},

@@ -45,13 +45,21 @@ func leaveLedgerKeys(ctx context.Context, t *testing.T, b *etcd.Backend, id stri
 	backendtest.Release(t, l)
 }
 
+// nestedElections returns a Backend of the election under a fresh prefix P
+// (parent) and one of the election P/eu nested in it (child), each with a
+// client of its own.
+func nestedElections(t *testing.T) (parent, child *etcd.Backend) {
+	pfx := prefix(t)
+	parent = newBackend(t, dial(t, server(t).Addr()), pfx, 2*time.Second)
+	child = newBackend(t, dial(t, server(t).Addr()), pfx+"/eu", 2*time.Second)
+	return parent, child
+}
+
 // Elections may nest: P and P/eu are two elections. The candidates of
 // P/eu (keys P/eu/<lease id>) are under P/ too, but they are not P's: P
 // elects its own leader at once, and its Leader() never reports P/eu's.
 func TestNested_ParentIgnoresNestedElection(t *testing.T) {
-	pfx := prefix(t)
-	parent := newBackend(t, dial(t, server(t).Addr()), pfx, 2*time.Second)
-	child := newBackend(t, dial(t, server(t).Addr()), pfx+"/eu", 2*time.Second)
+	parent, child := nestedElections(t)
 
 	lc := backendtest.Acquire(t, child, "eu-1", acquireWithin)
 	defer backendtest.Release(t, lc)
@@ -73,9 +81,7 @@ func TestNested_ParentIgnoresNestedElection(t *testing.T) {
 // A nested election's ledger (P/eu-ledger/...) is under P/ too; its keys
 // have no lease and stay. They must not hold P's candidates back.
 func TestNested_NestedLedgerDoesNotBlockParent(t *testing.T) {
-	pfx := prefix(t)
-	parent := newBackend(t, dial(t, server(t).Addr()), pfx, 2*time.Second)
-	child := newBackend(t, dial(t, server(t).Addr()), pfx+"/eu", 2*time.Second)
+	parent, child := nestedElections(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -89,9 +95,7 @@ func TestNested_NestedLedgerDoesNotBlockParent(t *testing.T) {
 // than P's leader's key, do not make P's claims stale: the ledger finds
 // the term's key among P's own candidates.
 func TestNested_ParentClaimsBesideNestedKeys(t *testing.T) {
-	pfx := prefix(t)
-	parent := newBackend(t, dial(t, server(t).Addr()), pfx, 2*time.Second)
-	child := newBackend(t, dial(t, server(t).Addr()), pfx+"/eu", 2*time.Second)
+	parent, child := nestedElections(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -25,11 +25,7 @@ func TestBackend(t *testing.T) {
 				name := leaseName(t)
 				return func(t *testing.T, _ string) backendtest.Candidate {
 					p := proxy(t)
-					return backendtest.Candidate{
-						Backend: newBackend(t, kube.Config{Client: client(t, p.Addr()), Name: name, Timing: election.Timing{TTL: ttl}}),
-						Cut:     p.Blackhole,
-						Heal:    p.Heal,
-					}
+					return backendtest.Behind(newBackend(t, kube.Config{Client: client(t, p.Addr()), Name: name, Timing: election.Timing{TTL: ttl}}), p)
 				}
 			},
 			TTL: ttl,
@@ -50,29 +46,26 @@ func TestBackend(t *testing.T) {
 			Package:        "github.com/batonhq/baton/backends/kube",
 		},
 		Ledger: func(t *testing.T) backendtest.LedgerElection {
-			b := newBackend(t, kube.Config{Name: leaseName(t), History: 5})
-			return backendtest.LedgerElection{Ledger: b.Ledger(), Lead: backendtest.Leader(b), History: 5}
+			return backendtest.LedgerOf(newBackend(t, kube.Config{Name: leaseName(t), History: 5}), 5)
 		},
 		Control: func(t *testing.T) backendtest.ControlElection {
-			b := newBackend(t, kube.Config{Name: leaseName(t)})
-			return backendtest.ControlElection{Store: b.Control(), Lead: backendtest.Leader(b)}
+			return backendtest.ControlOf(newBackend(t, kube.Config{Name: leaseName(t)}))
 		},
 		Failover: backendtest.FailoverHarness{
-			Timing: election.Timing{TTL: 6 * time.Second, RenewInterval: time.Second, SafetyMargin: 3500 * time.Millisecond},
+			Timing: backendtest.WideFailoverTiming,
 			NewElection: func(t *testing.T, timing election.Timing) func(*testing.T, string) backendtest.Candidate {
 				name := leaseName(t)
 				return func(t *testing.T, _ string) backendtest.Candidate {
 					p := proxy(t)
 					b := newBackend(t, kube.Config{Client: client(t, p.Addr()), Name: name, Timing: timing})
-					return backendtest.Candidate{Backend: b, Cut: p.Blackhole, Heal: p.Heal, Ledger: b.Ledger(),
-						Depose: func(t *testing.T, l election.Lease) {
-							// As an operator would: kubectl delete lease NAME.
-							ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-							defer cancel()
-							if err := kube.DeleteLease(ctx, client(t, ""), "default", name); err != nil {
-								t.Fatalf("depose: delete lease %s: %v", name, err)
-							}
-						}}
+					return backendtest.FailoverBehind(b, p, func(t *testing.T, l election.Lease) {
+						// As an operator would: kubectl delete lease NAME.
+						ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+						defer cancel()
+						if err := kube.DeleteLease(ctx, client(t, ""), "default", name); err != nil {
+							t.Fatalf("depose: delete lease %s: %v", name, err)
+						}
+					})
 				}
 			},
 		},
@@ -82,8 +75,7 @@ func TestBackend(t *testing.T) {
 				return func(t *testing.T, _ string) backendtest.JobControlCandidate {
 					p := proxy(t)
 					b := newBackend(t, kube.Config{Client: client(t, p.Addr()), Name: name, Timing: timing})
-					return backendtest.JobControlCandidate{Candidate: backendtest.Candidate{Backend: b, Cut: p.Blackhole, Heal: p.Heal, Ledger: b.Ledger()},
-						Control: b.Control(), Network: p}
+					return backendtest.JobControlBehind(b, p)
 				}
 			},
 		},

@@ -23,17 +23,7 @@ func TestBackend(t *testing.T) {
 	adm := admin(t)
 	backendtest.Run(t, backendtest.Harness{
 		Election: backendtest.ElectionHarness{
-			NewElection: func(t *testing.T) func(t *testing.T, name string) backendtest.Candidate {
-				e := electionName(t)
-				return func(t *testing.T, name string) backendtest.Candidate {
-					p := proxy(t)
-					return backendtest.Candidate{
-						Backend: newBackend(t, redis.Config{Addr: p.Addr(), Election: e, Timing: election.Timing{TTL: 2 * time.Second}}),
-						Cut:     p.Blackhole,
-						Heal:    p.Heal,
-					}
-				}
-			},
+			NewElection:    proxiedElection,
 			TTL:            2 * time.Second,
 			HandoverBound:  100 * time.Millisecond,
 			CutTrials:      20,
@@ -43,29 +33,26 @@ func TestBackend(t *testing.T) {
 			Package:        "github.com/batonhq/baton/backends/redis",
 		},
 		Ledger: func(t *testing.T) backendtest.LedgerElection {
-			b := newBackend(t, redis.Config{Election: electionName(t), History: 5, MaxBatch: 7})
-			return backendtest.LedgerElection{Ledger: b.Ledger(), Lead: backendtest.Leader(b), History: 5}
+			return backendtest.LedgerOf(newBackend(t, redis.Config{Election: electionName(t), History: 5, MaxBatch: 7}), 5)
 		},
 		Control: func(t *testing.T) backendtest.ControlElection {
-			b := newBackend(t, redis.Config{Election: electionName(t)})
-			return backendtest.ControlElection{Store: b.Control(), Lead: backendtest.Leader(b)}
+			return backendtest.ControlOf(newBackend(t, redis.Config{Election: electionName(t)}))
 		},
 		Failover: backendtest.FailoverHarness{
-			Timing: election.Timing{TTL: 6 * time.Second, RenewInterval: time.Second, SafetyMargin: 3500 * time.Millisecond},
+			Timing: backendtest.WideFailoverTiming,
 			NewElection: func(t *testing.T, timing election.Timing) func(*testing.T, string) backendtest.Candidate {
 				e := electionName(t)
 				return func(t *testing.T, name string) backendtest.Candidate {
 					p := proxy(t)
 					b := newBackend(t, redis.Config{Addr: p.Addr(), Election: e, Timing: timing})
-					return backendtest.Candidate{Backend: b, Cut: p.Blackhole, Heal: p.Heal, Ledger: b.Ledger(),
-						Depose: func(t *testing.T, l election.Lease) {
-							// As an operator would: redis-cli DEL 'baton:{e}:lease'.
-							ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-							defer cancel()
-							if err := adm.Del(ctx, b.LeaseKey()).Err(); err != nil {
-								t.Fatalf("depose: DEL %s: %v", b.LeaseKey(), err)
-							}
-						}}
+					return backendtest.FailoverBehind(b, p, func(t *testing.T, l election.Lease) {
+						// As an operator would: redis-cli DEL 'baton:{e}:lease'.
+						ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+						defer cancel()
+						if err := adm.Del(ctx, b.LeaseKey()).Err(); err != nil {
+							t.Fatalf("depose: DEL %s: %v", b.LeaseKey(), err)
+						}
+					})
 				}
 			},
 		},
@@ -75,8 +62,7 @@ func TestBackend(t *testing.T) {
 				return func(t *testing.T, name string) backendtest.JobControlCandidate {
 					p := proxy(t)
 					b := newBackend(t, redis.Config{Addr: p.Addr(), Election: e, Timing: timing})
-					return backendtest.JobControlCandidate{Candidate: backendtest.Candidate{Backend: b, Cut: p.Blackhole, Heal: p.Heal, Ledger: b.Ledger()},
-						Control: b.Control(), Network: p}
+					return backendtest.JobControlBehind(b, p)
 				}
 			},
 		},
@@ -112,14 +98,14 @@ func TestBackend_Cluster(t *testing.T) {
 		},
 		Ledger: func(t *testing.T) backendtest.LedgerElection {
 			b, _ := clusterBackend(t, c, redis.Config{Election: electionName(t), History: 5, MaxBatch: 7})
-			return backendtest.LedgerElection{Ledger: b.Ledger(), Lead: backendtest.Leader(b), History: 5}
+			return backendtest.LedgerOf(b, 5)
 		},
 		Control: func(t *testing.T) backendtest.ControlElection {
 			b, _ := clusterBackend(t, c, redis.Config{Election: electionName(t)})
-			return backendtest.ControlElection{Store: b.Control(), Lead: backendtest.Leader(b)}
+			return backendtest.ControlOf(b)
 		},
 		Failover: backendtest.FailoverHarness{
-			Timing: election.Timing{TTL: 6 * time.Second, RenewInterval: time.Second, SafetyMargin: 3500 * time.Millisecond},
+			Timing: backendtest.WideFailoverTiming,
 			NewElection: func(t *testing.T, timing election.Timing) func(*testing.T, string) backendtest.Candidate {
 				e := electionName(t)
 				return func(t *testing.T, name string) backendtest.Candidate {
@@ -136,4 +122,14 @@ func TestBackend_Cluster(t *testing.T) {
 			},
 		},
 	})
+}
+
+// proxiedElection starts an election of a fresh name whose candidates
+// (TTL 2 s) each talk to the server through a proxy of their own.
+func proxiedElection(t *testing.T) func(t *testing.T, name string) backendtest.Candidate {
+	e := electionName(t)
+	return func(t *testing.T, name string) backendtest.Candidate {
+		p := proxy(t)
+		return backendtest.Behind(newBackend(t, redis.Config{Addr: p.Addr(), Election: e, Timing: election.Timing{TTL: 2 * time.Second}}), p)
+	}
 }

@@ -35,7 +35,7 @@ func TestBackend(t *testing.T) {
 						table := s.newTable(t)
 						return func(t *testing.T, name string) backendtest.Candidate {
 							c := s.candidate(t, table, "conformance", candOpts{})
-							return backendtest.Candidate{Backend: c.Backend, Cut: c.proxy.Blackhole, Heal: c.proxy.Heal}
+							return backendtest.Behind(c.Backend, c.proxy)
 						}
 					},
 					TTL: testTTL,
@@ -55,29 +55,21 @@ func TestBackend(t *testing.T) {
 				},
 				// Each ledger election in a table of its own.
 				Ledger: func(t *testing.T) backendtest.LedgerElection {
-					b := s.backend(t, s.admin, s.newTable(t), "conformance", nil)
-					return backendtest.LedgerElection{Ledger: b.Ledger(), Lead: backendtest.Leader(b)}
+					return backendtest.LedgerOf(s.backend(t, s.admin, s.newTable(t), "conformance", nil), 0)
 				},
 				// Every control election in one table (controlTable).
 				Control: func(t *testing.T) backendtest.ControlElection {
-					b := s.backend(t, s.admin, controlTable, fmt.Sprintf("control-%d", controlN.Add(1)), nil)
-					return backendtest.ControlElection{Store: b.Control(), Lead: backendtest.Leader(b)}
+					return backendtest.ControlOf(s.backend(t, s.admin, controlTable, fmt.Sprintf("control-%d", controlN.Add(1)), nil))
 				},
 				// Once per tick across a crash, under each misfire policy, and
 				// a deposed leader's refused claim (issue: fenced tick ledger).
 				Failover: backendtest.FailoverHarness{
-					// A wide safety margin leaves 3.5 s between the crashed leader's
-					// local deadline and the lease's expiry on the server, so the
-					// misfire policies can be told apart; the TTL of 6 s leaves a
-					// renewal 1.5 s (at TTL 4 s, 0.5 s was missed under ci-loaded, and a
-					// leader that lost its term and led again ran a second catch-up).
-					Timing: election.Timing{TTL: 6 * time.Second, RenewInterval: time.Second, SafetyMargin: 3500 * time.Millisecond},
+					Timing: backendtest.WideFailoverTiming,
 					NewElection: func(t *testing.T, timing election.Timing) func(*testing.T, string) backendtest.Candidate {
 						table := s.newTable(t)
 						return func(t *testing.T, name string) backendtest.Candidate {
 							c := s.candidate(t, table, "failover", candOpts{timing: &timing})
-							return backendtest.Candidate{Backend: c.Backend, Cut: c.proxy.Blackhole, Heal: c.proxy.Heal, Ledger: c.Ledger(),
-								Depose: func(t *testing.T, l election.Lease) { s.depose(t, table, l) }}
+							return backendtest.FailoverBehind(c.Backend, c.proxy, func(t *testing.T, l election.Lease) { s.depose(t, table, l) })
 						}
 					},
 				},
@@ -89,10 +81,7 @@ func TestBackend(t *testing.T) {
 						table := s.newTable(t)
 						return func(t *testing.T, name string) backendtest.JobControlCandidate {
 							c := s.candidate(t, table, "jobcontrol", candOpts{timing: &timing})
-							return backendtest.JobControlCandidate{
-								Candidate: backendtest.Candidate{Backend: c.Backend, Cut: c.proxy.Blackhole, Heal: c.proxy.Heal, Ledger: c.Ledger()},
-								Control:   c.Control(), Network: c.proxy,
-							}
+							return backendtest.JobControlBehind(c.Backend, c.proxy)
 						}
 					},
 				},
@@ -112,7 +101,7 @@ func TestBackend_LedgerWithoutJSONTable(t *testing.T) {
 	backendtest.RunLedger(t, func(t *testing.T) backendtest.LedgerElection {
 		b := s.backend(t, s.admin, s.newTable(t), "conformance", nil)
 		sql.SetJSONTable(b, false)
-		return backendtest.LedgerElection{Ledger: b.Ledger(), Lead: backendtest.Leader(b)}
+		return backendtest.LedgerOf(b, 0)
 	})
 }
 

@@ -225,17 +225,7 @@ func (l *tickLedger) claimMySQL(ctx context.Context, token int64, items []claimI
 		return claimChunk{}, err
 	}
 	last := map[string]int64{}
-	for rows.Next() {
-		var job string
-		var tick int64
-		if err := rows.Scan(&job, &tick); err != nil {
-			rows.Close()
-			return claimChunk{}, err
-		}
-		last[l.jobKey(job)] = tick
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err := eachJobTick(rows, func(job string, tick int64) { last[l.jobKey(job)] = tick }); err != nil {
 		return claimChunk{}, err
 	}
 	b.stepped(2)
@@ -320,17 +310,7 @@ func (l *tickLedger) claimMySQL(ctx context.Context, token int64, items []claimI
 		return claimChunk{}, err
 	}
 	var doomed [][]any
-	for rows.Next() {
-		var job string
-		var tick int64
-		if err := rows.Scan(&job, &tick); err != nil {
-			rows.Close()
-			return claimChunk{}, err
-		}
-		doomed = append(doomed, []any{job, tick})
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err := eachJobTick(rows, func(job string, tick int64) { doomed = append(doomed, []any{job, tick}) }); err != nil {
 		return claimChunk{}, err
 	}
 	b.stepped(6)
@@ -375,4 +355,19 @@ func (l *tickLedger) finishMySQL(ctx context.Context, items []finishItem) error 
 		"ON r.election = ? AND r.job = v.job AND r.tick = v.tick AND r.token = v.token\n"+
 		"SET r.ended = v.ended, r.result = v.result, r.error = v.error, r.attempts = v.attempts", append(args, b.cfg.Election)...)
 	return err
+}
+
+// eachJobTick calls f with each row of rows, a job and a tick, and closes
+// rows.
+func eachJobTick(rows *dbsql.Rows, f func(job string, tick int64)) error {
+	defer rows.Close()
+	for rows.Next() {
+		var job string
+		var tick int64
+		if err := rows.Scan(&job, &tick); err != nil {
+			return err
+		}
+		f(job, tick)
+	}
+	return rows.Err()
 }

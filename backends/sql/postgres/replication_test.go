@@ -98,6 +98,26 @@ func lastClaimed(t *testing.T, l *ledgerLease) time.Time {
 	return last[0]
 }
 
+// claimedOnPrimary starts a primary and its standby (pgha.StartT with
+// opts), leads on the primary as node-a and claims tick1 there. It
+// returns a context for the test's steps (2 minutes from the start of
+// the pair), the pair, its standby and the leader.
+func claimedOnPrimary(t *testing.T, opts pgha.Options) (context.Context, *pgha.Pair, *pgha.Server, *ledgerLease) {
+	t.Helper()
+	pair := pgha.StartT(t, opts)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(cancel)
+	primary, standby := pair.Primary(), pair.Standby()
+	old, err := leader(t, primary, "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.claim(tick1, 10*time.Second); err != nil {
+		t.Fatalf("claim of tick 1: %v", err)
+	}
+	return ctx, pair, standby, old
+}
+
 // TestReplication_AsyncFailoverLosesClaims shows the limit of asynchronous
 // replication. A claim (and the lease term it was made under) committed
 // on the primary but not yet on the standby is gone after the standby is
@@ -110,17 +130,7 @@ func TestReplication_AsyncFailoverLosesClaims(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two PostgreSQL servers")
 	}
-	pair := pgha.StartT(t, pgha.Options{})
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	primary, standby := pair.Primary(), pair.Standby()
-	old, err := leader(t, primary, "node-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := old.claim(tick1, 10*time.Second); err != nil {
-		t.Fatalf("claim of tick 1: %v", err)
-	}
+	ctx, pair, standby, old := claimedOnPrimary(t, pgha.Options{})
 	must(t, pair.CaughtUp(ctx))
 
 	// Replication stalls (here: the standby is stopped; a lagging network
@@ -167,21 +177,11 @@ func TestReplication_SyncFailoverKeepsClaims(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two PostgreSQL servers")
 	}
-	pair := pgha.StartT(t, pgha.Options{Sync: true})
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	primary, standby := pair.Primary(), pair.Standby()
-	old, err := leader(t, primary, "node-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := old.claim(tick1, 10*time.Second); err != nil {
-		t.Fatalf("claim of tick 1: %v", err)
-	}
+	ctx, pair, standby, old := claimedOnPrimary(t, pgha.Options{Sync: true})
 
 	must(t, standby.Stop(ctx, pgha.Fast))
 	start := time.Now()
-	err = old.claim(tick2, 3*time.Second)
+	err := old.claim(tick2, 3*time.Second)
 	if err == nil {
 		t.Fatal("claim of tick 2 succeeded with the synchronous standby away: the write was acknowledged without it")
 	}
