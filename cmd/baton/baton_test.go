@@ -156,15 +156,7 @@ jobs:
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	defer func() {
-		{
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-exited:
-			case <-time.After(20 * time.Second):
-				_ = cmd.Process.Kill()
-				<-exited
-			}
-		}
+		testenv.Terminate(cmd.Process, exited, 20*time.Second)
 		if t.Failed() {
 			logMu.Lock()
 			t.Logf("baton run output:\n%s", logs.String())

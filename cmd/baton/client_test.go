@@ -1,13 +1,24 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/batonhq/baton/backends/memory"
+	"github.com/batonhq/baton/control"
+	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/node"
+	"github.com/batonhq/baton/schedulerhost"
 )
 
 // The client commands read node.admin_token_file relative to the config
@@ -38,5 +49,86 @@ jobs:
 	}
 	if _, serr := os.Stat("admin-token"); serr == nil {
 		t.Fatal("the package directory holds an admin-token file: the test proves nothing")
+	}
+}
+
+// statusNode runs a node of the election on mem with one job, report,
+// every second, serving its API; it stops at the test's end.
+func statusNode(t *testing.T, mem *memory.Server, id string) (*election.Elector, *schedulerhost.Host, string) {
+	t.Helper()
+	discard := slog.New(slog.DiscardHandler)
+	job := schedulerhost.Job{Name: "report", Schedule: "@every 1s", Run: func(context.Context) error { return nil }}
+	host, err := schedulerhost.New(schedulerhost.Config{Jobs: []schedulerhost.Job{job}, Ledger: mem.Ledger(), Control: mem.Control(),
+		Instance: id, Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	el, err := election.New(election.Config{Backend: mem.Candidate(), Identity: election.Identity{ID: id}, Election: "e", Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.New(node.Config{Elector: el, Host: host, Election: "e", Backend: "memory", Logger: discard, Control: mem.Control()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(n.Handler())
+	t.Cleanup(srv.Close)
+	testenv.Background(t, func(ctx context.Context) error { return n.Run(ctx, nil) })
+	return el, host, srv.URL
+}
+
+// `baton status` beside a follower shows the cluster's last run of each
+// job (the ledger's), not the follower's own (none here); a paused job
+// says so in NEXT instead of a time at which it would not run.
+func TestStatus_FollowerShowsTheClustersLastRun(t *testing.T) {
+	mem := memory.New(election.Timing{})
+	a, hostA, _ := statusNode(t, mem, "a")
+	for end := time.Now().Add(10 * time.Second); !a.IsLeader(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("a does not lead within 10 s")
+		}
+	}
+	_, _, bURL := statusNode(t, mem, "b")
+	var last time.Time
+	for end := time.Now().Add(10 * time.Second); last.IsZero(); time.Sleep(50 * time.Millisecond) {
+		if runs, err := hostA.History(context.Background(), "report", 1); err == nil && len(runs) == 1 && !runs[0].Ended.IsZero() {
+			last = runs[0].Tick
+		}
+		if time.Now().After(end) {
+			t.Fatal("the leader ran no report within 10 s")
+		}
+	}
+	status := func() string {
+		t.Helper()
+		var out bytes.Buffer
+		if err := runStatus(context.Background(), []string{"--node", bURL}, &out, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	line := func(out string) []string {
+		for l := range strings.Lines(out) {
+			if f := strings.Fields(l); len(f) > 0 && f[0] == "report" {
+				return f
+			}
+		}
+		t.Fatalf("no line for report:\n%s", out)
+		return nil
+	}
+	out := status()
+	// report  @every 1s  NEXT  LAST RUN  RESULT  PAUSED
+	f := line(out)
+	if len(f) < 7 || f[4] == "-" || f[5] != "ok" && f[5] != "running" {
+		t.Errorf("baton status on the follower: no last run of the cluster's (the leader ran the tick of %s):\n%s", last.UTC().Format(time.RFC3339), out)
+	} else if tick, err := time.Parse(time.RFC3339, f[4]); err != nil || tick.Before(last) {
+		t.Errorf("last run %s, want the tick of %s or later:\n%s", f[4], last.UTC().Format(time.RFC3339), out)
+	}
+
+	if err := control.NewJobs(mem.Control()).Pause(context.Background(), control.Pause{Job: "report", By: "alice", At: time.Now(), Note: "freeze"}); err != nil {
+		t.Fatal(err)
+	}
+	out = status()
+	if f := line(out); len(f) < 4 || f[3] != "paused" {
+		t.Errorf("baton status: NEXT of a paused job is not \"paused\":\n%s", out)
 	}
 }

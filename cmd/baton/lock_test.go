@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +18,10 @@ import (
 
 	"github.com/batonhq/baton/internal/consultest"
 	"github.com/batonhq/baton/internal/etcdtest"
+	"github.com/batonhq/baton/internal/execjob/killtest"
+	"github.com/batonhq/baton/internal/faultproxy"
+	"github.com/batonhq/baton/internal/kubetest"
+	"github.com/batonhq/baton/internal/redistest"
 	"github.com/batonhq/baton/internal/testenv"
 )
 
@@ -301,4 +308,261 @@ func alive(pid int) bool {
 	s := string(b)
 	i := strings.LastIndex(s, ")")
 	return i >= 0 && len(s) > i+2 && s[i+2] != 'Z'
+}
+
+// baton lock has no --election (NAME is the election), and --config reads
+// the backend section of a config file, the command line over it.
+func TestLock_ConfigAndNoElectionFlag(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd and a process")
+	}
+	_, errOut, code := runBaton(t, "lock", "-h")
+	if code != 0 || strings.Contains(errOut, "-election") || !strings.Contains(errOut, "-config") {
+		t.Errorf("baton lock -h: status %d; want --config and no --election listed:\n%s", code, errOut)
+	}
+	if _, errOut, code := runBaton(t, "lock", "--election", "x", "--endpoints=http://127.0.0.1:1", "--timeout=3s", "name", "--", "true"); code != 1 ||
+		!strings.Contains(errOut, "flag provided but not defined: -election") {
+		t.Errorf("baton lock --election: status %d, %s", code, errOut)
+	}
+
+	srv := etcdtest.Start(t)
+	dir := t.TempDir()
+	cfg := write(t, dir, "baton.yaml", fmt.Sprintf(`election:
+  name: billing-jobs
+backend:
+  kind: etcd
+  endpoints: [%s]
+jobs:
+  - {name: report, schedule: "@every 1m", http: {url: "http://127.0.0.1:1/"}}
+`, srv.Endpoint()))
+	out, errOut, code := runBaton(t, "lock", "--config", cfg, "--timeout=20s", "config-test", "--", "sh", "-c", `echo "token=$BATON_TOKEN"; exit 3`)
+	if code != 3 || !strings.Contains(out, "token=") {
+		t.Errorf("baton lock --config: status %d, want 3 (the command's)\n%s%s", code, out, errOut)
+	}
+	// A bad value in the file names the file, line and field.
+	bad := write(t, dir, "bad.yaml", "backend:\n  kind: etcd\n  endpionts: [x]\njobs:\n  - {name: a, schedule: \"@every 1m\", http: {url: \"http://127.0.0.1:1/\"}}\n")
+	if _, errOut, code := runBaton(t, "lock", "--config", bad, "n", "--", "true"); code != 1 ||
+		!strings.Contains(errOut, bad+":3: backend.endpionts: unknown setting") {
+		t.Errorf("baton lock --config bad.yaml: status %d, %s", code, errOut)
+	}
+}
+
+// On a lost lock (its holder cut off from the backend), the command, which
+// traps SIGTERM and keeps working, is gone before the next holder's
+// command starts: two real baton lock processes, the first behind a fault
+// proxy that is blackholed while its command runs (issue 28, section 1).
+func TestLock_LostCommandGoneBeforeNextHolder(t *testing.T) {
+	backends := []struct {
+		name  string
+		start func(t *testing.T) (addr string, flags func(addr string) []string)
+	}{
+		{"etcd", func(t *testing.T) (string, func(string) []string) {
+			srv := etcdtest.Start(t)
+			return srv.Addr(), func(a string) []string { return []string{"--backend=etcd", "--endpoints=http://" + a} }
+		}},
+		{"redis", func(t *testing.T) (string, func(string) []string) {
+			srv := redistest.Start(t)
+			return srv.Addr(), func(a string) []string { return []string{"--backend=redis", "--redis-addr=" + a} }
+		}},
+	}
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			addr, flags := b.start(t)
+			var gaps []string
+			for i := range 3 {
+				t.Run(fmt.Sprintf("trial-%d", i), func(t *testing.T) {
+					gaps = append(gaps, lockLossTrial(t, addr, flags, fmt.Sprintf("lockloss-%s-%d", b.name, i)).Round(time.Millisecond).String())
+				})
+			}
+			t.Logf("new start less the old command's last heartbeat, by trial: %s", strings.Join(gaps, ", "))
+		})
+	}
+}
+
+// lockProc is a running baton lock.
+type lockProc struct {
+	cmd    *exec.Cmd
+	stderr testenv.Buffer
+	exited chan error
+}
+
+func startLock(t *testing.T, env []string, args ...string) *lockProc {
+	t.Helper()
+	p := &lockProc{cmd: exec.Command(batonBinary(t), args...), exited: make(chan error, 1)}
+	p.cmd.Env = env
+	p.cmd.Stderr = &p.stderr
+	p.cmd.WaitDelay = 2 * time.Second // a command killed with baton lock could hold stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.exited <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+		case <-time.After(15 * time.Second):
+			t.Errorf("baton lock still running 15 s after the trial: killed\n%s", &p.stderr)
+			_ = p.cmd.Process.Signal(syscall.SIGKILL)
+			<-p.exited
+		}
+	})
+	return p
+}
+
+func lockLossTrial(t *testing.T, addr string, flags func(string) []string, name string) time.Duration {
+	dir := t.TempDir()
+	file, pids := filepath.Join(dir, "beats"), filepath.Join(dir, "pids")
+	if err := os.Mkdir(pids, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := faultproxy.New(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	env := append(os.Environ(), "F="+file, "P="+pids)
+	args := func(a, id string) []string {
+		return append(append([]string{"lock"}, flags(a)...), "--ttl=2s", "--id="+id, name, "--", "sh", "-c", killtest.Script)
+	}
+	old := startLock(t, env, args(proxy.Addr(), "old")...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("old baton lock's stderr:\n%s", &old.stderr)
+		}
+	})
+	testenv.WaitFor(t, 20*time.Second, "the first holder's command to beat for 500 ms", func() bool {
+		if !exists(file) {
+			return false
+		}
+		for _, r := range killtest.Read(t, file) {
+			if r.Beats && r.Last.Sub(r.First) >= 500*time.Millisecond {
+				return true
+			}
+		}
+		return false
+	})
+	recs := killtest.Read(t, file)
+	if len(recs) != 1 {
+		t.Fatalf("before the cut: commands of %d holders, want 1", len(recs))
+	}
+	var oldTok uint64
+	for tok := range recs {
+		oldTok = tok
+	}
+	next := startLock(t, env, args(addr, "next")...)
+	// Cleanups run last first: this one before the locks are awaited.
+	t.Cleanup(func() { proxy.Heal(); _ = os.WriteFile(filepath.Join(pids, "stop"), nil, 0o644) })
+	time.Sleep(300 * time.Millisecond) // the next holder waits for the lock
+	proxy.Blackhole()
+	cut := time.Now()
+	var nextTok uint64
+	testenv.WaitFor(t, 30*time.Second, "the next holder's command to start", func() bool {
+		for tok, r := range killtest.Read(t, file) {
+			if tok > oldTok && r.Beats {
+				nextTok = tok
+				return true
+			}
+		}
+		return false
+	})
+	if pid := recs[oldTok].PID; pid > 0 {
+		testenv.WaitFor(t, 20*time.Second, "the end of the old command", func() bool { return !killtest.Alive(pid) })
+	}
+	gap := killtest.ReportHandover(t, file, oldTok, nextTok, cut)
+	_ = next
+	return gap
+}
+
+// baton lock on a Kubernetes Lease of a real kube-apiserver: the command
+// sees the fencing token, a second baton lock waits while the first holds
+// the Lease, the Lease names the holder (what kubectl get lease shows),
+// and the next term's token is higher.
+func TestLock_Kube(t *testing.T) {
+	srv, dir, tokenFile := kubeServer(t)
+	flags := []string{"--backend=kube", "--kube-server=" + srv.URL, "--kube-token-file=" + tokenFile, "--kube-cacert=" + srv.CAFile, "--ttl=3s"}
+	lock := func(extra ...string) []string { return append(append([]string{"lock"}, flags...), extra...) }
+
+	tok1 := filepath.Join(dir, "token1")
+	if _, errOut, code := runBaton(t, lock("nightly-report", "--", "sh", "-c", `echo "$BATON_TOKEN" > `+tok1+`; exit 7`)...); code != 7 {
+		t.Fatalf("exit 7: baton lock exited %d: %s", code, errOut)
+	}
+	first := readToken(t, tok1)
+
+	held := filepath.Join(dir, "held")
+	holder := exec.Command(batonBinary(t), lock("--id=holder-1", "nightly-report", "--", "sh", "-c", "touch "+held+"; sleep 60")...)
+	holder.Stderr = os.Stderr
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Process.Kill()
+	if !waitUntil(20*time.Second, func() bool { return exists(held) }) {
+		t.Fatal("the first baton lock never ran its command")
+	}
+	if who := leaseHolder(t, srv, "nightly-report"); who != "holder-1" {
+		t.Errorf("the Lease's holderIdentity is %q, want holder-1", who)
+	}
+	second := filepath.Join(dir, "second")
+	if _, errOut, code := runBaton(t, lock("--timeout=4s", "nightly-report", "--", "touch", second)...); code != 1 || exists(second) {
+		t.Fatalf("a second baton lock ran while the first held the Lease: exit %d: %s", code, errOut)
+	}
+	holder.Process.Signal(syscall.SIGTERM)
+	holder.Wait()
+	tok2 := filepath.Join(dir, "token2")
+	start := time.Now()
+	if _, errOut, code := runBaton(t, lock("--timeout=10s", "nightly-report", "--", "sh", "-c", `echo "$BATON_TOKEN" > `+tok2)...); code != 0 {
+		t.Fatalf("after the holder stopped: baton lock exited %d: %s", code, errOut)
+	}
+	t.Logf("the next baton lock ran %v after the holder stopped", time.Since(start).Round(time.Millisecond))
+	if next := readToken(t, tok2); next <= first {
+		t.Errorf("tokens %d then %d (and a term between): not rising", first, next)
+	}
+}
+
+// kubeServer starts etcd and a kube-apiserver for t (skipping under
+// -short) and returns it, a directory of t's and a file in it holding the
+// server's admin token.
+func kubeServer(t *testing.T) (srv *kubetest.Server, dir, tokenFile string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts etcd, kube-apiserver and processes")
+	}
+	srv = kubetest.StartT(t, kubetest.Options{})
+	dir = t.TempDir()
+	tokenFile = filepath.Join(dir, "kube-token")
+	if err := os.WriteFile(tokenFile, []byte(kubetest.Token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return srv, dir, tokenFile
+}
+
+func readToken(t *testing.T, path string) uint64 {
+	t.Helper()
+	raw, _ := os.ReadFile(path)
+	n, err := strconv.ParseUint(strings.TrimSpace(string(raw)), 10, 64)
+	if err != nil || n == 0 {
+		t.Fatalf("BATON_TOKEN = %q, want a fencing token", raw)
+	}
+	return n
+}
+
+// leaseHolder reads spec.holderIdentity of the Lease name in default.
+func leaseHolder(t *testing.T, srv *kubetest.Server, name string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/apis/coordination.k8s.io/v1/namespaces/default/leases/%s", srv.URL, name), nil)
+	req.Header.Set("Authorization", "Bearer "+kubetest.Token)
+	resp, err := srv.HTTPClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var l struct {
+		Spec struct {
+			HolderIdentity string `json:"holderIdentity"`
+		} `json:"spec"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&l); err != nil {
+		t.Fatal(err)
+	}
+	return l.Spec.HolderIdentity
 }

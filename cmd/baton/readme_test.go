@@ -10,12 +10,12 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/batonhq/baton/internal/etcdtest"
 	"github.com/batonhq/baton/internal/httpjob"
+	"github.com/batonhq/baton/internal/testenv"
 )
 
 // readmeBlock returns the fenced code block that follows marker in the
@@ -99,13 +99,7 @@ func TestREADME_SidecarCommands(t *testing.T) {
 			done := make(chan struct{})
 			go func() { _ = cmd.Wait(); close(done) }()
 			t.Cleanup(func() {
-				_ = cmd.Process.Signal(syscall.SIGTERM)
-				select {
-				case <-done:
-				case <-time.After(30 * time.Second):
-					_ = cmd.Process.Kill()
-					<-done
-				}
+				testenv.Terminate(cmd.Process, done, 30*time.Second)
 				if t.Failed() {
 					t.Logf("%s:\n%s", line, out.String())
 				}

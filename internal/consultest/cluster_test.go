@@ -82,6 +82,21 @@ func memberStatuses(c *api.Client) (map[string]int, error) {
 	return st, nil
 }
 
+// allAlive returns nil when c's members (c is a server's client) show
+// every one of servers alive.
+func allAlive(c *api.Client, servers []*consultest.Agent) error {
+	st, err := memberStatuses(c)
+	if err != nil {
+		return err
+	}
+	for _, s := range servers {
+		if st[s.NodeName] != consultest.MemberAlive {
+			return fmt.Errorf("members: %v", st)
+		}
+	}
+	return nil
+}
+
 func getKey(c *api.Client, key, want string) error {
 	p, _, err := c.KV().Get(key, nil)
 	switch {
@@ -184,14 +199,8 @@ func TestCluster_Faults(t *testing.T) {
 			t.Fatal(err)
 		}
 		d := waitFor(t, 20*time.Second, "3 servers alive in the leader's members, 3 raft peers", func() error {
-			st, err := memberStatuses(lc)
-			if err != nil {
+			if err := allAlive(lc, servers); err != nil {
 				return err
-			}
-			for _, s := range servers {
-				if st[s.NodeName] != consultest.MemberAlive {
-					return fmt.Errorf("members: %v", st)
-				}
 			}
 			peers, err := lc.Status().Peers()
 			if err != nil {
@@ -238,18 +247,7 @@ func TestCluster_Faults(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 10*time.Second, "3 servers alive in the leader's members", func() error {
-			st, err := memberStatuses(lc)
-			if err != nil {
-				return err
-			}
-			for _, s := range servers {
-				if st[s.NodeName] != consultest.MemberAlive {
-					return fmt.Errorf("members: %v", st)
-				}
-			}
-			return nil
-		})
+		waitFor(t, 10*time.Second, "3 servers alive in the leader's members", func() error { return allAlive(lc, servers) })
 		// The client agent's first request after a server restart can
 		// fail: "rpc error making call: stream closed".
 		var first error
@@ -342,6 +340,24 @@ func TestCluster_Faults(t *testing.T) {
 		return
 	}
 
+	// restartClient restarts the client agent (within d), waits until the
+	// leader sees it alive and it serves the key, and returns how long the
+	// restart took.
+	restartClient := func(t *testing.T, d time.Duration) time.Duration {
+		t.Helper()
+		at := time.Now()
+		if err := client.Restart(within(t, d)); err != nil {
+			t.Fatal(err)
+		}
+		restarted := time.Since(at).Round(time.Millisecond)
+		if err := leader.WaitMemberStatus(within(t, 10*time.Second), node, consultest.MemberAlive); err != nil {
+			t.Fatal(err)
+		}
+		if err := getKey(cc, key, val); err != nil {
+			t.Fatal(err)
+		}
+		return restarted
+	}
 	if !t.Run("KillAndRestartClient", func(t *testing.T) {
 		withCheck, _, err := cc.Session().Create(&api.SessionEntry{Name: "serfHealth", TTL: "600s"}, nil)
 		if err != nil {
@@ -352,17 +368,7 @@ func TestCluster_Faults(t *testing.T) {
 			t.Fatal(err)
 		}
 		client.Kill()
-		at := time.Now()
-		if err := client.Restart(within(t, 30*time.Second)); err != nil {
-			t.Fatal(err)
-		}
-		restarted := time.Since(at).Round(time.Millisecond)
-		if err := leader.WaitMemberStatus(within(t, 10*time.Second), node, consultest.MemberAlive); err != nil {
-			t.Fatal(err)
-		}
-		if err := getKey(cc, key, val); err != nil {
-			t.Fatal(err)
-		}
+		restarted := restartClient(t, 30*time.Second)
 		if err := sessionGone(cc, noChecks); err == nil {
 			t.Fatal("the session without checks went with the kill and restart of its agent")
 		}
@@ -380,17 +386,7 @@ func TestCluster_Faults(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		at := time.Now()
-		if err := client.Restart(within(t, 40*time.Second)); err != nil {
-			t.Fatal(err)
-		}
-		restarted := time.Since(at).Round(time.Millisecond)
-		if err := leader.WaitMemberStatus(within(t, 10*time.Second), node, consultest.MemberAlive); err != nil {
-			t.Fatal(err)
-		}
-		if err := getKey(cc, key, val); err != nil {
-			t.Fatal(err)
-		}
+		restarted := restartClient(t, 40*time.Second)
 		if err := sessionGone(cc, s); err != nil {
 			t.Fatalf("after a graceful restart (a leave) of its agent: %v", err)
 		}

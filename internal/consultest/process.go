@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"syscall"
 	"time"
+
+	"github.com/batonhq/baton/internal/testenv"
 )
 
 // errExited marks a start that failed because the process exited before
@@ -132,11 +134,5 @@ func (a *Agent) stop() {
 	if cmd == nil || cmd.Process == nil {
 		return
 	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(stopGrace):
-		_ = cmd.Process.Kill()
-		<-exited
-	}
+	testenv.Terminate(cmd.Process, exited, stopGrace)
 }

@@ -206,13 +206,7 @@ func (s *Server) kill() {
 	if s.cmd == nil {
 		return
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(5 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
-	}
+	testenv.Terminate(s.cmd.Process, s.done, 5*time.Second)
 	s.cmd = nil
 }
 

@@ -43,12 +43,23 @@ func poll(d, period time.Duration, cond func() bool) bool {
 // empty) and returns the status code and body; a transport error fails t.
 func Post(t testing.TB, url, auth string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, nil)
+	header := http.Header{}
+	if auth != "" {
+		header.Set("Authorization", auth)
+	}
+	return Request(t, http.MethodPost, url, header)
+}
+
+// Request sends method url with header and returns the status code and
+// body; a transport error fails t.
+func Request(t testing.TB, method, url string, header http.Header) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -126,6 +126,26 @@ func CheckHandover(t testing.TB, recs map[uint64]*Record, old, next uint64) time
 	return gap
 }
 
+// ReportHandover reads file 100 ms after the old command's process has
+// gone (its last heartbeats written), checks the handover from token old
+// to token next (CheckHandover), logs how the old command ended and when
+// each command beat, counted from cut, the time the old holder was cut
+// off, and returns the gap.
+func ReportHandover(t testing.TB, file string, old, next uint64, cut time.Time) time.Duration {
+	t.Helper()
+	time.Sleep(100 * time.Millisecond)
+	recs := Read(t, file)
+	gap := CheckHandover(t, recs, old, next)
+	o, n := recs[old], recs[next]
+	termed := "no SIGTERM"
+	if !o.Term.IsZero() {
+		termed = fmt.Sprintf("SIGTERM %v after the cut", o.Term.Sub(cut).Round(time.Millisecond))
+	}
+	t.Logf("old command (token %d): %s, last heartbeat %v after the cut; new command (token %d) first heartbeat %v after the cut: gap %v",
+		old, termed, o.Last.Sub(cut).Round(time.Millisecond), next, n.First.Sub(cut).Round(time.Millisecond), gap.Round(time.Millisecond))
+	return gap
+}
+
 // RunLostTerm runs trials: two Hosts, each with a command job running
 // Script every second (it never ends on its own; KillGrace is the default
 // 5 s), lead on a fresh election from newElection; the leader's path to
@@ -192,17 +212,7 @@ func lostTermTrial(t *testing.T, candidate func(t *testing.T, name string) backe
 	if pid := recs[old].PID; pid > 0 {
 		wait(t, 20*time.Second, "end of the old command", func() bool { return !Alive(pid) })
 	}
-	time.Sleep(100 * time.Millisecond)
-	recs = Read(t, file)
-	gap := CheckHandover(t, recs, old, next)
-	o, n := recs[old], recs[next]
-	termed := "no SIGTERM"
-	if !o.Term.IsZero() {
-		termed = fmt.Sprintf("SIGTERM %v after the cut", o.Term.Sub(cut).Round(time.Millisecond))
-	}
-	t.Logf("old command (token %d): %s, last heartbeat %v after the cut; new command (token %d) first heartbeat %v after the cut: gap %v",
-		old, termed, o.Last.Sub(cut).Round(time.Millisecond), next, n.First.Sub(cut).Round(time.Millisecond), gap.Round(time.Millisecond))
-	return gap
+	return ReportHandover(t, file, old, next, cut)
 }
 
 // Alive reports whether process pid exists and is not a zombie.

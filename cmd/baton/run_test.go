@@ -21,6 +21,132 @@ import (
 	"github.com/batonhq/baton/node"
 )
 
+// With Redis down, `baton run` prints its own error only: go-redis's raw
+// pool lines ("redis: 2026/11/26 18:39:56 pool.go:...") do not come
+// before it.
+func TestRun_RedisDownPrintsOneError(t *testing.T) {
+	dir := t.TempDir()
+	cfg := write(t, dir, "baton.yaml", fmt.Sprintf(`election:
+  name: startup-test
+backend:
+  kind: redis
+  redis_addr: %s
+node:
+  http: ""
+jobs:
+  - {name: a, schedule: "@every 1m", http: {url: "http://127.0.0.1:1/"}}
+`, freeAddr(t)))
+	_, errOut, code := runBaton(t, "run", "--config", cfg)
+	if code != 1 || !strings.HasPrefix(errOut, "baton run: redis key ") || strings.Contains(errOut, "pool.go") {
+		t.Errorf("baton run with Redis down: status %d, want 1 and baton's error alone:\n%s", code, errOut)
+	}
+}
+
+// With the API server unreachable, baton run on the kube backend fails at
+// start with the check's error, naming the Lease: its ledger and control
+// store are there, so the run is not refused, but nothing runs until the
+// server answers.
+func TestRun_KubeServerDownFailsAtStart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := write(t, dir, "baton.yaml", `election:
+  name: startup-test
+backend:
+  kind: kube
+  kube_server: https://127.0.0.1:1
+jobs:
+  - {name: a, schedule: "@every 1m", command: "true"}
+`)
+	_, errOut, code := runBaton(t, "run", "--config", cfg)
+	if code != 1 || !strings.Contains(errOut, "kube Lease default/startup-test") || !strings.Contains(errOut, "kube: check:") {
+		t.Errorf("baton run on kube with the server down: status %d, want 1 and the check's error:\n%s", code, errOut)
+	}
+}
+
+// baton run on the kube backend, as real processes on a real
+// kube-apiserver: one of two instances leads and runs a command job every
+// second, with its term's token; on SIGTERM it drains and releases, and
+// the other leads with a higher token at once. No tick runs twice, and
+// the Lease names the holder.
+func TestRun_Kube(t *testing.T) {
+	srv, dir, tokenFile := kubeServer(t)
+	runs := filepath.Join(dir, "runs")
+	cfg := write(t, dir, "baton.yaml", fmt.Sprintf(`election:
+  name: kube-run-test
+  ttl: 3s
+  shutdown_timeout: 5s
+backend:
+  kind: kube
+  kube_server: %s
+  kube_token_file: %s
+  kube_cacert: %s
+node:
+  http: ""
+jobs:
+  - name: tick
+    schedule: "@every 1s"
+    command: 'echo "$BATON_TICK $BATON_TOKEN $BATON_INSTANCE" >> %s'
+`, srv.URL, tokenFile, srv.CAFile, runs))
+	start := func(id string) *exec.Cmd {
+		var logs testenv.Buffer
+		cmd := exec.Command(batonBinary(t), "run", "--config", cfg, "--id", id)
+		cmd.Stderr = &logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			cmd.Wait()
+			if t.Failed() {
+				t.Logf("%s's log:\n%s", id, logs.String())
+			}
+		})
+		return cmd
+	}
+	read := func() (ticks map[string]int, tokens map[string]uint64) {
+		ticks, tokens = map[string]int{}, map[string]uint64{}
+		raw, _ := os.ReadFile(runs)
+		for _, l := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+			f := strings.Fields(l)
+			if len(f) != 3 {
+				continue
+			}
+			ticks[f[0]]++
+			tok, _ := strconv.ParseUint(f[1], 10, 64)
+			tokens[f[2]] = max(tokens[f[2]], tok)
+		}
+		return ticks, tokens
+	}
+	a := start("run-a")
+	if !waitUntil(20*time.Second, func() bool { _, tok := read(); return tok["run-a"] > 0 }) {
+		t.Fatal("run-a never ran the job")
+	}
+	if who := leaseHolder(t, srv, "kube-run-test"); who != "run-a" {
+		t.Errorf("the Lease's holderIdentity is %q, want run-a", who)
+	}
+	b := start("run-b")
+	time.Sleep(2 * time.Second) // b follows; a runs on
+	a.Process.Signal(syscall.SIGTERM)
+	if err := a.Wait(); err != nil {
+		t.Errorf("run-a after SIGTERM: %v, want a clean exit", err)
+	}
+	if !waitUntil(10*time.Second, func() bool { _, tok := read(); return tok["run-b"] > 0 }) {
+		t.Fatal("run-b never ran the job after run-a stopped")
+	}
+	time.Sleep(2 * time.Second)
+	b.Process.Signal(syscall.SIGTERM)
+	b.Wait()
+	ticks, tokens := read()
+	for tick, n := range ticks {
+		if n > 1 {
+			t.Errorf("tick %s ran %d times", tick, n)
+		}
+	}
+	if tokens["run-b"] <= tokens["run-a"] {
+		t.Errorf("tokens: run-a %d, then run-b %d: not rising", tokens["run-a"], tokens["run-b"])
+	}
+	t.Logf("%d ticks run, tokens %v", len(ticks), tokens)
+}
+
 // The application health gate, with real processes: `baton run` sidecars
 // built from this package, on embedded etcd, each beside a Python app
 // (testdata/app.py) that records the calls it gets.
@@ -166,13 +292,7 @@ func startSidecar(t *testing.T, id, cfg, httpAddr string) *gateSidecar {
 	}
 	go func() { s.exited <- s.cmd.Wait() }()
 	t.Cleanup(func() {
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-s.exited:
-		case <-time.After(20 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-s.exited
-		}
+		testenv.Terminate(s.cmd.Process, s.exited, 20*time.Second)
 		if t.Failed() {
 			s.logMu.Lock()
 			t.Logf("%s output:\n%s", id, s.logs.String())
