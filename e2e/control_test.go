@@ -36,10 +36,7 @@ import (
 // A job that is never paused runs throughout and is checked for
 // duplicates and overlaps, as in TestFaults.
 func TestJobControl(t *testing.T) {
-	skipUnlessEnabled(t)
-	if testing.Short() {
-		t.Skip("starts servers and node processes")
-	}
+	skipUnlessLong(t, "starts servers and node processes")
 	eachBackend(t, "etcd,postgres,mysql,consul,redis", runControl)
 }
 

@@ -187,13 +187,7 @@ func (m *etcdMember) stop() {
 	if cmd == nil {
 		return
 	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
-	}
+	testenv.Terminate(cmd.Process, exited, 10*time.Second)
 }
 
 // status asks member m alone for its status.

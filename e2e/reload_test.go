@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/e2e/internal/history"
+	"github.com/batonhq/baton/internal/testenv"
 )
 
 // TestReload: on every backend of BATON_E2E_BACKENDS, real `demo node`
@@ -23,10 +23,7 @@ import (
 // run, and the leader's term (token) is the same throughout: no node
 // logs a new term, and the job kept throughout loses no tick.
 func TestReload(t *testing.T) {
-	skipUnlessEnabled(t)
-	if testing.Short() {
-		t.Skip("starts servers and node processes")
-	}
+	skipUnlessLong(t, "starts servers and node processes")
 	eachBackend(t, "etcd,postgres,mysql,consul,redis", runReload)
 }
 
@@ -210,18 +207,7 @@ func reloadPost(t *testing.T, p *proc) (int, string) {
 		}
 	}
 	p.mu.Unlock()
-	req, err := http.NewRequest(http.MethodPost, url+"/reload", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer e2e-reload")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return testenv.Post(t, url+"/reload", "Bearer e2e-reload")
 }
 
 func readStarts(t *testing.T, path string) []history.Start {

@@ -116,10 +116,7 @@ func envSeed(t *testing.T) uint64 {
 // TestFaults runs the fault scenario on every backend named by
 // BATON_E2E_BACKENDS, in parallel, and checks each history.
 func TestFaults(t *testing.T) {
-	skipUnlessEnabled(t)
-	if testing.Short() {
-		t.Skip("starts servers and node processes")
-	}
+	skipUnlessLong(t, "starts servers and node processes")
 	prof := envProfile(t)
 	seed := envSeed(t)
 	// The short profile runs etcd and Consul clustered and PostgreSQL

@@ -35,10 +35,7 @@ const failFirst = 2
 // the leading sidecar, a partition, and the leader's app killed
 // (appstop_test.go).
 func TestSidecar(t *testing.T) {
-	skipUnlessEnabled(t)
-	if testing.Short() {
-		t.Skip("starts servers and processes")
-	}
+	skipUnlessLong(t, "starts servers and processes")
 	if _, err := exec.LookPath("python3"); err != nil {
 		testenv.Unavailable(t, "python3 (the app beside the sidecars): %v", err)
 	}

@@ -31,15 +31,11 @@ func TestMetrics_FollowATerm(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error)
-		go func() { done <- e.Run(ctx, h.Lead) }()
-		time.Sleep(3500 * time.Millisecond)
+		stop := leadFor(e, h, 3500*time.Millisecond)
 		if got := testutil.ToFloat64(m.Leader()); got != 1 {
 			t.Errorf("baton_leader = %v while leading, want 1", got)
 		}
-		cancel()
-		<-done
+		stop()
 		want := `
 # HELP baton_job_runs_total Job runs finished on this instance, by job and result.
 # TYPE baton_job_runs_total counter
@@ -127,12 +123,7 @@ func TestMetrics_Controls(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error)
-		go func() { done <- e.Run(ctx, h.Lead) }()
-		time.Sleep(3500 * time.Millisecond)
-		cancel()
-		<-done
+		leadFor(e, h, 3500*time.Millisecond)()
 		want := `
 # HELP baton_job_skips_total Ticks not run on purpose, by job and reason: paused, overlap.
 # TYPE baton_job_skips_total counter
@@ -164,3 +155,16 @@ func newMetrics(t *testing.T) (*prometheus.Registry, *metrics.Metrics) {
 
 // quiet discards what it logs.
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// leadFor runs e, leading with h, for d and returns stop, which ends the
+// run and waits for it.
+func leadFor(e *election.Elector, h *schedulerhost.Host, d time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- e.Run(ctx, h.Lead) }()
+	time.Sleep(d)
+	return func() {
+		cancel()
+		<-done
+	}
+}

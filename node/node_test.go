@@ -39,13 +39,7 @@ func memParts(t *testing.T, mem *memory.Server, id string, job schedulerhost.Job
 
 // startNode runs n until the test ends.
 func startNode(t *testing.T, n *Node) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx, nil) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	testenv.Background(t, func(ctx context.Context) error { return n.Run(ctx, nil) })
 }
 
 func TestNew_Validates(t *testing.T) {

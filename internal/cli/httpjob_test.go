@@ -142,6 +142,22 @@ func leadUntilRecorded(t *testing.T, jobsYAML string, obs *results) []ledger.Run
 	return nil
 }
 
+// firstCallRun leads with one HTTP job, call, every second on url, with
+// retries retries 50 ms apart, until its first run is recorded
+// (leadUntilRecorded), and returns that run.
+func firstCallRun(t *testing.T, url string, retries int, obs *results) ledger.Run {
+	t.Helper()
+	runs := leadUntilRecorded(t, fmt.Sprintf(`
+jobs:
+  - name: call
+    schedule: "* * * * * *"
+    http: {url: %s}
+    retries: %d
+    retry_backoff: 50ms
+`, url, retries), obs)
+	return runs[len(runs)-1]
+}
+
 // An HTTP job without a timeout is bounded by httpjob.DefaultTimeout as
 // by a job timeout: recorded and counted as a timeout, and not retried,
 // so that the endpoint, still working on the first request, never gets a
@@ -150,15 +166,7 @@ func TestHTTPJob_DefaultBoundIsAJobTimeout(t *testing.T) {
 	shortenHTTPDefault(t, 300*time.Millisecond)
 	app, url := newHoldingApp(t, 1500*time.Millisecond, nil)
 	obs := &results{}
-	runs := leadUntilRecorded(t, `
-jobs:
-  - name: call
-    schedule: "* * * * * *"
-    http: {url: `+url+`}
-    retries: 2
-    retry_backoff: 50ms
-`, obs)
-	first := runs[len(runs)-1]
+	first := firstCallRun(t, url, 2, obs)
 	if first.Result != ledger.ResultTimeout || first.Attempts > 1 || !strings.Contains(first.Error, schedulerhost.ErrJobTimeout.Error()) {
 		t.Errorf("first run recorded as %s after %d attempt(s), error %q; want timeout after 1, with %q",
 			first.Result, first.Attempts, first.Error, schedulerhost.ErrJobTimeout)
@@ -191,15 +199,7 @@ func shortenHTTPDefault(t *testing.T, d time.Duration) {
 func TestHTTPJob_FinalStatusNotRetried(t *testing.T) {
 	app, url := newHoldingApp(t, 0, func(string) int { return http.StatusConflict })
 	obs := &results{}
-	runs := leadUntilRecorded(t, `
-jobs:
-  - name: call
-    schedule: "* * * * * *"
-    http: {url: `+url+`}
-    retries: 3
-    retry_backoff: 50ms
-`, obs)
-	first := runs[len(runs)-1]
+	first := firstCallRun(t, url, 3, obs)
 	if first.Result != ledger.ResultFailed || first.Attempts > 1 || !strings.Contains(first.Error, "HTTP 409 Conflict: answer 409 (final status: not retried)") {
 		t.Errorf("first run recorded as %s after %d attempt(s), error %q; want failed after 1, with the final status", first.Result, first.Attempts, first.Error)
 	}
@@ -229,15 +229,7 @@ func TestHTTPJob_RetryCarriesTheRunID(t *testing.T) {
 		}
 		return http.StatusOK
 	})
-	runs := leadUntilRecorded(t, `
-jobs:
-  - name: call
-    schedule: "* * * * * *"
-    http: {url: `+url+`}
-    retries: 3
-    retry_backoff: 50ms
-`, &results{})
-	first := runs[len(runs)-1]
+	first := firstCallRun(t, url, 3, &results{})
 	if first.Result != ledger.ResultOK || first.Attempts != 2 {
 		t.Errorf("first run recorded as %s after %d attempt(s), want ok after 2", first.Result, first.Attempts)
 	}

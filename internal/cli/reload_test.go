@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -198,4 +199,32 @@ func TestNode_ReloadOnSignal(t *testing.T) {
 	if !strings.Contains(fn.logs.String(), "msg=\"jobs reloaded\"") {
 		t.Errorf("no record of the reload:\n%s", fn.logs.String())
 	}
+}
+
+// The helpers of the tests that run a node on a jobs file.
+
+var (
+	waitUntil = testenv.WaitUntil
+	post      = testenv.Post
+)
+
+// startNode runs n until the test ends.
+func startNode(t *testing.T, n *node.Node) {
+	testenv.Background(t, func(ctx context.Context) error { return n.Run(ctx, nil) })
+}
+
+// memStatus reads srv's /status.
+func memStatus(t *testing.T, srv *httptest.Server) node.Status {
+	t.Helper()
+	resp, err := http.Get(srv.URL + "/status?history=5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var st node.Status
+	if err := json.Unmarshal(b, &st); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("/status: %d %v\n%s", resp.StatusCode, err, b)
+	}
+	return st
 }

@@ -97,24 +97,12 @@ func TestProxy_BlackholeHealResetDelay(t *testing.T) {
 // HoldReplies lets requests reach the server and holds its answers until
 // Heal: the server counts every request, the client reads no answer.
 func TestProxy_HoldReplies(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
 	got := make(chan string, 4)
-	testenv.Serve(ln, func(c net.Conn) {
-		r := bufio.NewReader(c)
-		for {
-			line, err := r.ReadString('\n')
-			if err != nil {
-				return
-			}
-			got <- line
-			c.Write([]byte(line))
-		}
+	addr := lineServer(t, func(line string) string {
+		got <- line
+		return line
 	})
-	p, err := faultproxy.New(ln.Addr().String())
+	p, err := faultproxy.New(addr)
 	if err != nil {
 		t.Fatal(err)
 	}

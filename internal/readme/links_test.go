@@ -225,7 +225,7 @@ func proseOnly(md string) string {
 	for i, l := range lines {
 		trimmed := strings.TrimLeft(l, " ")
 		if fence != "" {
-			if strings.HasPrefix(trimmed, fence) && strings.TrimSpace(strings.TrimLeft(trimmed, fence[:1])) == "" {
+			if closesFence(trimmed, fence) {
 				fence = ""
 			}
 			lines[i] = blank(l)
@@ -239,6 +239,12 @@ func proseOnly(md string) string {
 		lines[i] = blankCodeSpans(l)
 	}
 	return strings.Join(lines, "")
+}
+
+// closesFence reports whether l, without its indent, closes the fenced
+// code block that fence opened.
+func closesFence(l, fence string) bool {
+	return strings.HasPrefix(l, fence) && strings.TrimSpace(strings.TrimLeft(l, fence[:1])) == ""
 }
 
 // fenceOf returns the opening fence of a fenced code block, if l opens
@@ -272,10 +278,7 @@ func blankCodeSpans(l string) string {
 			i++
 			continue
 		}
-		j := i
-		for j < len(b) && b[j] == '`' {
-			j++
-		}
+		j := backticksEnd(b, i)
 		open := j - i
 		end := -1
 		for k := j; k < len(b); {
@@ -283,10 +286,7 @@ func blankCodeSpans(l string) string {
 				k++
 				continue
 			}
-			m := k
-			for m < len(b) && b[m] == '`' {
-				m++
-			}
+			m := backticksEnd(b, k)
 			if m-k == open {
 				end = k
 				break
@@ -303,6 +303,14 @@ func blankCodeSpans(l string) string {
 		i = end + open
 	}
 	return string(b)
+}
+
+// backticksEnd returns the end of the run of backticks at b[i:].
+func backticksEnd(b []byte, i int) int {
+	for i < len(b) && b[i] == '`' {
+		i++
+	}
+	return i
 }
 
 // headingAnchors returns the anchors GitHub gives the headings of md
@@ -326,7 +334,7 @@ func headingAnchors(md string) map[string]bool {
 	for _, l := range lines {
 		trimmed := strings.TrimLeft(l, " ")
 		if fence != "" {
-			if strings.HasPrefix(trimmed, fence) && strings.TrimSpace(strings.TrimLeft(trimmed, fence[:1])) == "" {
+			if closesFence(trimmed, fence) {
 				fence = ""
 			}
 			prev = ""

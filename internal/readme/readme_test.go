@@ -1,9 +1,12 @@
 package readme_test
 
 import (
+	"bufio"
 	"context"
+	"io"
 	"log"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -16,6 +19,7 @@ import (
 
 	"github.com/batonhq/baton/backends/etcd"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/internal/etcdtest"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -88,5 +92,164 @@ func TestREADMEShowsExample(t *testing.T) {
 	want := strings.Join(lines, "\n")
 	if !strings.Contains(string(readme), want) {
 		t.Errorf("docs/configuration.md does not show the example verbatim; it should contain:\n%s", want)
+	}
+}
+
+// backendNames is how the README's first paragraph names the store of
+// each backend package. A new backend needs a row here, and its name in
+// that paragraph.
+var backendNames = map[string][]string{
+	"backends/etcd":         {"etcd"},
+	"backends/consul":       {"Consul"},
+	"backends/redis":        {"Redis"},
+	"backends/sql/postgres": {"PostgreSQL"},
+	"backends/sql/mysql":    {"MySQL/MariaDB"},
+	"backends/memory":       {"in memory"},
+	"backends/kube":         {"Kubernetes Lease"},
+	"backends/sql":          nil, // the dialects name it
+}
+
+// TestREADME_Front checks the README's size (at most 300 lines) and that
+// its first paragraph names the store of every backend package.
+func TestREADME_Front(t *testing.T) {
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	if n := strings.Count(text, "\n"); n > 300 {
+		t.Errorf("README.md has %d lines, want at most 300", n)
+	}
+	para := firstParagraph(text)
+	out, err := exec.Command("go", "list", "github.com/batonhq/baton/backends/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	n := 0
+	for _, pkg := range strings.Fields(string(out)) {
+		rel := strings.TrimPrefix(pkg, "github.com/batonhq/baton/")
+		names, ok := backendNames[rel]
+		if !ok {
+			t.Errorf("%s: a backend package with no row in backendNames", rel)
+			continue
+		}
+		n++
+		for _, name := range names {
+			if !strings.Contains(para, name) {
+				t.Errorf("README's first paragraph does not name %q (%s):\n%s", name, rel, para)
+			}
+		}
+	}
+	if n < 6 {
+		t.Errorf("go list found %d backend packages, want at least 6", n)
+	}
+}
+
+// firstParagraph is the README's text from the line after the title to
+// the first blank line after some text, joined into one line.
+func firstParagraph(text string) string {
+	var words []string
+	for i, line := range strings.Split(text, "\n") {
+		if i == 0 || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if strings.TrimSpace(line) == "" {
+			if len(words) > 0 {
+				break
+			}
+			continue
+		}
+		words = append(words, strings.Fields(line)...)
+	}
+	return strings.Join(words, " ")
+}
+
+// firstBlock returns the README's first fenced code block: its language
+// and its text.
+func firstBlock(t *testing.T) (lang, code string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	i := strings.Index(s, "\n```")
+	if i < 0 {
+		t.Fatal("README.md: no code block")
+	}
+	s = s[i+len("\n```"):]
+	nl := strings.Index(s, "\n")
+	lang, s = s[:nl], s[nl+1:]
+	j := strings.Index(s, "\n```")
+	if j < 0 {
+		t.Fatal("README.md: its first code block does not end")
+	}
+	return lang, s[:j+1]
+}
+
+// TestREADME_FirstProgram: the README's first code block is the program
+// in testdata/firstprogram, verbatim; it builds, and run against a real
+// etcd it leads, runs its job, and stops cleanly on SIGTERM.
+func TestREADME_FirstProgram(t *testing.T) {
+	lang, code := firstBlock(t)
+	want, err := os.ReadFile(filepath.Join("testdata", "firstprogram", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lang != "go" || code != string(want) {
+		t.Fatalf("README.md's first code block (```%s, %d lines) is not testdata/firstprogram/main.go verbatim", lang, strings.Count(code, "\n"))
+	}
+	lines := strings.Count(code, "\n")
+	if lines > 20 {
+		t.Errorf("README.md's first code block: %d lines, want at most 20", lines)
+	}
+	t.Logf("the README's first code block: a complete program of %d lines", lines)
+
+	bin := filepath.Join(t.TempDir(), "firstprogram")
+	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/firstprogram").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	srv := etcdtest.Start(t)
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "ETCD_ENDPOINT="+srv.Endpoint())
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	ran := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		closed := false
+		for sc.Scan() {
+			if !closed && strings.Contains(sc.Text(), "report sent") {
+				close(ran)
+				closed = true
+			}
+		}
+		io.Copy(io.Discard, stderr)
+	}()
+	select {
+	case <-ran:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the program's job did not run within 30 s")
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("after SIGTERM the program exited with %v, want status 0", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the program did not stop within 30 s of SIGTERM")
 	}
 }

@@ -38,15 +38,8 @@ func TestCheck_ExcusesNeedEvidence(t *testing.T) {
 		{"claim read from silence", 11, func() Input {
 			// c was killed at 11.03 s; b logged no line for j, so it read
 			// no claim of tick 11.
-			in := clean()
+			in := killedAtTheTick()
 			in.LastClaims = nil
-			in.Terms[0].Stop = at(10.05)
-			in.Terms[1].Start = at(11.5)
-			in.Terms = append(in.Terms, Term{Instance: "c", Token: 15, Start: at(10.95), Stop: at(11.03), Killed: true})
-			slices.SortFunc(in.Terms, func(x, y Term) int { return x.Start.Compare(y.Start) })
-			in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Tick.Equal(at(10)) || s.CatchUp })
-			in.Starts = append(in.Starts, Start{Job: "j", Tick: at(10), Token: 15, Instance: "c", At: at(10.96), CatchUp: true, Line: 98},
-				Start{Job: "j", Tick: at(12), Token: 20, Instance: "b", At: at(12.001), Line: 99})
 			return in
 		}},
 		{"still going, though the run had ended", 5, func() Input {
@@ -194,14 +187,8 @@ func TestCheck_ExcusesNeedEvidence(t *testing.T) {
 		{"term over long after its loop should have begun", 12, func() Input {
 			// c led from 10.5 s to 12.3 s and ran nothing; with 0.5 s
 			// claims its loop began by 11.6 s: tick 12 was c's.
-			in := clean()
+			in := termOverBeforeItsLoop()
 			in.ClaimTimeout = 500 * time.Millisecond
-			in.Terms[0].Stop = at(10.2)
-			in.Terms = append(in.Terms, Term{Instance: "c", Token: 15, Start: at(10.5), Stop: at(12.3), End: at(12.31)})
-			in.Terms[1].Start = at(13.5)
-			slices.SortFunc(in.Terms, func(x, y Term) int { return x.Start.Compare(y.Start) })
-			in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Tick.Compare(at(11)) >= 0 && s.Tick.Compare(at(13)) <= 0 })
-			in.Starts = append(in.Starts, Start{Job: "j", Tick: at(13), Token: 20, Instance: "b", At: at(13.51), CatchUp: true, CatchUpFrom: at(11), Line: 99})
 			return in
 		}},
 	} {

@@ -45,6 +45,35 @@ func clean() Input {
 	return in
 }
 
+// killedAtTheTick is clean() where a's term ends at 10.05 s, c leads from
+// 10.95 s with token 15 (its catch-up runs tick 10) and is killed at
+// 11.03 s, and b leads from 11.5 s and runs tick 12.
+func killedAtTheTick() Input {
+	in := clean()
+	in.Terms[0].Stop = at(10.05)
+	in.Terms[1].Start = at(11.5)
+	in.Terms = append(in.Terms, Term{Instance: "c", Token: 15, Start: at(10.95), Stop: at(11.03), Killed: true})
+	slices.SortFunc(in.Terms, func(x, y Term) int { return x.Start.Compare(y.Start) })
+	in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Tick.Equal(at(10)) || s.CatchUp })
+	in.Starts = append(in.Starts, Start{Job: "j", Tick: at(10), Token: 15, Instance: "c", At: at(10.96), CatchUp: true, Line: 98},
+		Start{Job: "j", Tick: at(12), Token: 20, Instance: "b", At: at(12.001), Line: 99})
+	return in
+}
+
+// termOverBeforeItsLoop is clean() where a's term ends at 10.2 s, c leads
+// from 10.5 s to 12.3 s with token 15 and runs nothing, and b leads from
+// 13.5 s, its catch-up (tick 13) standing for the ticks from 11.
+func termOverBeforeItsLoop() Input {
+	in := clean()
+	in.Terms[0].Stop = at(10.2)
+	in.Terms = append(in.Terms, Term{Instance: "c", Token: 15, Start: at(10.5), Stop: at(12.3), End: at(12.31)})
+	in.Terms[1].Start = at(13.5)
+	slices.SortFunc(in.Terms, func(x, y Term) int { return x.Start.Compare(y.Start) })
+	in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Tick.Compare(at(11)) >= 0 && s.Tick.Compare(at(13)) <= 0 })
+	in.Starts = append(in.Starts, Start{Job: "j", Tick: at(13), Token: 20, Instance: "b", At: at(13.51), CatchUp: true, CatchUpFrom: at(11), Line: 99})
+	return in
+}
+
 func TestCheck_CleanHistoryPasses(t *testing.T) {
 	r := Check(clean())
 	if !r.OK() {
@@ -513,13 +542,7 @@ func TestCheck_TermOverBeforeItsLoop(t *testing.T) {
 	// c led from 10.5 s; its catch-up claim (tick 10) hung and failed when
 	// the term ended at 12.3 s, so its schedule loop never began: ticks 11
 	// and 12 fell to b, whose catch-up (tick 13) covers them.
-	in := clean()
-	in.Terms[0].Stop = at(10.2)
-	in.Terms = append(in.Terms, Term{Instance: "c", Token: 15, Start: at(10.5), Stop: at(12.3), End: at(12.31)})
-	in.Terms[1].Start = at(13.5)
-	slices.SortFunc(in.Terms, func(x, y Term) int { return x.Start.Compare(y.Start) })
-	in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Tick.Compare(at(11)) >= 0 && s.Tick.Compare(at(13)) <= 0 })
-	in.Starts = append(in.Starts, Start{Job: "j", Tick: at(13), Token: 20, Instance: "b", At: at(13.51), CatchUp: true, CatchUpFrom: at(11), Line: 99})
+	in := termOverBeforeItsLoop()
 	r := Check(in)
 	if !r.OK() || r.Accounted["term over before its schedule loop began, then catch-up"] != 2 {
 		t.Errorf("violations %v, accounted %v; want ticks 11 and 12 accounted for by b's catch-up", r.Violations, r.Accounted)
@@ -586,15 +609,8 @@ func TestCheck_TermKilledJustAfterATick(t *testing.T) {
 	// c led from 10.95 s (its catch-up ran tick 10) and was killed at
 	// 11.03 s, its claim of tick 11 landed and its run not started. b led
 	// at 11.5 s and found no tick missed: at most once.
-	in := clean()
+	in := killedAtTheTick()
 	in.LastClaims[0].Tick = at(11) // b found no tick missed after 11
-	in.Terms[0].Stop = at(10.05)
-	in.Terms[1].Start = at(11.5)
-	in.Terms = append(in.Terms, Term{Instance: "c", Token: 15, Start: at(10.95), Stop: at(11.03), Killed: true})
-	slices.SortFunc(in.Terms, func(x, y Term) int { return x.Start.Compare(y.Start) })
-	in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Tick.Equal(at(10)) || s.CatchUp })
-	in.Starts = append(in.Starts, Start{Job: "j", Tick: at(10), Token: 15, Instance: "c", At: at(10.96), CatchUp: true, Line: 98},
-		Start{Job: "j", Tick: at(12), Token: 20, Instance: "b", At: at(12.001), Line: 99})
 	r := Check(in)
 	if !r.OK() || r.Accounted["claimed by a term killed at the tick"] != 1 {
 		t.Errorf("violations %v, accounted %v; want tick 11 claimed by c's killed term", r.Violations, r.Accounted)
