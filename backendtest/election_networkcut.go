@@ -66,14 +66,10 @@ func cutTrial(t *testing.T, h ElectionHarness, i int, a, b Candidate) time.Durat
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	// Two Electors; each lead function notes when its term began and
 	// when its Term's context (ended only by the lease) was cancelled.
-	type term struct {
-		began, ended time.Time
-		cause        error
-	}
-	aTerm := make(chan term, 4)
-	lead := func(out chan<- term) func(context.Context, election.Term) error {
+	aTerm := make(chan cutTerm, 4)
+	lead := func(out chan<- cutTerm) func(context.Context, election.Term) error {
 		return func(_ context.Context, et election.Term) error {
-			tm := term{began: time.Now()}
+			tm := cutTerm{began: time.Now()}
 			<-et.Context().Done()
 			tm.ended, tm.cause = time.Now(), context.Cause(et.Context())
 			out <- tm
@@ -135,22 +131,24 @@ func cutTrial(t *testing.T, h ElectionHarness, i int, a, b Candidate) time.Durat
 	time.Sleep(time.Duration(i%5) * h.TTL / 10)
 	a.Cut()
 	cut := time.Now()
-	var at term
-	select {
-	case at = <-aTerm:
-	case bt := <-bStarted:
-		t.Errorf("trial %d: b led at %v while a's term context was still live", i, bt.Sub(cut))
+	at, bAt := firstOut(aTerm, bStarted, 5*h.TTL)
+	switch {
+	case !bAt.IsZero() && at.ended.IsZero():
+		t.Errorf("trial %d: b led at %v while a's term context was still live", i, bAt.Sub(cut))
 		return 0
-	case <-time.After(5 * h.TTL):
+	case !bAt.IsZero() && !at.ended.Before(bAt):
+		t.Errorf("trial %d: b led at %v while a's term context was still live; it was cancelled %v later", i, bAt.Sub(cut), at.ended.Sub(bAt))
+		return 0
+	case at.ended.IsZero():
 		t.Errorf("trial %d: a's term context not cancelled within 5*TTL of the cut", i)
 		return 0
-	}
-	var bAt time.Time
-	select {
-	case bAt = <-bStarted:
-	case <-time.After(10 * h.TTL):
-		t.Errorf("trial %d: b did not lead within 10*TTL of the cut", i)
-		return 0
+	case bAt.IsZero():
+		select {
+		case bAt = <-bStarted:
+		case <-time.After(10 * h.TTL):
+			t.Errorf("trial %d: b did not lead within 10*TTL of the cut", i)
+			return 0
+		}
 	}
 	gap := bAt.Sub(at.ended)
 	t.Logf("trial %2d: a's term context cancelled %v after the cut, b led %v later", i, at.ended.Sub(cut).Round(time.Millisecond), gap.Round(time.Millisecond))
@@ -161,6 +159,38 @@ func cutTrial(t *testing.T, h ElectionHarness, i int, a, b Candidate) time.Durat
 		t.Errorf("trial %d: a's term cause = %v, want ErrLeadershipLost", i, at.cause)
 	}
 	return gap
+}
+
+// cutTerm is a's term in a network-cut trial: when its lead function
+// began, when it saw the term's context cancelled, and why.
+type cutTerm struct {
+	began, ended time.Time
+	cause        error
+}
+
+// firstOut waits up to wait for a's term to end or b to lead. It returns
+// a's term (zero if it did not end within wait) and, if b led first or
+// at the same time, b's start. Which came first is judged by the times
+// the two lead functions recorded, not by which one this goroutine
+// receives first: a goroutine kept from running while both happened
+// finds both channels ready, and select picks one of them at random.
+// So when b's start is received first, firstOut still waits for a's
+// term, and the caller compares the two times.
+func firstOut(aTerm <-chan cutTerm, bStarted <-chan time.Time, wait time.Duration) (cutTerm, time.Time) {
+	timeout := time.After(wait)
+	select {
+	case at := <-aTerm:
+		return at, time.Time{}
+	case bt := <-bStarted:
+		select {
+		case at := <-aTerm:
+			return at, bt
+		case <-timeout:
+			return cutTerm{}, bt
+		}
+	case <-timeout:
+		return cutTerm{}, time.Time{}
+	}
 }
 
 // checkNoGoroutines fails t if a goroutine with a function of pkg on its
