@@ -9,8 +9,8 @@ GO ?= go
 # Two tiers. The fast tier is `go test ./...`: the e2e fault suite skips
 # there unless BATON_E2E=1. `make test` runs both, and gofmt, go vet and
 # the fuzz targets' short runs, through tools/test.sh: it builds the
-# pinned tools, runs go vet and the fuzz runs at the lowest priority
-# beside the tests, which run a stage at a time (docs/testing.md).
+# pinned tools, runs go vet and the fuzz runs at lower priorities
+# beside the tests, which run in three stages (docs/testing.md).
 # TEST_P: how many packages go test runs at once (the tests wait on
 # servers and TTLs more than they compute).
 TEST_P ?= 4

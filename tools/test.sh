@@ -5,14 +5,14 @@
 # So the stages overlap where one waits and another computes:
 #
 #   1. the pinned tools (.bin: etcd, Consul, kube-apiserver) build in the
-#      background at the lowest priority, while gofmt and the packages
-#      whose tests start none of them run;
+#      background at a low priority (nice 10), while gofmt and the
+#      packages whose tests start none of them run;
 #   2. once etcd and Consul are built, the e2e fault suite (its short
-#      profile starts no kube-apiserver);
-#   3. once all are, the packages whose tests start one (they import
-#      internal/consultest or internal/kubetest, or name .bin) and the
-#      client-go interop module, with go vet and the fuzz targets beside
-#      them at the lowest priority.
+#      profile starts no kube-apiserver) and, beside it, the packages
+#      that need Consul only; the late packages' test binaries, go vet
+#      and the fuzz targets build and run beside them at lower priorities;
+#   3. once all tools are, the packages whose tests start kube-apiserver
+#      or name .bin, and the client-go interop module.
 #
 # A background stage's output is printed whole when it is waited for. The
 # first failing stage ends the run, and stops the background ones.
@@ -50,7 +50,7 @@ finish() {
 }
 
 # Each tool marks itself built: the e2e suite needs etcd and Consul only.
-nice -n 19 sh -c "sh tools/etcd/build.sh && sh tools/consul/build.sh && touch '$tmp/consul.built' && sh tools/kube/build.sh" >"$tmp/tools.log" 2>&1 &
+nice -n 10 sh -c "sh tools/etcd/build.sh && sh tools/consul/build.sh && touch '$tmp/consul.built' && sh tools/kube/build.sh" >"$tmp/tools.log" 2>&1 &
 tools=$!
 bg="$bg $tools"
 # built NAME: waits until the tool build has marked NAME built, or ended.
@@ -87,27 +87,46 @@ say "gofmt clean"
 BATON_E2E= $GO test -race -count=1 -p "$P" -timeout 20m $early
 say "packages that need no tool passed"
 
-# One stage that leans on timing at a time (the e2e suite's bounds, the
-# packages' failover and fencing trials): side by side on a machine whose
-# other core is busy, they missed their margins (ci-loaded: a kube
-# network-cut trial saw the next leader start 3.26 s after the cut while
-# the old term's context was still live). The CPU-bound work beside
-# them runs at the lowest priority.
+# Stage 2: the e2e suite once etcd and Consul are built, and beside it
+# the packages that need Consul only (mid: backends/consul's suite is
+# the longest of the late ones). Both wait on TTLs more than they
+# compute. The CPU-bound work beside them takes what they leave, in
+# order of need: the kube-apiserver build (nice 10), the late packages'
+# race test binaries and go vet (nice 15), the fuzz targets (nice 19).
 built consul
-(cd e2e && BATON_E2E=1 $GO test -race -count=1 -timeout 15m)
-say "e2e passed"
-
-finish "$tools" tools
-
-# go vet compiles every package again, without -race: CPU that the tool
-# builds need more before this point, and the waiting stages leave idle.
-nice -n 19 sh -c "$GO vet ./... && cd backends/kube/interop && $GO vet ./..." >"$tmp/vet.log" 2>&1 &
+mid=""
+for p in $late; do
+	if grep -q "^$p\(\.test\)\?\( \[.*\]\)\?|.* $mod/internal/kubetest\( \|$\)" "$tmp/deps" ||
+		grep -qs '"\.bin"' "$($GO list -f '{{.Dir}}' "$p")"/*_test.go; then
+		continue
+	fi
+	mid="$mid $p"
+done
+late=$(echo "$late" | grep -vxF "$(echo "$mid" | tr ' ' '\n' | sed '/^$/d')")
+say "beside e2e: $(echo "$mid" | sed "s#$mod/##g")"
+# shellcheck disable=SC2086
+BATON_E2E= $GO test -race -count=1 -p "$P" -timeout 20m $mid >"$tmp/mid.log" 2>&1 &
+midpid=$!
+bg="$bg $midpid"
+# go test -c compiles and links the test binaries without running them
+# (their TestMain starts the tools), so that stage 3 finds them built.
+# shellcheck disable=SC2086
+nice -n 15 sh -c "$GO test -race -c -o '$tmp/bin/' $late && (cd backends/kube/interop && $GO test -race -c -o '$tmp/bin/interop/' ./...) && touch '$tmp/late.built' && $GO vet ./... && cd backends/kube/interop && $GO vet ./..." >"$tmp/vet.log" 2>&1 &
 vet=$!
 bg="$bg $vet"
 nice -n 19 env GO="$GO" sh tools/fuzz.sh "$FUZZTIME" >"$tmp/fuzz.log" 2>&1 &
 fuzz=$!
 bg="$bg $fuzz"
+(cd e2e && BATON_E2E=1 $GO test -race -count=1 -timeout 15m)
+say "e2e passed"
+finish "$midpid" mid
 
+finish "$tools" tools
+while [ ! -f "$tmp/late.built" ] && kill -0 "$vet" 2>/dev/null; do sleep 1; done
+[ -f "$tmp/late.built" ] || finish "$vet" vet
+
+# Stage 3: the packages that start kube-apiserver or name .bin, and the
+# client-go interop module.
 # shellcheck disable=SC2086
 BATON_E2E= $GO test -race -count=1 -p "$P" -timeout 20m $late
 (cd backends/kube/interop && $GO test -race -count=1 -timeout 10m ./...)
