@@ -147,7 +147,7 @@ func (r *results) ledgerMarkdown(w func(string, ...any)) {
 		w("\nThe redis-server's CPU time per instant (user + system, from /proc; 10 ms resolution), in its own process: %s. It runs one command or script at a time.\n", strings.Join(n, "; "))
 	}
 	if kubeRows {
-		w("\nKubernetes: the proxy sees TLS, so requests are not counted. A Claim or Finish call writes each ledger shard (64 ConfigMaps) it touches once, all at once, from the copy that its process's last write of the shard returned; it reads the shard first only when it has no copy or the server refused the write as stale (409). A claim reads the Lease first.\n")
+		w("\nKubernetes: the proxy sees TLS, so requests are not counted. A Claim or Finish call writes each ledger shard (16 ConfigMaps) it touches once, all at once, from the copy that its process's last write of the shard returned; it reads the shard first only when it has no copy or the server refused the write as stale (409). A claim reads the Lease first.\n")
 	}
 	if len(batchNotes) > 0 {
 		w("\nOne Claim call of a full batch (MaxBatch claims), from the Host's call to its answer, in the window: %s.\n", strings.Join(batchNotes, "; "))

@@ -71,24 +71,30 @@
 // # The ledger and the control store
 //
 // Kubernetes has no transaction over two objects, so a claim cannot check
-// the Lease and record the tick at once. The ledger is 64 ConfigMaps,
-// Name-ledger-00 to Name-ledger-63 (a job's shard is its name's hash),
-// and the control store one, Name-control. Each keeps data.fence, the
-// highest token that wrote it, and is written only by compare-and-swap
-// (fenced.go). A claim reads the Lease (its token must be the holding
-// baton term's) and then writes each shard it touches, which must not be
-// fenced above its token. A new term's catch-up raises the fences of the
-// shards it reads to its token, by a write, before it reads them: a
-// deposed term's claim either landed before, and is read, or is refused.
-// A run's error is kept to 512 bytes. At 10,000 jobs and History 20 the
-// ledger is about 16 MB, 260 KB per shard; a shard refuses a write that
-// would take it past 768 KiB, below the server's 1 MiB per ConfigMap.
+// the Lease and record the tick at once. The ledger is 16 ConfigMaps,
+// Name-ledger-00 to -15, with each job's last claimed tick and newest
+// runs, and 64, Name-history-00 to -63, with its older runs (a job's
+// shards are its name's hash); the control store is one, Name-control.
+// Each keeps data.fence, the highest token that wrote it, and is written
+// only by compare-and-swap (fenced.go). A claim reads the Lease (its
+// token must be the holding baton term's) and then writes each ledger
+// shard it touches, which must not be fenced above its token. A new
+// term's catch-up raises the fences of the ledger shards it reads to its
+// token, by a write, before it reads them: a deposed term's claim either
+// landed before, and is read, or is refused. A finish moves a job's
+// finished runs to its history shard once its ledger entry holds 4 to 7
+// (history.go), so a claim rewrites a few runs per job whatever History
+// is; past half its bound, a ledger shard moves every finished run but
+// a job's newest. A run's error is kept to 512 bytes. At 10,000 jobs and
+// History 20 the history shards hold about 16 MB, 260 KB each, and each
+// ledger shard up to about 400 KB; an object refuses a write that would
+// take it past 768 KiB, below the server's 1 MiB per ConfigMap.
 //
 // # Permissions
 //
 // A candidate needs get, create, update and watch on the Lease and get,
-// create and update on the ConfigMaps Name-terms, Name-control and
-// Name-ledger-00 to -63 in Namespace (baton lock: the Lease and
-// Name-terms only). Check reads the Lease and Name-terms, so a missing
-// permission there fails at start.
+// create and update on the ConfigMaps Name-terms, Name-control,
+// Name-ledger-00 to -15 and Name-history-00 to -63 in Namespace (baton
+// lock: the Lease and Name-terms only). Check reads the Lease and
+// Name-terms, so a missing permission there fails at start.
 package kube

@@ -148,12 +148,7 @@ func (b *Backend) cas(ctx context.Context, name string, token uint64, mode fence
 			}
 			return err
 		}
-		size := 0
-		for k, v := range data {
-			s, _ := v.(string)
-			size += len(k) + len(s)
-		}
-		if size > maxObjectBytes {
+		if size := dataSize(data); size > maxObjectBytes {
 			return fmt.Errorf("kube: ConfigMap %s would hold %d bytes, more than %d: keep fewer runs per job (History) or split the jobs over more elections", name, size, maxObjectBytes)
 		}
 		var out *object
@@ -172,4 +167,14 @@ func (b *Backend) cas(ctx context.Context, name string, token uint64, mode fence
 		return nil
 	}
 	return fmt.Errorf("kube: ConfigMap %s kept changing", name)
+}
+
+// dataSize is the bytes of a ConfigMap's data, keys and values.
+func dataSize(data map[string]any) int {
+	size := 0
+	for k, v := range data {
+		s, _ := v.(string)
+		size += len(k) + len(s)
+	}
+	return size
 }

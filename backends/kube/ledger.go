@@ -7,31 +7,42 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/batonhq/baton/ledger"
 )
 
-// ledgerShards is how many ConfigMaps hold the ledger, Name-ledger-00 to
-// Name-ledger-63, each a job's hash's share. They are created as jobs
-// first use them. At 10,000 jobs and History 20, a shard holds about 160
-// jobs and 260 KB (a run is about 80 bytes: ledger.go's runRec).
-const ledgerShards = 64
+// ledgerShards and historyShards are how many ConfigMaps of each kind
+// hold the ledger, each a share of the jobs by the hash of their names:
+// Name-ledger-00 to -15 keep a job's newest claimed tick and its newest
+// runs, which a claim rewrites; Name-history-00 to -63 keep its older
+// runs, which no claim writes (history.go). A write's cost on the server
+// is much its own plus its bytes (docs/backends/kube.md), so an instant's
+// claims go to few ledger shards, kept small by moving runs out. They
+// are created as jobs first use them.
+const (
+	ledgerShards  = 16
+	historyShards = 64
+)
 
 // maxBatch is how many claims or finishes one call takes: a call writes
-// each shard it touches once, so one call for the jobs of an instant is
-// at most ledgerShards writes.
+// each ledger shard it touches once, so one call for the jobs of an
+// instant is at most ledgerShards writes.
 const maxBatch = 10000
 
 // maxError bounds a run's error text in the ledger.
 const maxError = 512
 
 // Ledger returns the election's tick ledger, keeping the newest
-// Config.History runs per job, in ledgerShards ConfigMaps (fenced.go). A
-// claim reads the Lease, then writes each shard its jobs fall in; a
-// finish writes the shards; LastClaimed raises the shards' fences to the
-// holding term's token and reads them; History reads one.
+// Config.History runs per job, in ledgerShards ConfigMaps of each kind
+// (fenced.go, history.go). A claim reads the Lease, then writes each
+// ledger shard its jobs fall in; a finish writes the ledger shards, and
+// now and then moves older runs to the history shards; LastClaimed
+// raises the ledger shards' fences to the holding term's token and reads
+// them; History reads a ledger shard, and its history shard if need be.
 func (b *Backend) Ledger() ledger.Ledger { return &tickLedger{b: b} }
 
 type tickLedger struct{ b *Backend }
@@ -42,7 +53,7 @@ var _ ledger.Ledger = (*tickLedger)(nil)
 // newest runs, newest first.
 type jobRec struct {
 	Job  string   `json:"j"`
-	Last int64    `json:"l"` // unix nanoseconds
+	Last int64    `json:"l,omitempty"` // unix nanoseconds; 0 in a history shard
 	Runs []runRec `json:"r,omitempty"`
 }
 
@@ -78,18 +89,31 @@ func (r runRec) run(job string) ledger.Run {
 		Started: fromUnixNano(r.Started), Ended: fromUnixNano(r.Ended), Result: ledger.Result(r.Result), Error: r.Error, Attempts: r.Attempts}
 }
 
+// truncError keeps up to maxError bytes of s, cut at a character, as
+// valid UTF-8: what JSON stores is then what the ledger wrote, so that a
+// move (history.go) finds the copy it moved.
 func truncError(s string) string {
-	if len(s) > maxError {
-		return s[:maxError]
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= maxError {
+		return s
 	}
-	return s
+	cut := maxError
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
 }
 
-// jobKey is job's key in its shard's data, and the shard.
-func (b *Backend) jobKey(job string) (key, shard string) {
+// jobKey is job's key in its shards' data, and the numbers of its ledger
+// and history shards.
+func jobKey(job string) (key string, ledgerN, historyN int) {
 	h := sha256.Sum256([]byte(job))
-	return "j." + hex.EncodeToString(h[:12]), fmt.Sprintf("%s-ledger-%02d", b.name, int(h[0])%ledgerShards)
+	return "j." + hex.EncodeToString(h[:12]), int(h[0]) % ledgerShards, int(h[0]) % historyShards
 }
+
+// ledgerShard and historyShard name shard number i of each kind.
+func (b *Backend) ledgerShard(i int) string  { return fmt.Sprintf("%s-ledger-%02d", b.name, i) }
+func (b *Backend) historyShard(i int) string { return fmt.Sprintf("%s-history-%02d", b.name, i) }
 
 // record decodes job's entry from data (an empty one if absent).
 func record(data map[string]any, key, job string) (jobRec, error) {
@@ -119,21 +143,21 @@ func store(data map[string]any, key string, r jobRec) error {
 // MaxBatch implements ledger.Ledger.
 func (l *tickLedger) MaxBatch() int { return maxBatch }
 
-// byShard groups the indexes 0..n-1 by the shard of job(i).
-func (b *Backend) byShard(n int, job func(int) string) map[string][]int {
-	out := map[string][]int{}
+// byShard groups the indexes 0..n-1 by the ledger shard of job(i).
+func byShard(n int, job func(int) string) map[int][]int {
+	out := map[int][]int{}
 	for i := range n {
-		_, s := b.jobKey(job(i))
+		_, s, _ := jobKey(job(i))
 		out[s] = append(out[s], i)
 	}
 	return out
 }
 
-// eachShard runs f for every shard of groups at once (at most the 64
+// eachShard runs f for every shard of groups at once (at most the 16
 // shards) and waits. The server's CPU, not the number of writes in
 // flight, bounds an instant's claims (measured: docs/backends/kube.md),
 // so nothing limits them here.
-func eachShard(groups map[string][]int, f func(shard string, idx []int)) {
+func eachShard(groups map[int][]int, f func(shard int, idx []int)) {
 	var wg sync.WaitGroup
 	for s, idx := range groups {
 		wg.Go(func() { f(s, idx) })
@@ -164,16 +188,17 @@ func (l *tickLedger) Claim(ctx context.Context, cs []ledger.Claim) []error {
 // each shard in one compare-and-swap that its fence must allow, and sets
 // their errors. Claim calls it once the Lease showed token holding.
 func (l *tickLedger) write(ctx context.Context, cs []ledger.Claim, live []int, token uint64, errs []error) {
-	groups := l.b.byShard(len(live), func(j int) string { return cs[live[j]].Job })
-	eachShard(groups, func(shard string, idx []int) {
+	groups := byShard(len(live), func(j int) string { return cs[live[j]].Job })
+	eachShard(groups, func(n int, idx []int) {
 		for j := range idx {
 			idx[j] = live[idx[j]]
 		}
+		shard := l.b.ledgerShard(n)
 		err := l.b.cas(ctx, shard, token, mustHold, func(data map[string]any) (bool, error) {
 			changed := false
 			for _, i := range idx {
 				c := cs[i]
-				key, _ := l.b.jobKey(c.Job)
+				key, _, _ := jobKey(c.Job)
 				r, err := record(data, key, c.Job)
 				if err != nil {
 					return false, err
@@ -216,10 +241,11 @@ func (l *tickLedger) LastClaimed(ctx context.Context, jobs []string) ([]time.Tim
 	out := make([]time.Time, len(jobs))
 	var mu sync.Mutex
 	var errs []error
-	eachShard(l.b.byShard(len(jobs), func(i int) string { return jobs[i] }), func(shard string, idx []int) {
+	eachShard(byShard(len(jobs), func(i int) string { return jobs[i] }), func(n int, idx []int) {
+		shard := l.b.ledgerShard(n)
 		err := l.b.cas(ctx, shard, holder, raiseOnly, func(data map[string]any) (bool, error) {
 			for _, i := range idx {
-				key, _ := l.b.jobKey(jobs[i])
+				key, _, _ := jobKey(jobs[i])
 				r, err := record(data, key, jobs[i])
 				if err != nil {
 					return false, err
@@ -238,67 +264,4 @@ func (l *tickLedger) LastClaimed(ctx context.Context, jobs []string) ([]time.Tim
 		return nil, err
 	}
 	return out, nil
-}
-
-// Finish implements ledger.Ledger: one write per shard, not conditioned
-// on the term.
-func (l *tickLedger) Finish(ctx context.Context, rs []ledger.Run) []error {
-	errs := make([]error, len(rs))
-	eachShard(l.b.byShard(len(rs), func(i int) string { return rs[i].Job }), func(shard string, idx []int) {
-		err := l.b.cas(ctx, shard, 0, noFence, func(data map[string]any) (bool, error) {
-			changed := false
-			for _, i := range idx {
-				f := rs[i]
-				key, _ := l.b.jobKey(f.Job)
-				r, err := record(data, key, f.Job)
-				if err != nil {
-					return false, err
-				}
-				for j, run := range r.Runs {
-					if run.Tick != f.Tick.UnixNano() || run.Token != f.Token {
-						continue
-					}
-					r.Runs[j] = runRec{Tick: run.Tick, Token: run.Token, Instance: f.Instance, CatchUp: f.CatchUp,
-						Started: unixNano(f.Started), Ended: unixNano(f.Ended), Result: string(f.Result), Error: truncError(f.Error), Attempts: f.Attempts}
-					if err := store(data, key, r); err != nil {
-						return false, err
-					}
-					changed = true
-					break
-				}
-			}
-			return changed, nil
-		})
-		if err != nil {
-			err = fmt.Errorf("kube: finish %d runs in %s: %w", len(idx), shard, err)
-			for _, i := range idx {
-				errs[i] = err
-			}
-		}
-	})
-	return errs
-}
-
-// History implements ledger.Ledger: one read.
-func (l *tickLedger) History(ctx context.Context, job string, n int) ([]ledger.Run, error) {
-	if n <= 0 {
-		return nil, nil
-	}
-	key, shard := l.b.jobKey(job)
-	o, err := l.b.c.get(ctx, configMaps, l.b.ns, shard)
-	if isNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kube: read history of %q: %w", job, err)
-	}
-	r, err := record(o.section("data"), key, job)
-	if err != nil {
-		return nil, err
-	}
-	runs := make([]ledger.Run, 0, min(n, len(r.Runs)))
-	for _, run := range r.Runs[:min(n, len(r.Runs))] {
-		runs = append(runs, run.run(job))
-	}
-	return runs, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -63,32 +64,38 @@ func TestKubeRun(t *testing.T) {
 		t.Fatalf("Acquire as the ServiceAccount: %v", err)
 	}
 	defer l.Release(context.Background())
-	// 1,000 jobs fall in every one of the 64 shards (all but surely: a
-	// shard misses them all with odds of 64 × (63/64)^1000 ≈ 1e-5).
+	// 1,000 jobs fall in every one of the 16 ledger shards and the 64
+	// history shards (all but surely: a history shard misses them all
+	// with odds of 64 × (63/64)^1000 ≈ 1e-5). Seven instants make every
+	// ledger entry move runs to its history shard (after 4 to 7 runs).
 	led := b.Ledger()
-	tick := time.Date(2026, 11, 28, 2, 0, 0, 0, time.UTC)
-	var cs []ledger.Claim
+	base := time.Date(2026, 11, 28, 2, 0, 0, 0, time.UTC)
 	var jobs []string
 	for i := range 1000 {
-		job := fmt.Sprintf("job-%d", i)
-		jobs = append(jobs, job)
-		cs = append(cs, ledger.Claim{Job: job, Tick: tick, Token: l.Token(), Instance: "pod-0", Started: tick})
+		jobs = append(jobs, fmt.Sprintf("job-%d", i))
 	}
 	if _, err := led.LastClaimed(ctx, jobs); err != nil {
 		t.Fatalf("LastClaimed as the ServiceAccount: %v", err)
 	}
-	for i, err := range led.Claim(ctx, cs) {
-		if err != nil {
-			t.Fatalf("claim of %s as the ServiceAccount: %v", cs[i].Job, err)
+	const instants = 7
+	tick := base
+	for k := range instants {
+		tick = base.Add(time.Duration(k) * time.Second)
+		var cs []ledger.Claim
+		var runs []ledger.Run
+		for _, job := range jobs {
+			cs = append(cs, ledger.Claim{Job: job, Tick: tick, Token: l.Token(), Instance: "pod-0", Started: tick})
+			runs = append(runs, ledger.Run{Job: job, Tick: tick, Token: l.Token(), Instance: "pod-0", Started: tick, Ended: tick.Add(time.Second), Result: ledger.ResultOK})
 		}
-	}
-	var runs []ledger.Run
-	for _, c := range cs {
-		runs = append(runs, ledger.Run{Job: c.Job, Tick: c.Tick, Token: c.Token, Instance: c.Instance, Started: c.Started, Ended: tick.Add(time.Second), Result: ledger.ResultOK})
-	}
-	for i, err := range led.Finish(ctx, runs) {
-		if err != nil {
-			t.Fatalf("finish of %s: %v", runs[i].Job, err)
+		for i, err := range led.Claim(ctx, cs) {
+			if err != nil {
+				t.Fatalf("claim of %s as the ServiceAccount: %v", cs[i].Job, err)
+			}
+		}
+		for i, err := range led.Finish(ctx, runs) {
+			if err != nil {
+				t.Fatalf("finish of %s: %v", runs[i].Job, err)
+			}
 		}
 	}
 	last, err := led.LastClaimed(ctx, jobs)
@@ -100,8 +107,14 @@ func TestKubeRun(t *testing.T) {
 			t.Fatalf("last claimed of %s: %v, want %v", jobs[i], lt, tick)
 		}
 	}
-	if h, err := led.History(ctx, "job-7", 5); err != nil || len(h) != 1 || h[0].Result != ledger.ResultOK {
-		t.Errorf("History of job-7: %+v, %v; want one ok run", h, err)
+	if h, err := led.History(ctx, "job-7", 10); err != nil || len(h) != instants || h[0].Result != ledger.ResultOK || !h[0].Tick.Equal(tick) {
+		t.Errorf("History of job-7: %+v, %v; want %d runs, the newest ok at %v", h, err, instants, tick)
+	}
+	for i := range 64 {
+		shard := fmt.Sprintf("%s-history-%02d", name, i)
+		if code, out := kubeCall(t, srv, http.MethodGet, "/api/v1/namespaces/default/configmaps/"+shard, nil); code != http.StatusOK {
+			t.Errorf("history shard %s: %d %.200s (no runs moved there as the ServiceAccount)", shard, code, out)
+		}
 	}
 	jc := control.NewJobs(b.Control())
 	if err := jc.Pause(ctx, control.Pause{Job: "invoice-run", By: "test", At: time.Now()}); err != nil {
