@@ -479,11 +479,7 @@ func TestControl_PauseStopsAQueuedTick(t *testing.T) {
 		n.stop(t)
 		mu.Lock()
 		defer mu.Unlock()
-		for _, at := range slowAt {
-			if at.After(acked) {
-				t.Errorf("slow started at +%v, after the pause acknowledged at +%v (starts %v)", at.Sub(start), acked.Sub(start), slowAt)
-			}
-		}
+		noneAfter(t, "slow started", slowAt, acked, start)
 		hist := n.history(t, "slow", 10)
 		skipped := 0
 		for _, h := range hist {
@@ -495,6 +491,17 @@ func TestControl_PauseStopsAQueuedTick(t *testing.T) {
 			t.Errorf("no skipped tick in slow's history %+v, want the queued one", hist)
 		}
 	})
+}
+
+// noneAfter fails t for each of times after acked, the moment a pause was
+// acknowledged (both shown from start).
+func noneAfter(t *testing.T, what string, times []time.Time, acked, start time.Time) {
+	t.Helper()
+	for _, at := range times {
+		if at.After(acked) {
+			t.Errorf("%s at +%v, after the pause acknowledged at +%v (all at %v)", what, at.Sub(start), acked.Sub(start), times)
+		}
+	}
 }
 
 // TestControl_PauseStopsTheRetries: a pause acknowledged during a failed
@@ -521,11 +528,7 @@ func TestControl_PauseStopsTheRetries(t *testing.T) {
 		n.stop(t)
 		mu.Lock()
 		defer mu.Unlock()
-		for _, at := range attempts {
-			if at.After(acked) {
-				t.Errorf("an attempt at +%v, after the pause acknowledged at +%v (attempts at %v)", at.Sub(start), acked.Sub(start), attempts)
-			}
-		}
+		noneAfter(t, "an attempt", attempts, acked, start)
 		if len(hist) != 1 || hist[0].Attempts != 2 || hist[0].Result != ledger.ResultFailed || !strings.Contains(hist[0].Error, "not retried: paused by alice") {
 			t.Errorf("history %+v, want one failed run of 2 attempts, not retried: paused by alice", hist)
 		}
