@@ -96,7 +96,7 @@ say "packages that need no tool passed"
 built consul
 mid=""
 for p in $late; do
-	if grep -q "^$p\(\.test\)\?\( \[.*\]\)\?|.* $mod/internal/kubetest\( \|$\)" "$tmp/deps" ||
+	if [ "$p" = "$mod/internal/kubetest" ] || grep -q "^$p\(\.test\)\?\( \[.*\]\)\?|.* $mod/internal/kubetest\( \|$\)" "$tmp/deps" ||
 		grep -qs '"\.bin"' "$($GO list -f '{{.Dir}}' "$p")"/*_test.go; then
 		continue
 	fi
@@ -111,7 +111,7 @@ bg="$bg $midpid"
 # go test -c compiles and links the test binaries without running them
 # (their TestMain starts the tools), so that stage 3 finds them built.
 # shellcheck disable=SC2086
-nice -n 15 sh -c "$GO test -race -c -o '$tmp/bin/' $late && (cd backends/kube/interop && $GO test -race -c -o '$tmp/bin/interop/' ./...) && touch '$tmp/late.built' && $GO vet ./... && cd backends/kube/interop && $GO vet ./..." >"$tmp/vet.log" 2>&1 &
+nice -n 15 sh -c "$GO test -race -c -o '$tmp/bin/' $(echo "$late" | tr '\n' ' ') && (cd backends/kube/interop && $GO test -race -c -o '$tmp/bin/interop/' ./...) && touch '$tmp/late.built' && $GO vet ./... && cd backends/kube/interop && $GO vet ./..." >"$tmp/vet.log" 2>&1 &
 vet=$!
 bg="$bg $vet"
 nice -n 19 env GO="$GO" sh tools/fuzz.sh "$FUZZTIME" >"$tmp/fuzz.log" 2>&1 &
