@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,11 +8,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/batonhq/baton/e2e/internal/history"
@@ -236,43 +232,24 @@ func (op *operator) stop() string {
 	reqs := append([]runNow(nil), op.requests...)
 	asked, failed, kept := op.asked, op.failed, op.keptPerJob
 	op.mu.Unlock()
-	type state struct {
-		State, Result, Error, Instance string
-		Token                          uint64
-	}
-	states := map[string]state{}
-	// The leader keeps the newest kept done requests of the job and
-	// forgets the older ones: a request with at least kept requests
-	// accepted after it, that no node knows (404), was done and
-	// forgotten. Its runs are still counted from the run log.
+	states := map[string]requestState{}
 	forgotten := map[string]bool{}
-	runs := manualRuns(sc.runsPath)
 	// One 20 s wait for all of them: a soak may have hundreds.
 	deadline := time.Now().Add(20 * time.Second)
 	// What the last answer was, for a request found not done.
 	lastAnswer := map[string]string{}
+	w := requestWait{reqs: reqs, kept: kept, runsPath: sc.runsPath, deadline: deadline, ask: func(id string) (string, int, string, error) {
+		p := op.node()
+		if p == nil {
+			return "", 0, "", nil
+		}
+		code, body, err := opCall(p, http.MethodGet, "/runs/"+id, nil)
+		return p.id, code, body, err
+	}}
 	for i, r := range reqs {
-		var st state
-		old := forgettable(reqs, i, runs, kept)
-		tries := 0
-		waitFor(time.Until(deadline), func() bool {
-			tries++
-			p := op.node()
-			if p == nil {
-				lastAnswer[r.id] = fmt.Sprintf("no live node (%d tries)", tries)
-				return false
-			}
-			code, body, err := opCall(p, http.MethodGet, "/runs/"+r.id, nil)
-			lastAnswer[r.id] = fmt.Sprintf("%s answered %d %v %.120s (%d tries)", p.id, code, err, body, tries)
-			if err == nil && code == http.StatusNotFound && old {
-				forgotten[r.id] = true
-				return true
-			}
-			return err == nil && code == http.StatusOK && json.Unmarshal([]byte(body), &st) == nil && st.State == "done"
-		})
-		states[r.id] = st
+		states[r.id], forgotten[r.id], lastAnswer[r.id] = w.await(i)
 	}
-	runs = manualRuns(sc.runsPath) // with the runs begun during the wait
+	runs := manualRuns(sc.runsPath) // with the runs begun during the wait
 	var done, twice, notDone, phantom, gone int
 	for _, r := range reqs {
 		st, n := states[r.id], len(runs[r.id])
@@ -303,92 +280,4 @@ func (op *operator) stop() string {
 	sc.mu.Unlock()
 	return fmt.Sprintf("    operator: %d pauses sent, %d acknowledged, %d not (each acknowledged one checked: after-pause); run now: %d accepted, %d done and run at most once, %d done and forgotten (older than the newest %d; run at most once), %d ran twice, %d not done, %d done ok without a run\n",
 		asked, acked, failed, len(reqs), done, gone, kept, twice, notDone, phantom)
-}
-
-// manualRuns reads the start lines of "manual" in the run log: for each
-// request id (their last field), the times its runs began (their fifth
-// field, in nanoseconds), in the log's order.
-func manualRuns(path string) map[string][]time.Time {
-	out := map[string][]time.Time{}
-	f, err := os.Open(path)
-	if err != nil {
-		return out
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if f := strings.Fields(sc.Text()); len(f) == 7 && f[0] == "S" && f[1] == "manual" {
-			ns, _ := strconv.ParseInt(f[5], 10, 64)
-			out[f[6]] = append(out[f[6]], time.Unix(0, ns))
-		}
-	}
-	return out
-}
-
-// forgettable reports whether the leader may have forgotten reqs[i], done:
-// kept requests were accepted after it, as the operator heard, or run
-// after it, as the job recorded.
-func forgettable(reqs []runNow, i int, runs map[string][]time.Time, kept int) bool {
-	return kept > 0 && (i < len(reqs)-kept || runAfter(runs, reqs[i].id) >= kept)
-}
-
-// runAfter counts the request ids other than id whose runs, in the job's
-// own records, all began after the last run of id began. The leader
-// forgets a done request once RunNowKeptPerJob newer ones are done, and
-// these are newer by the job's own account, also those whose acceptance
-// the operator never heard of (its answer lost to a fault).
-func runAfter(runs map[string][]time.Time, id string) int {
-	mine := runs[id]
-	if len(mine) == 0 {
-		return 0
-	}
-	last, n := mine[len(mine)-1], 0
-	for other, ts := range runs {
-		if other != id && ts[0].After(last) {
-			n++
-		}
-	}
-	return n
-}
-
-// The leader forgets a done run-now request once kept newer ones are
-// done. The operator may not have heard of every one it made: a fault
-// can lose the answer to a request that the leader accepted. Here the
-// operator heard of 45 requests after r0, and the job's records show 50
-// run after it: r0 may be forgotten. Judged by the operator's list alone
-// (before this rule), a 404 for r0 was a problem ("still \"\" 20 s after
-// the faults ended").
-func TestForgettable_CountsRequestsWhoseAnswerWasLost(t *testing.T) {
-	const kept = 50
-	t0 := time.Date(2026, 11, 28, 7, 0, 0, 0, time.UTC)
-	runs := map[string][]time.Time{}
-	var reqs []runNow
-	for i := range 51 {
-		id := fmt.Sprintf("r%d", i)
-		runs[id] = []time.Time{t0.Add(time.Duration(i) * 5 * time.Second)}
-		if i%10 != 9 { // every tenth answer lost: 46 heard of, r0 included
-			reqs = append(reqs, runNow{id: id})
-		}
-	}
-	if i := len(reqs) - kept; i > 0 {
-		t.Fatalf("the operator heard of %d requests: r0 is old by its list alone", len(reqs))
-	}
-	if !forgettable(reqs, 0, runs, kept) {
-		t.Errorf("r0, with 50 requests run after it: not forgettable, want forgettable")
-	}
-	if forgettable(reqs, 1, runs, kept) {
-		t.Errorf("r1, with 49 run after it and 44 heard of: forgettable, want not")
-	}
-
-	// A request run again after the others (twice) is not old by its
-	// first run.
-	runs["r0"] = append(runs["r0"], t0.Add(300*time.Second))
-	if forgettable(reqs, 0, runs, kept) {
-		t.Errorf("r0 run again after all the others: forgettable, want not")
-	}
-	// With no run of it in the records, only the operator's list counts.
-	delete(runs, "r0")
-	if forgettable(reqs, 0, runs, kept) {
-		t.Errorf("r0 with no run: forgettable, want not")
-	}
 }

@@ -1,0 +1,211 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// requestState is a node's answer to GET /runs/ID, in part.
+type requestState struct {
+	State, Result, Error, Instance string
+	Token                          uint64
+}
+
+// requestWait asks the nodes, once the faults are over, what became of
+// each run-now request the operator made.
+//
+// The leader keeps the newest kept done requests of the job and forgets
+// the older ones: a request that no node knows (404) and that may have
+// been forgotten (forgettable) was done and forgotten. Its runs are still
+// counted from the run log.
+type requestWait struct {
+	reqs     []runNow
+	kept     int
+	runsPath string // the jobs' run log
+	deadline time.Time
+	// ask returns one live node's answer for request id: the node, and
+	// the code, body and error of its answer; "" when no node is live.
+	ask func(id string) (node string, code int, body string, err error)
+
+	runs map[string][]time.Time // the run log as last read
+}
+
+// await asks for reqs[i] until it is done, or until a 404 while the
+// request may have been forgotten, or until the deadline. It returns the
+// last state read, whether the request was forgotten, and the last
+// answer (for a request found not done).
+func (w *requestWait) await(i int) (requestState, bool, string) {
+	var st requestState
+	var forgotten bool
+	last, tries := "", 0
+	id := w.reqs[i].id
+	waitFor(time.Until(w.deadline), func() bool {
+		tries++
+		p, code, body, err := w.ask(id)
+		if p == "" {
+			last = fmt.Sprintf("no live node (%d tries)", tries)
+			return false
+		}
+		last = fmt.Sprintf("%s answered %d %v %.120s (%d tries)", p, code, err, body, tries)
+		if err == nil && code == http.StatusNotFound && w.forgettable(i) {
+			forgotten = true
+			return true
+		}
+		return err == nil && code == http.StatusOK && json.Unmarshal([]byte(body), &st) == nil && st.State == "done"
+	})
+	return st, forgotten, last
+}
+
+// forgettable reports whether the leader may have forgotten reqs[i],
+// judged on the run log as it is now: the newer request that made the
+// leader forget it may have run during the wait. It reads the log again
+// only when the last reading does not show the request forgettable.
+func (w *requestWait) forgettable(i int) bool {
+	if w.runs != nil && forgettable(w.reqs, i, w.runs, w.kept) {
+		return true
+	}
+	w.runs = manualRuns(w.runsPath)
+	return forgettable(w.reqs, i, w.runs, w.kept)
+}
+
+// manualRuns reads the start lines of "manual" in the run log: for each
+// request id (their last field), the times its runs began (their fifth
+// field, in nanoseconds), in the log's order.
+func manualRuns(path string) map[string][]time.Time {
+	out := map[string][]time.Time{}
+	f, err := os.Open(path)
+	if err != nil {
+		return out
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) == 7 && f[0] == "S" && f[1] == "manual" {
+			ns, _ := strconv.ParseInt(f[5], 10, 64)
+			out[f[6]] = append(out[f[6]], time.Unix(0, ns))
+		}
+	}
+	return out
+}
+
+// forgettable reports whether the leader may have forgotten reqs[i], done:
+// kept requests were accepted after it, as the operator heard, or run
+// after it, as the job recorded.
+func forgettable(reqs []runNow, i int, runs map[string][]time.Time, kept int) bool {
+	return kept > 0 && (i < len(reqs)-kept || runAfter(runs, reqs[i].id) >= kept)
+}
+
+// runAfter counts the request ids other than id whose runs, in the job's
+// own records, all began after the last run of id began. The leader
+// forgets a done request once RunNowKeptPerJob newer ones are done, and
+// these are newer by the job's own account, also those whose acceptance
+// the operator never heard of (its answer lost to a fault).
+func runAfter(runs map[string][]time.Time, id string) int {
+	mine := runs[id]
+	if len(mine) == 0 {
+		return 0
+	}
+	last, n := mine[len(mine)-1], 0
+	for other, ts := range runs {
+		if other != id && ts[0].After(last) {
+			n++
+		}
+	}
+	return n
+}
+
+// The leader forgets a done run-now request once kept newer ones are
+// done. The operator may not have heard of every one it made: a fault
+// can lose the answer to a request that the leader accepted. Here the
+// operator heard of 45 requests after r0, and the job's records show 50
+// run after it: r0 may be forgotten. Judged by the operator's list alone
+// (before this rule), a 404 for r0 was a problem ("still \"\" 20 s after
+// the faults ended").
+func TestForgettable_CountsRequestsWhoseAnswerWasLost(t *testing.T) {
+	const kept = 50
+	t0 := time.Date(2026, 11, 28, 7, 0, 0, 0, time.UTC)
+	runs := map[string][]time.Time{}
+	var reqs []runNow
+	for i := range 51 {
+		id := fmt.Sprintf("r%d", i)
+		runs[id] = []time.Time{t0.Add(time.Duration(i) * 5 * time.Second)}
+		if i%10 != 9 { // every tenth answer lost: 46 heard of, r0 included
+			reqs = append(reqs, runNow{id: id})
+		}
+	}
+	if i := len(reqs) - kept; i > 0 {
+		t.Fatalf("the operator heard of %d requests: r0 is old by its list alone", len(reqs))
+	}
+	if !forgettable(reqs, 0, runs, kept) {
+		t.Errorf("r0, with 50 requests run after it: not forgettable, want forgettable")
+	}
+	if forgettable(reqs, 1, runs, kept) {
+		t.Errorf("r1, with 49 run after it and 44 heard of: forgettable, want not")
+	}
+
+	// A request run again after the others (twice) is not old by its
+	// first run.
+	runs["r0"] = append(runs["r0"], t0.Add(300*time.Second))
+	if forgettable(reqs, 0, runs, kept) {
+		t.Errorf("r0 run again after all the others: forgettable, want not")
+	}
+	// With no run of it in the records, only the operator's list counts.
+	delete(runs, "r0")
+	if forgettable(reqs, 0, runs, kept) {
+		t.Errorf("r0 with no run: forgettable, want not")
+	}
+}
+
+// A request is forgotten once the 50th newer one is done, and that one
+// may run during the wait itself: in a 60-minute kube soak, request 503
+// had 49 requests run after it when the wait began, the 50th (555)
+// began 0.2 s later, and 503 was forgotten. Judged on the run log read
+// before the wait, its 404 was a problem ("still \"\" 20 s after the
+// faults ended"); judged on the log as it is at the 404, it is done and
+// forgotten. A request with 49 newer runs still is not.
+func TestRequestWait_RunLogReadAtEachAnswer(t *testing.T) {
+	const kept = 50
+	t0 := time.Date(2026, 11, 29, 16, 15, 43, 0, time.UTC)
+	path := filepath.Join(t.TempDir(), "runs.log")
+	logRun := func(id string, at time.Time) {
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		fmt.Fprintf(f, "S manual %s 7 node-1 %d %s\n", at.Truncate(time.Second).Format(time.RFC3339), at.UnixNano(), id)
+	}
+	var reqs []runNow
+	for i := range 51 {
+		id := fmt.Sprintf("r%d", i)
+		if i%10 != 9 { // answers lost: the operator heard of 46
+			reqs = append(reqs, runNow{id: id})
+		}
+		if i < 50 {
+			logRun(id, t0.Add(time.Duration(i)*5*time.Second))
+		}
+	}
+	answers := 0
+	w := requestWait{reqs: reqs, kept: kept, runsPath: path, deadline: time.Now().Add(2 * time.Second),
+		ask: func(id string) (string, int, string, error) {
+			answers++
+			if answers == 3 { // r50 runs during the wait
+				logRun("r50", t0.Add(250*time.Second))
+			}
+			return "node-1", http.StatusNotFound, `{"error":"request ` + id + `: none"}`, nil
+		}}
+	if _, forgotten, last := w.await(0); !forgotten {
+		t.Errorf("r0, with the 50th newer run begun during the wait: not forgotten (last answer: %s), want forgotten", last)
+	}
+	if _, forgotten, _ := w.await(1); forgotten {
+		t.Errorf("r1, with 49 newer runs: forgotten, want a problem")
+	}
+}
