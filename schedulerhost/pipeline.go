@@ -121,11 +121,13 @@ func (r *tickRun) stopped() {
 }
 
 // termOver stops r before its start: the term is over (err says how).
+// It says so before it records a claimed tick as not started: that write
+// may take seconds of retries, and the process may be stopped meanwhile.
 func (r *tickRun) termOver(err error) {
+	r.t.h.log.Warn("run not started: term over", "job", r.job.Name, "tick", r.tick.Time, "token", r.t.token, "err", err)
 	if r.claimed {
 		r.t.finishNotStarted(r.job, r.tick.Time, r.tick.CatchUp)
 	}
-	r.t.h.log.Warn("run not started: term over", "job", r.job.Name, "tick", r.tick.Time, "token", r.t.token, "err", err)
 	r.over = true
 }
 

@@ -160,6 +160,10 @@ func (t *termRun) runTicks(j *jobState, ticks []time.Time, catchUp, claimed bool
 				held = r
 			}
 			if claimed && (r.over || !t.live()) { // the term ended: the claimed ticks left did not run
+				err := t.check()
+				for _, rest := range ticks[i+1:] { // said first: each write may take seconds
+					t.h.log.Warn("run not started: term over", "job", j.Name, "tick", rest, "token", t.token, "err", err)
+				}
 				for _, rest := range ticks[i+1:] {
 					t.finishNotStarted(j, rest, catchUp)
 				}
