@@ -97,29 +97,38 @@ func manualRuns(path string) map[string][]time.Time {
 }
 
 // forgettable reports whether the leader may have forgotten reqs[i], done:
-// kept requests were accepted after it, as the operator heard, or run
-// after it, as the job recorded.
+// kept other requests are newer than it, by the operator's list (accepted
+// after it, as the operator heard) or by the job's own records (run after
+// it), the two counted together.
 func forgettable(reqs []runNow, i int, runs map[string][]time.Time, kept int) bool {
-	return kept > 0 && (i < len(reqs)-kept || runAfter(runs, reqs[i].id) >= kept)
+	if kept <= 0 {
+		return false
+	}
+	newer := runAfter(runs, reqs[i].id)
+	for _, r := range reqs[i+1:] {
+		newer[r.id] = true
+	}
+	return len(newer) >= kept
 }
 
-// runAfter counts the request ids other than id whose runs, in the job's
+// runAfter returns the request ids other than id whose runs, in the job's
 // own records, all began after the last run of id began. The leader
 // forgets a done request once RunNowKeptPerJob newer ones are done, and
 // these are newer by the job's own account, also those whose acceptance
 // the operator never heard of (its answer lost to a fault).
-func runAfter(runs map[string][]time.Time, id string) int {
+func runAfter(runs map[string][]time.Time, id string) map[string]bool {
+	out := map[string]bool{}
 	mine := runs[id]
 	if len(mine) == 0 {
-		return 0
+		return out
 	}
-	last, n := mine[len(mine)-1], 0
+	last := mine[len(mine)-1]
 	for other, ts := range runs {
 		if other != id && ts[0].After(last) {
-			n++
+			out[other] = true
 		}
 	}
-	return n
+	return out
 }
 
 // The leader forgets a done run-now request once kept newer ones are
@@ -207,5 +216,41 @@ func TestRequestWait_RunLogReadAtEachAnswer(t *testing.T) {
 	}
 	if _, forgotten, _ := w.await(1); forgotten {
 		t.Errorf("r1, with 49 newer runs: forgotten, want a problem")
+	}
+}
+
+// A request done without a run (its term killed between the take and
+// the start) counts among the leader's newer done requests, and is known
+// to the operator only if it heard the answer. In a 60-minute kube soak
+// request 465 ran once, 49 requests ran after it and one more, 473, was
+// done without a run: the leader forgot 465, and neither the operator's
+// list (answers lost) nor the runs alone showed 50 newer. Together they
+// do: a request is newer if it was heard accepted after r or run after r.
+func TestForgettable_CountsHeardAndRunTogether(t *testing.T) {
+	const kept = 50
+	t0 := time.Date(2026, 11, 29, 18, 7, 29, 0, time.UTC)
+	runs := map[string][]time.Time{}
+	var reqs []runNow
+	for i := range 51 {
+		id := fmt.Sprintf("r%d", i)
+		if i != 7 { // r7: done without a run
+			runs[id] = []time.Time{t0.Add(time.Duration(i) * 5 * time.Second)}
+		}
+		if i%10 != 9 { // answers lost: the operator heard of 46
+			reqs = append(reqs, runNow{id: id})
+		}
+	}
+	if !forgettable(reqs, 0, runs, kept) {
+		t.Errorf("r0, with 45 heard after it and 49 run after it, 50 in all: not forgettable, want forgettable")
+	}
+	// Had the answer to r7 been lost too, nothing shows 50 newer.
+	var heard []runNow
+	for _, r := range reqs {
+		if r.id != "r7" {
+			heard = append(heard, r)
+		}
+	}
+	if forgettable(heard, 0, runs, kept) {
+		t.Errorf("r0, with 49 newer by any record: forgettable, want not")
 	}
 }
