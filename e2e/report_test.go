@@ -224,8 +224,13 @@ func (o *outcome) markdown(mach string) string {
 	if o.Lanes > 1 {
 		lanes = fmt.Sprintf(" SOAK_LANES=%d", o.Lanes)
 	}
+	// The run went on past its DURATION by its stop, well under a minute.
+	asked := o.Runtime.Truncate(time.Minute)
+	if asked == 0 {
+		asked = o.Runtime.Round(time.Second)
+	}
 	fmt.Fprintf(&b, "\n- Ran %s for %v (profile %s), seed %d: replay with `make soak BATON_E2E_BACKENDS=%s DURATION=%v%s BATON_E2E_SEED=%d`.\n",
-		o.Started.UTC().Format("2006-01-02 15:04 UTC"), o.Runtime, o.Profile, o.Seed, o.Backend, o.Runtime.Round(time.Minute), lanes, o.Seed)
+		o.Started.UTC().Format("2006-01-02 15:04 UTC"), o.Runtime, o.Profile, o.Seed, o.Backend, asked, lanes, o.Seed)
 	fmt.Fprintf(&b, "- Machine: %s.\n", mach)
 	if o.Lanes > 1 {
 		fmt.Fprintf(&b, "- Topology: %s; %d lanes of %d baton nodes (`demo node`), TTL %v. Each lane is a group of nodes with an election of its own on the one backend, its faults injected one after another into its own nodes, at the same time as the other lanes'. Lane 1 also injects the backend's faults, which every lane lives through; the other lanes' handovers and failovers that overlap one are judged for safety but not timed against the bounds%s (%d of them).\n",
@@ -319,6 +324,13 @@ func TestWriteReport_ReplacesOnlyItsBackends(t *testing.T) {
 	}
 	if strings.Contains(s, "| 10 |") {
 		t.Errorf("redis's first section was kept:\n%s", s)
+	}
+	// A soak runs past its DURATION by its stop (31 s here): the replay
+	// asks for the DURATION, not the runtime rounded up.
+	o := out("kube", 1, 0)
+	o.Runtime = time.Hour + 31*time.Second
+	if md := o.markdown("m"); !strings.Contains(md, " DURATION=1h0m0s ") {
+		t.Errorf("runtime 1h0m31s: the replay line asks for another DURATION:\n%s", md)
 	}
 }
 
