@@ -9,6 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/batonhq/baton/backends/memory"
+	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
@@ -74,5 +76,69 @@ func TestHost_TermOverIsSaidBeforeItsRecord(t *testing.T) {
 		if ran.Load() == 0 {
 			t.Errorf("no tick ran before the cut")
 		}
+	})
+}
+
+// The ticks of a run-all catch-up are claimed together; when the term
+// ends during the first run, the others are recorded as not started, and
+// each is said in the log first ("no tick a leader admitted goes unsaid").
+// a crashes at 5.5 s; b's catch-up claims the ticks missed meanwhile, and
+// b is cut off during the first catch-up run.
+func TestHost_RunAllBatchCutShortSaysEachTick(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := memory.New(election.Timing{TTL: 10 * time.Second, RenewInterval: 2 * time.Second, SafetyMargin: 5 * time.Second})
+		var logs testenv.Buffer
+		caughtUp := make(chan struct{}, 1)
+		job := func(name string) func(context.Context) error {
+			return func(ctx context.Context) error {
+				if tk, _ := schedulerhost.TickFromContext(ctx); name == "b" && tk.CatchUp {
+					select {
+					case caughtUp <- struct{}{}:
+					default:
+					}
+					<-ctx.Done() // b's term ends during its first catch-up run
+				}
+				return nil
+			}
+		}
+		cfg := func(name string, log *slog.Logger) schedulerhost.Config {
+			return schedulerhost.Config{Logger: log, ShutdownTimeout: time.Second, Jobs: []schedulerhost.Job{{
+				Name: "tick", Schedule: "@every 1s", Misfire: schedulerhost.MisfireRunAll,
+				MisfireGrace: 30 * time.Second, Run: job(name),
+			}}}
+		}
+		a := startNode(t, m, "a", cfg("a", nil))
+		b := startNode(t, m, "b", cfg("b", slog.New(slog.NewTextHandler(&logs, nil))))
+		time.Sleep(5500 * time.Millisecond)
+		a.backend.Cut()
+		select {
+		case <-caughtUp:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("b ran no catch-up; its log:\n%s", logs.String())
+		}
+		b.backend.Cut()
+		time.Sleep(20 * time.Second)
+		log := logs.String()
+		var claimed, started, said int
+		for line := range strings.Lines(log) {
+			switch {
+			case strings.Contains(line, `msg="missed ticks while nobody led"`):
+				claimed++
+			case strings.Contains(line, `msg="run started"`) && strings.Contains(line, "catch_up=true"):
+				started++
+			case strings.Contains(line, `msg="run not started: term over" job=tick`):
+				said++
+			}
+		}
+		if started != 1 || claimed != 1 {
+			t.Fatalf("catch-up runs started %d, catch-ups %d, want 1 and 1; log:\n%s", started, claimed, log)
+		}
+		if said < 2 {
+			t.Errorf("%d catch-up ticks said not started after the first was cut short, want at least 2; log:\n%s", said, log)
+		}
+		a.backend.Heal()
+		b.backend.Heal()
+		b.stop(t)
+		a.stop(t)
 	})
 }
