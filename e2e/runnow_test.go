@@ -141,15 +141,7 @@ func runAfter(runs map[string][]time.Time, id string) map[string]bool {
 func TestForgettable_CountsRequestsWhoseAnswerWasLost(t *testing.T) {
 	const kept = 50
 	t0 := time.Date(2026, 11, 28, 7, 0, 0, 0, time.UTC)
-	runs := map[string][]time.Time{}
-	var reqs []runNow
-	for i := range 51 {
-		id := fmt.Sprintf("r%d", i)
-		runs[id] = []time.Time{t0.Add(time.Duration(i) * 5 * time.Second)}
-		if i%10 != 9 { // every tenth answer lost: 46 heard of, r0 included
-			reqs = append(reqs, runNow{id: id})
-		}
-	}
+	reqs, runs := requestsWithLostAnswers(t0, func(int) bool { return true })
 	if i := len(reqs) - kept; i > 0 {
 		t.Fatalf("the operator heard of %d requests: r0 is old by its list alone", len(reqs))
 	}
@@ -192,15 +184,10 @@ func TestRequestWait_RunLogReadAtEachAnswer(t *testing.T) {
 		defer f.Close()
 		fmt.Fprintf(f, "S manual %s 7 node-1 %d %s\n", at.Truncate(time.Second).Format(time.RFC3339), at.UnixNano(), id)
 	}
-	var reqs []runNow
-	for i := range 51 {
+	reqs, runs := requestsWithLostAnswers(t0, func(i int) bool { return i < 50 })
+	for i := range 50 { // in the order they ran
 		id := fmt.Sprintf("r%d", i)
-		if i%10 != 9 { // answers lost: the operator heard of 46
-			reqs = append(reqs, runNow{id: id})
-		}
-		if i < 50 {
-			logRun(id, t0.Add(time.Duration(i)*5*time.Second))
-		}
+		logRun(id, runs[id][0])
 	}
 	answers := 0
 	w := requestWait{reqs: reqs, kept: kept, runsPath: path, deadline: time.Now().Add(2 * time.Second),
@@ -229,17 +216,8 @@ func TestRequestWait_RunLogReadAtEachAnswer(t *testing.T) {
 func TestForgettable_CountsHeardAndRunTogether(t *testing.T) {
 	const kept = 50
 	t0 := time.Date(2026, 11, 29, 18, 7, 29, 0, time.UTC)
-	runs := map[string][]time.Time{}
-	var reqs []runNow
-	for i := range 51 {
-		id := fmt.Sprintf("r%d", i)
-		if i != 7 { // r7: done without a run
-			runs[id] = []time.Time{t0.Add(time.Duration(i) * 5 * time.Second)}
-		}
-		if i%10 != 9 { // answers lost: the operator heard of 46
-			reqs = append(reqs, runNow{id: id})
-		}
-	}
+	// r7: done without a run.
+	reqs, runs := requestsWithLostAnswers(t0, func(i int) bool { return i != 7 })
 	if !forgettable(reqs, 0, runs, kept) {
 		t.Errorf("r0, with 45 heard after it and 49 run after it, 50 in all: not forgettable, want forgettable")
 	}
@@ -253,4 +231,23 @@ func TestForgettable_CountsHeardAndRunTogether(t *testing.T) {
 	if forgettable(heard, 0, runs, kept) {
 		t.Errorf("r0, with 49 newer by any record: forgettable, want not")
 	}
+}
+
+// requestsWithLostAnswers makes 51 run-now requests, r0 to r50, 5 s
+// apart from t0. The operator heard the answer to every one but each
+// tenth (r9, r19, ...): 46 in its list, r0 first. Those for which ran
+// says so have one run each, at their own time.
+func requestsWithLostAnswers(t0 time.Time, ran func(i int) bool) ([]runNow, map[string][]time.Time) {
+	runs := map[string][]time.Time{}
+	var reqs []runNow
+	for i := range 51 {
+		id := fmt.Sprintf("r%d", i)
+		if ran(i) {
+			runs[id] = []time.Time{t0.Add(time.Duration(i) * 5 * time.Second)}
+		}
+		if i%10 != 9 {
+			reqs = append(reqs, runNow{id: id})
+		}
+	}
+	return reqs, runs
 }
