@@ -248,6 +248,23 @@ func frozenAt(in Input, terms []Term, tm *Term, t time.Time) bool {
 	return false
 }
 
+// killedOnWaking reports whether the suite killed tm within the slack
+// after the end of a freeze of its instance that t lies in (the wake at
+// or before the kill): the loop fires t late on waking, so the kill may
+// land between t's claim and its run.
+func killedOnWaking(in Input, tm *Term, t time.Time) bool {
+	if !tm.Killed {
+		return false
+	}
+	for _, f := range in.Frozen {
+		if f.Instance == tm.Instance && inSpan(t, f.From, f.To, in.Slack) &&
+			!tm.Stop.Before(f.To) && !tm.Stop.After(f.To.Add(in.Slack)) {
+			return true
+		}
+	}
+	return false
+}
+
 // inSpan reports whether t lies within [from, to] widened by slack on
 // each side.
 func inSpan(t, from, to time.Time, slack time.Duration) bool {

@@ -257,3 +257,46 @@ func TestCheck_TermOverBeforeItsLoopPassesTheTickOn(t *testing.T) {
 		}
 	}
 }
+
+// A term frozen across a tick and killed just after it woke: on waking
+// its loop fired the tick late and claimed it, and the kill landed
+// before the run started. The 60-minute kube soak of 2026-11-29 (lane 2)
+// found it: node-3-46 (term 236) was stopped from 21:05:17.402 to
+// 19.439, claimed drain's tick 18 and tick's on waking, started tick's
+// at 19.521 and was killed at 19.551, 112 ms after the SIGCONT; term 237
+// read drain's last claim as 18. At most once: nobody runs it. Killed
+// while still frozen, or with the claim not read, it is lost.
+func TestCheck_KilledAsItWokeWithTheTickClaimed(t *testing.T) {
+	frozenThenKilled := func() Input {
+		in := clean()
+		in.Terms[0].Stop = at(10.65)
+		in.Frozen = []Interval{{Instance: "a", From: at(9.6), To: at(10.6)}}
+		in.Starts = slices.DeleteFunc(in.Starts, func(s Start) bool { return s.Tick.Equal(at(10)) })
+		return in
+	}
+	r := Check(frozenThenKilled())
+	if !r.OK() {
+		t.Fatalf("a woke at 10.6, was killed at 10.65, b read tick 10 as claimed: %v", r.Violations)
+	}
+	if n := r.Accounted["frozen, then killed as it woke (the claim landed)"]; n != 1 {
+		t.Errorf("accounted %v, want tick 10 as frozen, then killed as it woke", r.Accounted)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*Input)
+	}{
+		{"b read an earlier claim", func(in *Input) { in.LastClaims[0].Tick = at(9) }},
+		{"killed while still frozen", func(in *Input) { in.Terms[0].Stop = at(10.3) }},
+		{"its lease lost at the wake, not killed", func(in *Input) { in.Terms[0].Killed = false }},
+		{"killed past the slack after a wake b had begun before", func(in *Input) {
+			in.Terms[0].Stop = at(10.9)
+			in.Terms[1].Start = at(10.55)
+		}},
+	} {
+		in := frozenThenKilled()
+		tc.edit(&in)
+		if r := Check(in); !lostAt(r, 10) {
+			t.Errorf("%s: tick 10 not reported lost: %v", tc.name, r.Violations)
+		}
+	}
+}

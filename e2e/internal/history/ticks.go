@@ -17,7 +17,9 @@ import (
 //   - a term was live at the tick (or began within the slack before it),
 //     its instance was frozen then (SIGSTOP, or a pause of the whole
 //     machine) and the term did not outlive the freeze, and the next
-//     term accounts for it as below;
+//     term accounts for it as below, or the suite killed it within the
+//     slack after it woke and the next term read a last claim at or
+//     after the tick (its loop claimed the late tick on waking);
 //   - the live term survived a pause of the machine that skipped over
 //     the tick, and the policy let it go (steppedOver);
 //   - no term was live: the next term started beyond the grace, or the
@@ -364,6 +366,14 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 			// claimed: the claim had landed (sent before the freeze or
 			// the cut), and at most once means nobody runs it.
 			account("claim refused as stale by the term before (the claim landed)")
+		case live != nil && killedOnWaking(in, live, t) && readClaimed(next, t):
+			// Its instance was frozen at t and killed within the slack
+			// after waking: its loop fired t late on waking and claimed
+			// it (next read the claim), and the kill landed before the
+			// run started. At most once: nobody runs it. Killed later,
+			// the term outlived its freeze and the live term's rules
+			// above judge t.
+			account("frozen, then killed as it woke (the claim landed)")
 		default:
 			lead := "nobody led"
 			if live != nil {
