@@ -1,6 +1,7 @@
 package schedulerhost
 
 import (
+	"errors"
 	"time"
 
 	"github.com/batonhq/baton/ledger"
@@ -84,12 +85,16 @@ func (j *jobState) recentNewestFirst(n int, instance string) []ledger.Run {
 	return out
 }
 
+// errNotStarted is the error of a claimed tick whose term ended before its
+// run could start.
+var errNotStarted = errors.New("claimed but not started: term ended")
+
 // finishNotStarted records tick of j, claimed, as not started: the term
 // ended before its run could start.
 func (t *termRun) finishNotStarted(j *jobState, tick time.Time, catchUp bool) {
 	now := t.h.wallNow()
 	t.record(j, ledger.Run{Job: j.Name, Tick: tick, Instance: t.h.cfg.Instance, Token: t.token, CatchUp: catchUp,
-		Started: now, Ended: now, Result: ledger.ResultCancelled, Error: "claimed but not started: term ended"})
+		Started: now, Ended: now, Result: ledger.ResultCancelled, Error: errNotStarted.Error()})
 }
 
 // record keeps r in j's local history and stores it in the ledger.

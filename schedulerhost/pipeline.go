@@ -121,12 +121,15 @@ func (r *tickRun) stopped() {
 }
 
 // termOver stops r before its start: the term is over (err says how).
-// It says so before it records a claimed tick as not started: that write
-// may take seconds of retries, and the process may be stopped meanwhile.
+// It says so at once; a claimed tick's entry, "not started", is written by
+// runTicks once the job has stopped counting the run as active: that
+// write may take seconds of retries, the process may be stopped
+// meanwhile, and the next term, maybe on this Host, must not take the run
+// that never started for one still going.
 func (r *tickRun) termOver(err error) {
 	r.t.h.log.Warn("run not started: term over", "job", r.job.Name, "tick", r.tick.Time, "token", r.t.token, "err", err)
 	if r.claimed {
-		r.t.finishNotStarted(r.job, r.tick.Time, r.tick.CatchUp)
+		r.notRun(ledger.ResultCancelled, errNotStarted)
 	}
 	r.over = true
 }

@@ -70,7 +70,7 @@ type tickRun struct {
 	took        time.Duration   // countStep
 	err         error           // callJob, recoverStep; countStep adds the cause
 	result      ledger.Result   // countStep
-	ran         bool            // countStep: the job function was called and returned
+	ran         bool            // countStep: the job function was called and returned; notRun: stopped, with an entry to write
 }
 
 func (t *termRun) newRun(j *jobState, tick time.Time, catchUp, claimed bool, tn turn) *tickRun {
@@ -134,14 +134,20 @@ func (t *termRun) runTick(j *jobState, tick time.Time, tn turn, mark uint64) {
 // about to start or, for the last run, after the job has stopped counting
 // it as active (nextQueued): runs stop counting as active before their
 // ledger write, so that a slow write does not make the job's next tick look
-// like an overlap. If the term ends during a claimed batch, the ticks left
-// are recorded as claimed but not started. expected says the first run is
+// like an overlap. A claimed tick not started because the term ended is
+// written the same way, and so are the ticks left of a claimed batch that
+// the term's end cut short: recorded as claimed but not started. expected says the first run is
 // counted by the term's claim queue: it claims or arrives. mark is the
 // number of reads of the pauses started when the first tick was due to
 // start (markPauses): its pause check uses a later read; the ticks after
 // it, which start later, take their own.
 func (t *termRun) runTicks(j *jobState, ticks []time.Time, catchUp, claimed bool, tn turn, expected bool, mark uint64) {
 	var held *tickRun // finished, its entry not written yet
+	// The claimed ticks of a batch cut short, to be recorded as not
+	// started once j stops counting the run.
+	var notStarted []time.Time
+	var notStartedJob *jobState
+	var notStartedCatchUp bool
 	var one [1]time.Time
 	marked := false // mark was used
 	for {
@@ -161,12 +167,10 @@ func (t *termRun) runTicks(j *jobState, ticks []time.Time, catchUp, claimed bool
 			}
 			if claimed && (r.over || !t.live()) { // the term ended: the claimed ticks left did not run
 				err := t.check()
-				for _, rest := range ticks[i+1:] { // said first: each write may take seconds
+				for _, rest := range ticks[i+1:] { // said now, written once j stops counting the run
 					t.h.log.Warn("run not started: term over", "job", j.Name, "tick", rest, "token", t.token, "err", err)
 				}
-				for _, rest := range ticks[i+1:] {
-					t.finishNotStarted(j, rest, catchUp)
-				}
+				notStarted, notStartedJob, notStartedCatchUp = ticks[i+1:], j, catchUp
 				break
 			}
 		}
@@ -182,6 +186,9 @@ func (t *termRun) runTicks(j *jobState, ticks []time.Time, catchUp, claimed bool
 			go to.runTicks(q.job, []time.Time{q.tick}, q.catchUp, false, turn{}, false, to.markPauses())
 		}
 		t.write(held)
+		for _, tick := range notStarted {
+			t.finishNotStarted(notStartedJob, tick, notStartedCatchUp)
+		}
 		t.end()
 		return
 	}

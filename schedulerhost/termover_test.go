@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -140,5 +141,129 @@ func TestHost_RunAllBatchCutShortSaysEachTick(t *testing.T) {
 		b.backend.Heal()
 		b.stop(t)
 		a.stop(t)
+	})
+}
+
+// A tick claimed and then not started because its term ended gives up
+// its job's overlap slot at once, not after its history entry is written:
+// that write may take seconds of retries on a hung server, and the next
+// term, on this same Host, must not skip its ticks as overlaps of a run
+// that never started. In a 60-minute kube soak a node lost its term, won
+// the next one 9 s later while the not-started record of its last tick
+// was still retried, and skipped its catch-up ("tick skipped: previous
+// run still going"): two ticks lost.
+//
+// The path is cut after the renewal at 4.233 s, as in
+// TestHost_TermOverIsSaidBeforeItsRecord, so that the tick of 8 s is
+// claimed and not started; it is healed at 10 s, and a's next term must
+// run the job within a few seconds, while that record's write hangs.
+func TestHost_TickNotStartedFreesItsSlotBeforeItsRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Now()
+		var logs testenv.Buffer
+		m := newMemory()
+		l := &hangingFinish{Ledger: m.Ledger()}
+		var mu sync.Mutex
+		var starts []time.Duration
+		time.Sleep(900 * time.Millisecond)
+		n := startNode(t, m, "a", schedulerhost.Config{Ledger: l, ShutdownTimeout: time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Jobs: []schedulerhost.Job{{
+			Name: "every-second", Schedule: "* * * * * *",
+			Run: func(context.Context) error {
+				mu.Lock()
+				starts = append(starts, time.Since(t0))
+				mu.Unlock()
+				return nil
+			},
+		}}})
+		time.Sleep(4300*time.Millisecond - time.Since(t0))
+		n.backend.Cut()
+		time.Sleep(10*time.Second - time.Since(t0))
+		synctest.Wait()
+		if l.hung.Load() == 0 {
+			t.Fatalf("no history write of a tick claimed but not started by 10 s; log:\n%s", logs.String())
+		}
+		n.backend.Heal()
+		time.Sleep(20*time.Second - time.Since(t0))
+		synctest.Wait()
+		mu.Lock()
+		var after []time.Duration
+		for _, s := range starts {
+			if s > 10*time.Second {
+				after = append(after, s)
+			}
+		}
+		mu.Unlock()
+		if len(after) < 5 {
+			t.Errorf("healed at 10 s, with the write of a tick not started hung: %d runs started by 20 s (%v), want at least 5; log:\n%s", len(after), after, logs.String())
+		}
+		if log := logs.String(); strings.Contains(log, "previous run still going") {
+			t.Errorf("a tick was skipped as an overlap of a run that never started; log:\n%s", log)
+		}
+		n.stop(t)
+		time.Sleep(time.Minute) // the write's retries give up (about 38 s)
+	})
+}
+
+// The ticks left of a run-all batch that its term's end cut short give up
+// the job's overlap slot before their entries are written, as a single
+// tick does (above): b, cut off during its first catch-up run, is healed
+// while their writes hang, wins the next term, and runs the job in it.
+func TestHost_RunAllBatchCutShortFreesItsSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := memory.New(election.Timing{TTL: 10 * time.Second, RenewInterval: 2 * time.Second, SafetyMargin: 5 * time.Second})
+		var logs testenv.Buffer
+		l := &hangingFinish{Ledger: m.Ledger()}
+		caughtUp := make(chan struct{})
+		var first atomic.Bool
+		var bRuns atomic.Int32 // b's runs but the first catch-up
+		job := func(name string) func(context.Context) error {
+			return func(ctx context.Context) error {
+				if name != "b" {
+					return nil
+				}
+				if tk, _ := schedulerhost.TickFromContext(ctx); tk.CatchUp && first.CompareAndSwap(false, true) {
+					close(caughtUp)
+					<-ctx.Done() // b's term ends during its first catch-up run
+					return nil
+				}
+				bRuns.Add(1)
+				return nil
+			}
+		}
+		cfg := func(name string, log *slog.Logger) schedulerhost.Config {
+			return schedulerhost.Config{Logger: log, Ledger: l, ShutdownTimeout: time.Second, Jobs: []schedulerhost.Job{{
+				Name: "tick", Schedule: "@every 1s", Misfire: schedulerhost.MisfireRunAll,
+				MisfireGrace: 30 * time.Second, Run: job(name),
+			}}}
+		}
+		a := startNode(t, m, "a", cfg("a", nil))
+		b := startNode(t, m, "b", cfg("b", slog.New(slog.NewTextHandler(&logs, nil))))
+		time.Sleep(5500 * time.Millisecond)
+		a.backend.Cut()
+		select {
+		case <-caughtUp:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("b ran no catch-up; its log:\n%s", logs.String())
+		}
+		b.backend.Cut()
+		time.Sleep(15 * time.Second)
+		synctest.Wait()
+		if l.hung.Load() == 0 {
+			t.Fatalf("no write of a catch-up tick not started hangs 15 s after b's cut; log:\n%s", logs.String())
+		}
+		before, healed := bRuns.Load(), len(logs.String())
+		b.backend.Heal()
+		time.Sleep(15 * time.Second)
+		synctest.Wait()
+		if got := bRuns.Load() - before; got < 3 {
+			t.Errorf("b healed while the writes of its batch's ticks not started hang: %d runs in the next 15 s, want at least 3; log:\n%s", got, logs.String())
+		}
+		if log := logs.String(); strings.Contains(log[healed:], "previous run still going") {
+			t.Errorf("after the heal, a tick was skipped as an overlap of ticks that never started; log:\n%s", log)
+		}
+		a.backend.Heal()
+		b.stop(t)
+		a.stop(t)
+		time.Sleep(15 * time.Minute) // the writes' retries give up, one tick after another
 	})
 }
