@@ -132,6 +132,8 @@ const (
 func (t *termRun) write(r *tickRun) {
 	switch {
 	case r == nil:
+	case r.finish != nil:
+		r.finish()
 	case r.unknown != nil: // its claim failed, the outcome unknown
 		t.record(r.job, *r.unknown)
 	default:

@@ -71,6 +71,7 @@ type tickRun struct {
 	err         error           // callJob, recoverStep; countStep adds the cause
 	result      ledger.Result   // countStep
 	ran         bool            // countStep: the job function was called and returned; notRun: stopped, with an entry to write
+	finish      func()          // set for a run that writes its record its own way (a run-now run): write calls it
 }
 
 func (t *termRun) newRun(j *jobState, tick time.Time, catchUp, claimed bool, tn turn) *tickRun {
@@ -142,7 +143,20 @@ func (t *termRun) runTick(j *jobState, tick time.Time, tn turn, mark uint64) {
 // start (markPauses): its pause check uses a later read; the ticks after
 // it, which start later, take their own.
 func (t *termRun) runTicks(j *jobState, ticks []time.Time, catchUp, claimed bool, tn turn, expected bool, mark uint64) {
-	var held *tickRun // finished, its entry not written yet
+	t.runSequence(nil, j, ticks, catchUp, claimed, tn, expected, mark)
+}
+
+// afterRun lets the ticks j's queue holds go once r, a run of j that
+// ended outside runTicks (a run-now run, or one that did not start), no
+// longer counts as active, and writes r's record (r.finish) before them,
+// as runTicks writes a run's entry.
+func (t *termRun) afterRun(r *tickRun) {
+	t.runSequence(r, r.job, nil, false, false, turn{}, false, 0)
+}
+
+// runSequence is runTicks with held, a run ended before it whose record
+// is not written yet, or nil.
+func (t *termRun) runSequence(held *tickRun, j *jobState, ticks []time.Time, catchUp, claimed bool, tn turn, expected bool, mark uint64) {
 	// The claimed ticks of a batch cut short, to be recorded as not
 	// started once j stops counting the run.
 	var notStarted []time.Time

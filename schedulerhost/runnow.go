@@ -220,28 +220,43 @@ func (t *termRun) holdsRequest(ctx context.Context, jobs *control.Jobs, id strin
 	}
 }
 
-// runManual runs request r (taken) of j, records it, then lets j's queued
-// ticks go and uncounts the run.
+// runManual runs request r (taken) of j, then uncounts the run, lets j's
+// queued ticks go and records it (finishManual), in that order: the
+// record may take seconds of retries, and a later term, maybe on this
+// Host, must not take the run for one still going.
 func (t *termRun) runManual(jobs *control.Jobs, j *jobState, r control.RunRequest) {
 	h := t.h
-	defer t.runTicks(j, nil, false, false, turn{}, false, 0)
+	run := t.newRun(j, r.At, false, false, turn{})
 	if err := t.check(); err != nil {
-		// Not started: back to pending, for the next leader.
-		back := r
-		back.State, back.Token, back.Instance, back.Started = control.StatePending, 0, "", time.Time{}
-		ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
-		defer cancel()
-		if _, uerr := jobs.Update(ctx, back, 0); uerr != nil {
-			h.log.Warn("run-now request taken and not started; putting it back failed", "request", r.ID, "job", r.Job, "err", uerr)
-		} else {
-			h.log.Warn("run-now request not started: term over; pending again", "request", r.ID, "job", r.Job, "err", err)
-		}
+		run.finish = func() { t.putBack(jobs, r, err) }
+		t.afterRun(run)
 		return
 	}
-	run := t.newRun(j, r.At, false, false, turn{})
 	run.manual = &Manual{RequestID: r.ID, By: r.By}
 	h.log.Info("run now", "job", j.Name, "request", r.ID, "by", r.By, "token", t.token)
 	h.manualPipeline(j.Timeout > 0)(run)
+	run.finish = func() { t.finishManual(jobs, r, run) }
+	t.afterRun(run)
+}
+
+// putBack makes request r, taken by this term and not started (its term
+// over: err), pending again, for the next leader.
+func (t *termRun) putBack(jobs *control.Jobs, r control.RunRequest, err error) {
+	back := r
+	back.State, back.Token, back.Instance, back.Started = control.StatePending, 0, "", time.Time{}
+	ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
+	defer cancel()
+	if _, uerr := jobs.Update(ctx, back, 0); uerr != nil {
+		t.h.log.Warn("run-now request taken and not started; putting it back failed", "request", r.ID, "job", r.Job, "err", uerr)
+	} else {
+		t.h.log.Warn("run-now request not started: term over; pending again", "request", r.ID, "job", r.Job, "err", err)
+	}
+}
+
+// finishManual records run, the run of request r: the request done, with
+// its outcome, and the run in its job's recent runs.
+func (t *termRun) finishManual(jobs *control.Jobs, r control.RunRequest, run *tickRun) {
+	h, j := t.h, run.job
 	fin := r
 	fin.State, fin.Started, fin.Ended, fin.Result, fin.Attempts = control.StateDone, run.started, run.ended, run.result, int(run.attempt.Load())
 	if run.err != nil {
