@@ -80,70 +80,6 @@ func TestHost_TermOverIsSaidBeforeItsRecord(t *testing.T) {
 	})
 }
 
-// The ticks of a run-all catch-up are claimed together; when the term
-// ends during the first run, the others are recorded as not started, and
-// each is said in the log first ("no tick a leader admitted goes unsaid").
-// a crashes at 5.5 s; b's catch-up claims the ticks missed meanwhile, and
-// b is cut off during the first catch-up run.
-func TestHost_RunAllBatchCutShortSaysEachTick(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		m := memory.New(election.Timing{TTL: 10 * time.Second, RenewInterval: 2 * time.Second, SafetyMargin: 5 * time.Second})
-		var logs testenv.Buffer
-		caughtUp := make(chan struct{}, 1)
-		job := func(name string) func(context.Context) error {
-			return func(ctx context.Context) error {
-				if tk, _ := schedulerhost.TickFromContext(ctx); name == "b" && tk.CatchUp {
-					select {
-					case caughtUp <- struct{}{}:
-					default:
-					}
-					<-ctx.Done() // b's term ends during its first catch-up run
-				}
-				return nil
-			}
-		}
-		cfg := func(name string, log *slog.Logger) schedulerhost.Config {
-			return schedulerhost.Config{Logger: log, ShutdownTimeout: time.Second, Jobs: []schedulerhost.Job{{
-				Name: "tick", Schedule: "@every 1s", Misfire: schedulerhost.MisfireRunAll,
-				MisfireGrace: 30 * time.Second, Run: job(name),
-			}}}
-		}
-		a := startNode(t, m, "a", cfg("a", nil))
-		b := startNode(t, m, "b", cfg("b", slog.New(slog.NewTextHandler(&logs, nil))))
-		time.Sleep(5500 * time.Millisecond)
-		a.backend.Cut()
-		select {
-		case <-caughtUp:
-		case <-time.After(30 * time.Second):
-			t.Fatalf("b ran no catch-up; its log:\n%s", logs.String())
-		}
-		b.backend.Cut()
-		time.Sleep(20 * time.Second)
-		log := logs.String()
-		var claimed, started, said int
-		for line := range strings.Lines(log) {
-			switch {
-			case strings.Contains(line, `msg="missed ticks while nobody led"`):
-				claimed++
-			case strings.Contains(line, `msg="run started"`) && strings.Contains(line, "catch_up=true"):
-				started++
-			case strings.Contains(line, `msg="run not started: term over" job=tick`):
-				said++
-			}
-		}
-		if started != 1 || claimed != 1 {
-			t.Fatalf("catch-up runs started %d, catch-ups %d, want 1 and 1; log:\n%s", started, claimed, log)
-		}
-		if said < 2 {
-			t.Errorf("%d catch-up ticks said not started after the first was cut short, want at least 2; log:\n%s", said, log)
-		}
-		a.backend.Heal()
-		b.backend.Heal()
-		b.stop(t)
-		a.stop(t)
-	})
-}
-
 // A tick claimed and then not started because its term ended gives up
 // its job's overlap slot at once, not after its history entry is written:
 // that write may take seconds of retries on a hung server, and the next
@@ -204,48 +140,97 @@ func TestHost_TickNotStartedFreesItsSlotBeforeItsRecord(t *testing.T) {
 	})
 }
 
+// runAllCutShort starts a and b on m (a memory server: see
+// runAllServer), each with a job "tick" due every second, MisfireRunAll within
+// 30 s, on ledger l (the server's own if nil). a is cut off at 5.5 s; b
+// takes over and catches up, and b is cut off during its first catch-up
+// run, which lasts until b's term ends. b logs to logs; bRuns counts b's
+// runs but that first catch-up.
+func runAllCutShort(t *testing.T, m *memory.Server, l ledger.Ledger, logs *testenv.Buffer) (a, b *node, bRuns *atomic.Int32) {
+	caughtUp := make(chan struct{})
+	var first atomic.Bool
+	bRuns = new(atomic.Int32)
+	job := func(name string) func(context.Context) error {
+		return func(ctx context.Context) error {
+			if name != "b" {
+				return nil
+			}
+			if tk, _ := schedulerhost.TickFromContext(ctx); tk.CatchUp && first.CompareAndSwap(false, true) {
+				close(caughtUp)
+				<-ctx.Done() // b's term ends during its first catch-up run
+				return nil
+			}
+			bRuns.Add(1)
+			return nil
+		}
+	}
+	cfg := func(name string, log *slog.Logger) schedulerhost.Config {
+		return schedulerhost.Config{Logger: log, Ledger: l, ShutdownTimeout: time.Second, Jobs: []schedulerhost.Job{{
+			Name: "tick", Schedule: "@every 1s", Misfire: schedulerhost.MisfireRunAll,
+			MisfireGrace: 30 * time.Second, Run: job(name),
+		}}}
+	}
+	a = startNode(t, m, "a", cfg("a", nil))
+	b = startNode(t, m, "b", cfg("b", slog.New(slog.NewTextHandler(logs, nil))))
+	time.Sleep(5500 * time.Millisecond)
+	a.backend.Cut()
+	select {
+	case <-caughtUp:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("b ran no catch-up; its log:\n%s", logs.String())
+	}
+	b.backend.Cut()
+	return a, b, bRuns
+}
+
+// runAllServer is the memory server of runAllCutShort: terms last 10 s.
+func runAllServer() *memory.Server {
+	return memory.New(election.Timing{TTL: 10 * time.Second, RenewInterval: 2 * time.Second, SafetyMargin: 5 * time.Second})
+}
+
+// The ticks of a run-all catch-up are claimed together; when the term
+// ends during the first run, the others are recorded as not started, and
+// each is said in the log first ("no tick a leader admitted goes unsaid").
+func TestHost_RunAllBatchCutShortSaysEachTick(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logs testenv.Buffer
+		a, b, _ := runAllCutShort(t, runAllServer(), nil, &logs)
+		time.Sleep(20 * time.Second)
+		log := logs.String()
+		var claimed, started, said int
+		for line := range strings.Lines(log) {
+			switch {
+			case strings.Contains(line, `msg="missed ticks while nobody led"`):
+				claimed++
+			case strings.Contains(line, `msg="run started"`) && strings.Contains(line, "catch_up=true"):
+				started++
+			case strings.Contains(line, `msg="run not started: term over" job=tick`):
+				said++
+			}
+		}
+		if started != 1 || claimed != 1 {
+			t.Fatalf("catch-up runs started %d, catch-ups %d, want 1 and 1; log:\n%s", started, claimed, log)
+		}
+		if said < 2 {
+			t.Errorf("%d catch-up ticks said not started after the first was cut short, want at least 2; log:\n%s", said, log)
+		}
+		a.backend.Heal()
+		b.backend.Heal()
+		b.stop(t)
+		a.stop(t)
+	})
+}
+
 // The ticks left of a run-all batch that its term's end cut short give up
 // the job's overlap slot before their entries are written, as a single
 // tick does (above): b, cut off during its first catch-up run, is healed
 // while their writes hang, wins the next term, and runs the job in it.
 func TestHost_RunAllBatchCutShortFreesItsSlot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := memory.New(election.Timing{TTL: 10 * time.Second, RenewInterval: 2 * time.Second, SafetyMargin: 5 * time.Second})
 		var logs testenv.Buffer
+		m := runAllServer()
 		l := &hangingFinish{Ledger: m.Ledger()}
-		caughtUp := make(chan struct{})
-		var first atomic.Bool
-		var bRuns atomic.Int32 // b's runs but the first catch-up
-		job := func(name string) func(context.Context) error {
-			return func(ctx context.Context) error {
-				if name != "b" {
-					return nil
-				}
-				if tk, _ := schedulerhost.TickFromContext(ctx); tk.CatchUp && first.CompareAndSwap(false, true) {
-					close(caughtUp)
-					<-ctx.Done() // b's term ends during its first catch-up run
-					return nil
-				}
-				bRuns.Add(1)
-				return nil
-			}
-		}
-		cfg := func(name string, log *slog.Logger) schedulerhost.Config {
-			return schedulerhost.Config{Logger: log, Ledger: l, ShutdownTimeout: time.Second, Jobs: []schedulerhost.Job{{
-				Name: "tick", Schedule: "@every 1s", Misfire: schedulerhost.MisfireRunAll,
-				MisfireGrace: 30 * time.Second, Run: job(name),
-			}}}
-		}
-		a := startNode(t, m, "a", cfg("a", nil))
-		b := startNode(t, m, "b", cfg("b", slog.New(slog.NewTextHandler(&logs, nil))))
-		time.Sleep(5500 * time.Millisecond)
-		a.backend.Cut()
-		select {
-		case <-caughtUp:
-		case <-time.After(30 * time.Second):
-			t.Fatalf("b ran no catch-up; its log:\n%s", logs.String())
-		}
-		b.backend.Cut()
+		a, b, bRuns := runAllCutShort(t, m, l, &logs)
 		time.Sleep(15 * time.Second)
 		synctest.Wait()
 		if l.hung.Load() == 0 {
