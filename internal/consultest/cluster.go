@@ -212,6 +212,22 @@ func (a *Agent) ForceLeave(ctx context.Context, node string) error {
 // MemberFailed ...) or ctx ends. After a Kill, servers see the node
 // failed within seconds (gossip probes, then a suspicion timeout).
 func (a *Agent) WaitMemberStatus(ctx context.Context, node string, status int) error {
+	_, err := a.waitMember(ctx, node, fmt.Sprintf("status %d", status), func(s int) bool { return s == status })
+	return err
+}
+
+// WaitServerDown polls agent a's view of the cluster until node, a
+// server that was killed, is failed (MemberFailed) or, once failed,
+// reaped (MemberLeft), and returns which: Consul's autopilot removes a
+// failed server from the raft peers and force-leaves it (its default
+// cleanup_dead_servers), which may come before a poll sees it failed.
+func (a *Agent) WaitServerDown(ctx context.Context, node string) (int, error) {
+	return a.waitMember(ctx, node, "failed or left", func(s int) bool { return s == MemberFailed || s == MemberLeft })
+}
+
+// waitMember polls a's view of the cluster until node's status is one
+// that ok accepts (want says which, for the error), and returns it.
+func (a *Agent) waitMember(ctx context.Context, node, want string, ok func(int) bool) (int, error) {
 	last := "not a member"
 	for {
 		var ms []struct {
@@ -224,8 +240,8 @@ func (a *Agent) WaitMemberStatus(ctx context.Context, node string, status int) e
 			last = "not a member"
 			for _, m := range ms {
 				if m.Name == node {
-					if m.Status == status {
-						return nil
+					if ok(m.Status) {
+						return m.Status, nil
 					}
 					last = fmt.Sprintf("status %d", m.Status)
 				}
@@ -233,7 +249,7 @@ func (a *Agent) WaitMemberStatus(ctx context.Context, node string, status int) e
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("consultest: %s does not see %s with status %d: %w (last: %s)", a.NodeName, node, status, ctx.Err(), last)
+			return 0, fmt.Errorf("consultest: %s does not see %s with %s: %w (last: %s)", a.NodeName, node, want, ctx.Err(), last)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
