@@ -39,6 +39,24 @@ func (l *hangingFinish) Finish(ctx context.Context, rs []ledger.Run) []error {
 	return l.Ledger.Finish(ctx, rs)
 }
 
+// cutAfterRenewal starts node "a", at 0.9 s of the bubble, on a memory
+// server whose terms last 5 s, with a ledger whose "not started" writes
+// hang and one job, "every-second", that calls run; a's path is cut at
+// 4.3 s, after its renewal at 4.233 s, so that the tick of 8 s is claimed
+// and then not started when the term ends. a logs to logs.
+func cutAfterRenewal(t *testing.T, logs *testenv.Buffer, run func(context.Context) error) (*node, *hangingFinish) {
+	t0 := time.Now()
+	m := newMemory()
+	l := &hangingFinish{Ledger: m.Ledger()}
+	time.Sleep(900 * time.Millisecond)
+	n := startNode(t, m, "a", schedulerhost.Config{Ledger: l, ShutdownTimeout: time.Second, Logger: slog.New(slog.NewTextHandler(logs, nil)), Jobs: []schedulerhost.Job{{
+		Name: "every-second", Schedule: "* * * * * *", Run: run,
+	}}})
+	time.Sleep(4300*time.Millisecond - time.Since(t0))
+	n.backend.Cut()
+	return n, l
+}
+
 // A tick claimed and then not started because its term ended is said in
 // the log before the write of its history entry, which may take seconds
 // of retries on a hung server: a process stopped meanwhile must not leave
@@ -53,16 +71,8 @@ func TestHost_TermOverIsSaidBeforeItsRecord(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		t0 := time.Now()
 		var logs testenv.Buffer
-		m := newMemory()
-		l := &hangingFinish{Ledger: m.Ledger()}
 		var ran atomic.Int32
-		time.Sleep(900 * time.Millisecond)
-		n := startNode(t, m, "a", schedulerhost.Config{Ledger: l, ShutdownTimeout: time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Jobs: []schedulerhost.Job{{
-			Name: "every-second", Schedule: "* * * * * *",
-			Run: func(context.Context) error { ran.Add(1); return nil },
-		}}})
-		time.Sleep(4300*time.Millisecond - time.Since(t0))
-		n.backend.Cut()
+		n, l := cutAfterRenewal(t, &logs, func(context.Context) error { ran.Add(1); return nil })
 		time.Sleep(9*time.Second - time.Since(t0))
 		synctest.Wait()
 		if l.hung.Load() == 0 {
@@ -97,22 +107,14 @@ func TestHost_TickNotStartedFreesItsSlotBeforeItsRecord(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		t0 := time.Now()
 		var logs testenv.Buffer
-		m := newMemory()
-		l := &hangingFinish{Ledger: m.Ledger()}
 		var mu sync.Mutex
 		var starts []time.Duration
-		time.Sleep(900 * time.Millisecond)
-		n := startNode(t, m, "a", schedulerhost.Config{Ledger: l, ShutdownTimeout: time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Jobs: []schedulerhost.Job{{
-			Name: "every-second", Schedule: "* * * * * *",
-			Run: func(context.Context) error {
-				mu.Lock()
-				starts = append(starts, time.Since(t0))
-				mu.Unlock()
-				return nil
-			},
-		}}})
-		time.Sleep(4300*time.Millisecond - time.Since(t0))
-		n.backend.Cut()
+		n, l := cutAfterRenewal(t, &logs, func(context.Context) error {
+			mu.Lock()
+			starts = append(starts, time.Since(t0))
+			mu.Unlock()
+			return nil
+		})
 		time.Sleep(10*time.Second - time.Since(t0))
 		synctest.Wait()
 		if l.hung.Load() == 0 {
