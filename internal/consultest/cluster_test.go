@@ -181,7 +181,12 @@ func TestCluster_Faults(t *testing.T) {
 		}
 		seen := "failed"
 		if status == consultest.MemberLeft {
-			seen = "failed and reaped by autopilot (left)"
+			// Reaped: autopilot took it out of the raft peers first.
+			peers, err := lc.Status().Peers()
+			if err != nil || slices.Contains(peers, killed.ServerAddr) {
+				t.Fatalf("%s seen left after its kill, yet raft peers %v (%v) still hold %s: not reaped by autopilot", killed.NodeName, peers, err, killed.ServerAddr)
+			}
+			seen = "failed and reaped by autopilot (left, out of the raft peers)"
 		}
 		t.Logf("the new leader saw %s %s %v after the kill", killed.NodeName, seen, time.Since(at).Round(time.Millisecond))
 		if _, err := cc.KV().Put(&api.KVPair{Key: key + "-2", Value: []byte("with 2 servers")}, nil); err != nil {
