@@ -175,7 +175,8 @@ func New(cfg Config) (*Baton, error) {
 // Run campaigns, runs the jobs while this instance leads, and blocks
 // until ctx ends and the instance has stopped: the runs drained (within
 // ShutdownTimeout), the lease released. It returns nil after a clean
-// stop. Call it once.
+// stop. Call it once: a second call (and a RunServing after Run) returns
+// an error at once and changes nothing of the first.
 func (b *Baton) Run(ctx context.Context) error { return b.node.Run(ctx, nil) }
 
 // RunServing is Run that also serves Handler on ln until the instance has

@@ -82,6 +82,7 @@ type Config struct {
 type Node struct {
 	cfg Config
 
+	started   atomic.Bool // Run was called: a second call is refused
 	loopAlive atomic.Bool // the elector's Run is going
 	stopping  atomic.Bool // a shutdown has begun
 
@@ -143,9 +144,17 @@ func New(cfg Config) (*Node, error) {
 // until ctx ends and the node has stopped: the runs drained, the lease
 // released, then the HTTP server shut down (within HTTPShutdownTimeout).
 // From the moment ctx ends, Ready reports "shutting down". It returns the
-// Elector's or the HTTP server's error, nil after a clean stop. Run must
-// be called at most once.
+// Elector's or the HTTP server's error, nil after a clean stop. Run runs
+// once: a later call, during the first or after it, closes ln and returns
+// ErrRunTwice at once, and changes nothing of the first (its verdicts
+// included).
 func (n *Node) Run(ctx context.Context, ln net.Listener) error {
+	if !n.started.CompareAndSwap(false, true) {
+		if ln != nil {
+			_ = ln.Close()
+		}
+		return ErrRunTwice
+	}
 	el, host, log := n.cfg.Elector, n.cfg.Host, n.cfg.Logger
 	g, gctx := errgroup.WithContext(ctx)
 	electorDone := make(chan struct{})
