@@ -453,7 +453,7 @@ func TestRun_SidecarBeforeItsApp_LeadsOnceTheAppAnswers(t *testing.T) {
 func TestRun_AllAppsDown_NobodyLeadsThenCatchUp(t *testing.T) {
 	gateSkip(t)
 	apps, cars := startGatePair(t, func(a *gateApp) string {
-		return fmt.Sprintf("app:\n  health_url: http://127.0.0.1:%d/healthz\n  interval: 500ms\n  timeout: 1s\n  unhealthy_after: 3\n  healthy_after: 2\n", a.port)
+		return fmt.Sprintf("app:\n  health_url: http://127.0.0.1:%d/healthz\n  interval: 500ms\n  timeout: 500ms\n  unhealthy_after: 3\n  healthy_after: 2\n", a.port)
 	})
 	waitGateLeader(t, cars)
 	start := time.Now()

@@ -67,6 +67,10 @@ func (d *decoder) app(key, n *yaml.Node) App {
 			*dst = d.duration(f.val, "app."+name)
 		}
 	}
+	if tf, ok := fields["timeout"]; ok && a.Interval > 0 && a.Timeout > a.Interval {
+		d.fail(tf.val.Line, "app.timeout", "%q: longer than app.interval %q: checks could not start every interval "+
+			"(want a timeout at most the interval)", tf.val.Value, fields["interval"].val.Value)
+	}
 	for name, dst := range map[string]*int{"unhealthy_after": &a.UnhealthyAfter, "healthy_after": &a.HealthyAfter} {
 		if f, ok := fields[name]; ok {
 			p := "app." + name

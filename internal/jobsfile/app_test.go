@@ -58,6 +58,7 @@ func TestParse_AppBad(t *testing.T) {
 		{"bad url", "app: {health_url: 'ftp://x/h'}\n", `baton.yaml:6: app.health_url: `},
 		{"negative interval", "app: {interval: -1s}\n", `baton.yaml:6: app.interval: "-1s": must not be negative`},
 		{"bad timeout", "app: {timeout: soon}\n", `baton.yaml:6: app.timeout: "soon": not a duration`},
+		{"timeout over interval", "app:\n  interval: 500ms\n  timeout: 2s\n", `baton.yaml:8: app.timeout: "2s": longer than app.interval "500ms"`},
 		{"zero unhealthy_after", "app: {unhealthy_after: 0}\n", `baton.yaml:6: app.unhealthy_after: "0": want at least 1 check`},
 		{"negative healthy_after", "app: {healthy_after: -2}\n", `baton.yaml:6: app.healthy_after: "-2": must not be negative`},
 	} {

@@ -5,6 +5,10 @@
 // failed checks in a row, and an unhealthy one healthy after
 // HealthyAfter good checks in a row. Before the first check the verdict
 // is unhealthy ("not checked yet"); the first check decides alone.
+//
+// A check starts every Interval and gives up after Timeout, which is at
+// most the Interval, so an application that hangs is judged unhealthy
+// within UnhealthyAfter × Interval + Timeout.
 package appcheck
 
 import (
@@ -20,7 +24,9 @@ import (
 	"time"
 )
 
-// Defaults of the Config fields left zero.
+// Defaults of the Config fields left zero. A zero Interval is the
+// Timeout if that is longer, and a zero Timeout the Interval if that is
+// shorter.
 const (
 	DefaultInterval       = time.Second
 	DefaultTimeout        = time.Second
@@ -30,12 +36,12 @@ const (
 
 // Config configures a Checker. Exactly one of URL and Addrs is set.
 type Config struct {
-	URL            string   // GET; a 2xx answer is healthy
-	Addrs          []string // host:port each; healthy when every one accepts a TCP connection
-	Interval       time.Duration
-	Timeout        time.Duration
-	UnhealthyAfter int // failed checks in a row that make a healthy app unhealthy
-	HealthyAfter   int // good checks in a row that make an unhealthy app healthy
+	URL            string        // GET; a 2xx answer is healthy
+	Addrs          []string      // host:port each; healthy when every one accepts a TCP connection
+	Interval       time.Duration // a check starts this often
+	Timeout        time.Duration // bound on one check; at most Interval
+	UnhealthyAfter int           // failed checks in a row that make a healthy app unhealthy
+	HealthyAfter   int           // good checks in a row that make an unhealthy app healthy
 }
 
 // State is the verdict and what it rests on, as /status shows it.
@@ -112,14 +118,21 @@ func New(cfg Config) (*Checker, error) {
 			errs = append(errs, fmt.Errorf("appcheck: %s %d: must not be negative", name, n))
 		}
 	}
+	if cfg.Interval > 0 && cfg.Timeout > cfg.Interval {
+		errs = append(errs, fmt.Errorf("appcheck: Timeout %v: longer than Interval %v: checks could not start every Interval, "+
+			"and a hung application would be judged later than UnhealthyAfter × Interval + Timeout (want Timeout at most Interval)",
+			cfg.Timeout, cfg.Interval))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if cfg.Interval == 0 {
-		cfg.Interval = DefaultInterval
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = DefaultTimeout
+	switch {
+	case cfg.Interval == 0 && cfg.Timeout == 0:
+		cfg.Interval, cfg.Timeout = DefaultInterval, DefaultTimeout
+	case cfg.Interval == 0:
+		cfg.Interval = max(DefaultInterval, cfg.Timeout)
+	case cfg.Timeout == 0:
+		cfg.Timeout = min(DefaultTimeout, cfg.Interval)
 	}
 	if cfg.UnhealthyAfter == 0 {
 		cfg.UnhealthyAfter = DefaultUnhealthyAfter
