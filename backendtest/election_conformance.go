@@ -39,14 +39,19 @@ type ElectionHarness struct {
 	NewElection func(t *testing.T) func(t *testing.T, name string) Candidate
 	// TTL is the lease TTL the candidates use.
 	TTL time.Duration
-	// HandoverBound is how long a waiting candidate may take to lead after
-	// Release returns. Zero means 1 s.
+	// HandoverBound is how long a graceful handover takes through the
+	// backend's wake-up (the waiting candidate learns of the release, as
+	// opposed to finding the lease lapsed): the median handover of
+	// RepeatedGracefulHandover must be within it. A single handover,
+	// which a loaded machine can delay, must be within the larger of
+	// HandoverBound and TTL/2 (lapseBound). Zero means 1 s.
 	HandoverBound time.Duration
 	// CutTrials is how many times the network-cut rule is tried. Zero
 	// means 20.
 	CutTrials int
 	// Handovers is how many graceful handovers in a row the repeated
-	// handover test makes, each within HandoverBound. Zero skips it.
+	// handover test makes, their median within HandoverBound. Zero skips
+	// it.
 	Handovers int
 	// FailoverBound is how long after the leader's path is cut (no
 	// release, as in a crash) a waiting candidate may take to lead. Zero
@@ -68,13 +73,26 @@ func (h ElectionHarness) handover() time.Duration {
 	return time.Second
 }
 
+// lapseBound bounds one graceful handover (or one campaign for a free
+// election), whatever the machine's load: the larger of HandoverBound and
+// TTL/2. A candidate that missed the release would lead only once the
+// released lease lapsed, at least TTL - RenewInterval after the holder's
+// last renewal, and RenewInterval is under TTL/2 on every backend: so a
+// handover within TTL/2 was a handover, not a lapse, and TTL/2 (1 s at a
+// 2 s TTL) is a margin no scheduling delay reaches. How fast a handover
+// is, is the benchmarks' question (make bench) and the median's of
+// RepeatedGracefulHandover.
+func (h ElectionHarness) lapseBound() time.Duration {
+	return max(h.handover(), h.TTL/2)
+}
+
 // RunElection checks every lease rule of the election contract against
 // the backend h describes, as subtests of t.
 //
 // AcquireRelease runs first and alone: it checks that no goroutine of
 // h.Package is left after Release, which any other test running at the
 // time would break. The two handover tests follow, alone too: they time
-// a handover against HandoverBound (100 ms on some backends). The others
+// handovers against HandoverBound and the TTL (lapseBound). The others
 // run at the same time, each in elections of its own: most of their time
 // is spent waiting for leases to lapse (on Consul, a TTL and a lock-delay
 // each), so one after another they were the longest part of a backend's
@@ -123,8 +141,8 @@ func testAcquireRelease(t *testing.T, h ElectionHarness) {
 	if h.Package != "" {
 		checkNoGoroutines(t, h.Package)
 	}
-	// The election is free again at once.
-	l2 := Acquire(t, newC(t, "b").Backend, "b", h.handover())
+	// The election is free again at once, not once the lease lapsed.
+	l2 := Acquire(t, newC(t, "b").Backend, "b", h.lapseBound())
 	if l2.Token() <= l.Token() {
 		t.Errorf("second term token %d <= first %d", l2.Token(), l.Token())
 	}
@@ -175,15 +193,15 @@ func testHandover(t *testing.T, h ElectionHarness) {
 	}
 	released := time.Now()
 	Release(t, la)
-	r := <-ch
+	r := Await(t, ch, 10*h.TTL, "b did not lead within 10 TTLs of a's release")
 	if r.Err != nil {
 		t.Fatalf("b: Acquire: %v", r.Err)
 	}
 	defer Release(t, r.Lease)
 	took := r.At.Sub(released)
-	t.Logf("graceful handover: %v (from Release called to b leading)", took.Round(time.Microsecond))
-	if took > h.handover() {
-		t.Errorf("handover took %v, want <= %v", took, h.handover())
+	t.Logf("graceful handover: %v (from Release called to b leading; HandoverBound %v)", took.Round(time.Microsecond), h.handover())
+	if took > h.lapseBound() {
+		t.Errorf("handover took %v, want <= %v: b waited for the released lease to lapse", took, h.lapseBound())
 	}
 	if r.Lease.Token() <= la.Token() {
 		t.Errorf("b's token %d <= a's %d", r.Lease.Token(), la.Token())
