@@ -46,10 +46,13 @@ type Job struct {
 	// unique within a Host.
 	Name string
 	// Schedule is a cron spec: 5 fields, or 6 with leading seconds;
-	// descriptors such as @hourly and @every 10s; an optional CRON_TZ=Zone
-	// prefix, else Config.Location. At DST changes a fixed time of day
-	// runs once, and an hour field of * runs at every real hour (see the
-	// package doc). Required.
+	// descriptors such as @hourly; an optional CRON_TZ=Zone prefix, else
+	// Config.Location. At DST changes a fixed time of day runs once, and
+	// an hour field of * runs at every real hour (see the package doc).
+	// Or an interval, "@every 10s" or "@every 2h offset 15m": its ticks
+	// are the whole multiples of the interval since
+	// 1970-01-01T00:00:00Z, plus the offset (EverySchedule), the same on
+	// every instance and in every term. Required.
 	Schedule string
 	// Run does the work. Its context carries the fencing token
 	// (election.TokenFromContext) and the tick (TickFromContext). It ends
@@ -139,12 +142,19 @@ var specParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | 
 
 // ParseSchedule parses a cron spec the way a Host does: with robfig/cron
 // v3, and baton's policy at DST transitions (see the package doc, Time
-// zones and DST).
+// zones and DST); "@every" specs, anchored on the Unix epoch, give an
+// EverySchedule.
 func ParseSchedule(spec string) (cron.Schedule, error) {
 	// robfig/cron v3 slices up to the first space after TZ= or CRON_TZ=,
 	// and panics when there is none.
 	if (strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ=")) && !strings.Contains(spec, " ") {
 		return nil, fmt.Errorf("%s: want a schedule after the zone, separated by a space", spec)
+	}
+	if e, ok, err := parseEvery(spec); ok {
+		if err != nil {
+			return nil, err
+		}
+		return e, nil
 	}
 	if err := checkLists(spec); err != nil {
 		return nil, err

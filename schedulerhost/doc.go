@@ -30,9 +30,12 @@
 // CRON_TZ= zone. At a daylight-saving change a job at a fixed time of day
 // runs once: a local time a spring-forward skips runs at the first instant
 // after the gap, one a fall-back repeats runs at its first occurrence;
-// jobs whose hour field is "*" run at every real instant that matches,
-// and @every counts elapsed time. The zone database is embedded
-// (time/tzdata), for containers without zoneinfo.
+// jobs whose hour field is "*" run at every real instant that matches.
+// An @every interval is elapsed time, anchored on the Unix epoch: the
+// ticks of "@every 2h offset 15m" are the instants a whole multiple of 2h
+// after 1970-01-01T00:00:00Z, plus 15m (EverySchedule), so every leader
+// computes the same ones, however often the lead changes hands. The zone
+// database is embedded (time/tzdata), for containers without zoneinfo.
 //
 // A run is one tick and one claim. With Job.Retries, a failed attempt is
 // followed by another under the same claim, after a backoff, while the
@@ -148,6 +151,7 @@ package schedulerhost
 //	catchup.go   ticks missed while nobody led, or skipped by a clock step: claimed before the loop starts
 //	clock.go     wall and monotonic clocks; schedule time, which never goes back
 //	tz.go        the DST policy around robfig/cron's schedules; embeds time/tzdata
+//	every.go     @every: interval schedules anchored on the Unix epoch, with an offset
 //	timeline.go  the heap of next ticks (container/heap), one bucket per instant
 //	loop.go      the schedule loop: one timer, fires each instant's due ticks as one batch (fireAll)
 //	admit.go     the overlap policy (skip, allow, queue) and who runs a queued tick

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/robfig/cron/v3"
-
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -20,15 +18,17 @@ var fuzzZones = []string{"UTC", newYork, berlin, lordHowe, "Pacific/Apia", "Asia
 // given a CRON_TZ= zone from fuzzZones (or read in one), 50 calls of Next
 // from an instant between 1970 and 2100 give strictly increasing ticks
 // (or stop at zero), each within five years of the one before, each call
-// returning promptly; and (@every aside) Next from any instant between two
-// ticks gives the later one: the chain is the same wherever it starts.
+// returning promptly (an @every schedule's within its interval); and Next
+// from any instant between two ticks gives the later one: the chain is the
+// same wherever it starts.
 func FuzzParseSchedule(f *testing.F) {
 	for _, tc := range dstCases() {
 		f.Add(tc.spec, uint8(0), int64(1793000000), uint16(1234), true)
 	}
 	for _, s := range []string{"* * * * *", "*/10 * * * * *", "0 * * * *", "*/7 * * * *", "@every 1h", "@hourly", "@daily",
 		"0 */2 * * *", "15,45 1-3 * * *", "0 30 1 * * *", "0 0 30 2 *", "0 12 * * *", "@yearly", "0 0 29 2 *",
-		"CRON_TZ=UTC", "TZ=Europe/Berlin 0 3 * * 0", "CRON_TZ=America/New_York 30 2 * * *", "@every 0s"} {
+		"CRON_TZ=UTC", "TZ=Europe/Berlin 0 3 * * 0", "CRON_TZ=America/New_York 30 2 * * *", "@every 0s",
+		"@every 7s", "@every 2h offset 15m", "@every 100000h offset 99999h", "@every 1s offset 1s"} {
 		for z := range uint8(3) {
 			f.Add(s, z, int64(1790000000+int(z)*86400*77), uint16(z)*999, z == 1)
 		}
@@ -58,7 +58,7 @@ func FuzzParseSchedule(f *testing.F) {
 			}
 			return n
 		}
-		_, every := s.(cron.ConstantDelaySchedule)
+		e, every := s.(schedulerhost.EverySchedule)
 		prev := time.Unix(start, int64(frac)*15259).In(loc) // frac spreads over a second
 		for i := range 50 {
 			n := next(prev)
@@ -71,12 +71,13 @@ func FuzzParseSchedule(f *testing.F) {
 			if !every && n.After(prev.AddDate(5, 0, 1)) {
 				t.Fatalf("%q: Next(%v) = %v: more than five years on", spec, prev, n)
 			}
-			if !every {
-				// An instant between the two ticks, frac/65536 of the way.
-				mid := prev.Add(time.Duration(float64(n.Sub(prev)) * float64(frac) / 65536))
-				if got := next(mid); !got.Equal(n) {
-					t.Fatalf("%q: Next(%v) = %v, but the chain from %v goes on to %v", spec, mid, got, prev, n)
-				}
+			if every && (n.Sub(prev) > e.Every || (n.Unix()-int64(e.Offset/time.Second))%int64(e.Every/time.Second) != 0) {
+				t.Fatalf("%q: Next(%v) = %v: not the next whole multiple of %v since the epoch, plus %v", spec, prev, n, e.Every, e.Offset)
+			}
+			// An instant between the two ticks, frac/65536 of the way.
+			mid := prev.Add(time.Duration(float64(n.Sub(prev)) * float64(frac) / 65536))
+			if got := next(mid); !got.Equal(n) {
+				t.Fatalf("%q: Next(%v) = %v, but the chain from %v goes on to %v", spec, mid, got, prev, n)
 			}
 			prev = n
 		}

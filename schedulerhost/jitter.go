@@ -61,8 +61,8 @@ const sampledTicks = 1000
 // schedule, else the shortest among its first sampledTicks ticks after a
 // fixed instant (zero if it has fewer than two).
 func minGap(s cron.Schedule) time.Duration {
-	if c, ok := s.(cron.ConstantDelaySchedule); ok {
-		return c.Delay
+	if e, ok := s.(EverySchedule); ok {
+		return e.Every
 	}
 	var gap time.Duration
 	prev := s.Next(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))

@@ -43,7 +43,10 @@ type JobChanges struct {
 //     the job, Removed, until that run returns;
 //   - a job whose Schedule changed takes the new schedule from now: its
 //     next tick is the new schedule's first after the reload (the pending
-//     tick of the old one is dropped), with no catch-up before it;
+//     tick of the old one is dropped), with no catch-up before it. For
+//     @every, a new interval or offset moves the phase: the ticks are the
+//     new interval's multiples since the epoch (plus the new offset);
+//     those of the old one after the reload do not run;
 //   - any other job keeps its next tick; changed settings (Timeout,
 //     Overlap, Misfire, ...) and the new Run apply from that tick on.
 //

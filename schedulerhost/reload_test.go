@@ -94,7 +94,8 @@ func TestHost_SetJobs_WhileLeading(t *testing.T) {
 			t.Errorf("old ran %d times before the reload, want 3", len(l.of("old")))
 		}
 		// The added job's first tick is its schedule's first after the
-		// reload (@every rounds to whole seconds: 5 s), none before.
+		// reload (the next whole multiple of 2 s since the epoch: 4 s),
+		// none before.
 		first := func(spec string) time.Time {
 			s, err := schedulerhost.ParseSchedule(spec)
 			if err != nil {
@@ -103,8 +104,8 @@ func TestHost_SetJobs_WhileLeading(t *testing.T) {
 			return s.Next(reloadAt)
 		}
 		nw := l.of("new")
-		if len(nw) != 2 || !nw[0].tick.Equal(first("@every 2s")) || !nw[0].tick.After(reloadAt) {
-			t.Errorf("new ran at ticks %v, want 2 runs from %v", nw, first("@every 2s"))
+		if len(nw) != 3 || !nw[0].tick.Equal(first("@every 2s")) || !nw[0].tick.After(reloadAt) {
+			t.Errorf("new ran at ticks %v, want 3 runs from %v", nw, first("@every 2s"))
 		}
 		// The unchanged job goes on every second, no tick lost or repeated.
 		keep := l.of("keep")

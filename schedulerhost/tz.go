@@ -26,7 +26,9 @@ import (
 //     (02:30 New York ticks at 03:00 EDT; several matches in the gap make
 //     one tick); a wall time repeated by a fall-back ticks once, at its
 //     first occurrence.
-//   - @every schedules are elapsed time and are not wrapped.
+//   - @every specs are not robfig's: ParseSchedule reads them itself
+//     (every.go), as elapsed time from the Unix epoch, which no zone
+//     changes.
 //
 // Next is a function of the instant alone (and the zone), so ticks are
 // strictly increasing and any leader computes the same ones from the
