@@ -32,7 +32,7 @@ jobs:
     misfire_grace: 30s
     max_catch_up: 3
   - name: env
-    schedule: "@every 10s"
+    schedule: "@every 10s offset 3s"
     command: env | grep ^BATON_
     timeout: 5s
   - name: flaky
@@ -61,7 +61,7 @@ func TestParse_Good(t *testing.T) {
 	if nap != want {
 		t.Errorf("jobs[1] = %+v, want %+v", nap, want)
 	}
-	if f.Jobs[2].Command != "env | grep ^BATON_" || f.Jobs[2].Timeout != 5*time.Second || f.Jobs[2].Line != 18 {
+	if f.Jobs[2].Schedule != "@every 10s offset 3s" || f.Jobs[2].Command != "env | grep ^BATON_" || f.Jobs[2].Timeout != 5*time.Second || f.Jobs[2].Line != 18 {
 		t.Errorf("jobs[2] = %+v", f.Jobs[2])
 	}
 	if j := f.Jobs[3]; j.Retries != 3 || j.RetryBackoff != 2*time.Second || j.RetryBackoffMax != 30*time.Second || j.Jitter != 30*time.Second {
@@ -93,6 +93,10 @@ func TestParse_Bad(t *testing.T) {
 			`jobs.yaml:7: jobs[0].jitter: "-1s": must not be negative`},
 		{"bad cron spec", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n  - name: b\n    schedule: '61 * * * *'\n    builtin: log\n",
 			`jobs.yaml:8: jobs[1].schedule: "61 * * * *": end of range (61) above maximum (59): 61`},
+		{"@every offset not shorter than the interval", head + "  - name: a\n    schedule: '@every 1h offset 90m'\n    builtin: log\n",
+			`jobs.yaml:5: jobs[0].schedule: "@every 1h offset 90m": @every offset "90m": must be shorter than the interval (1h0m0s)`},
+		{"@every interval of zero", head + "  - name: a\n    schedule: '@every 0s'\n    builtin: log\n",
+			`jobs.yaml:5: jobs[0].schedule: "@every 0s": @every interval "0s": must be positive`},
 		{"unknown zone", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n  - name: b\n    schedule: 'CRON_TZ=Mars/Olympus_Mons 30 2 * * *'\n    builtin: log\n",
 			`jobs.yaml:8: jobs[1].schedule: "CRON_TZ=Mars/Olympus_Mons 30 2 * * *": provided bad location Mars/Olympus_Mons: unknown time zone Mars/Olympus_Mons`},
 		{"missing command", head + "  - name: a\n    schedule: '@every 1s'\n",
