@@ -3,6 +3,7 @@ package sql_test
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	dbsql "database/sql"
 	"errors"
 	"net/url"
@@ -15,9 +16,12 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/batonhq/baton/backends/sql"
+	"github.com/batonhq/baton/backends/sql/mysql"
 	"github.com/batonhq/baton/backends/sql/postgres"
 	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/internal/mariadbtest"
+	"github.com/batonhq/baton/internal/testcerts"
 	"github.com/batonhq/baton/internal/testdb"
 	"github.com/batonhq/baton/internal/testenv"
 )
@@ -139,51 +143,25 @@ func TestPostgres_SSLModeVerifyFull(t *testing.T) {
 
 // TestMySQL_TLS: the MySQL/MariaDB driver takes TLS from the DSN's tls=
 // parameter (true, skip-verify, preferred, or a name registered with
-// mysqldriver.RegisterTLSConfig). When the server has TLS, two backends run
-// over it; when it has not (MariaDB here reports have_ssl DISABLED), the
-// test checks that tls=true fails at Check with the driver's clear error
-// and skips, saying why.
+// mysqldriver.RegisterTLSConfig). Against a MariaDB of the test's own,
+// started with a certificate of a CA of its own (the shared server may
+// have TLS off): two backends verifying the server's certificate against
+// that CA campaign, hand over and claim ticks over TLS, and the server
+// sees a TLS session; a client trusting another CA fails at Check with
+// the certificate error.
 func TestMySQL_TLS(t *testing.T) {
-	s := getServer(t, "mariadb")
-	var name, haveSSL string
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Parallel() // most of a start is mariadb-install-db's wait
+	srv := mariadbtest.StartWith(t, mariadbtest.Options{TLS: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := s.admin.QueryRowContext(ctx, "SHOW VARIABLES LIKE 'have_ssl'").Scan(&name, &haveSSL); err != nil {
-		t.Fatal(err)
+	trusting := registerTLS(t, srv.CA.Pool())
+	table := randomTable()
+	a := mysqlBackend(t, srv.DSN(trusting), table)
+	if err := a.EnsureSchema(ctx); err != nil {
+		t.Fatalf("EnsureSchema over TLS: %v", err)
 	}
-	base, err := mysqldriver.ParseDSN(testdb.DSN(testdb.MySQL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	open := func(tlsParam string) *dbsql.DB {
-		c := base.Clone()
-		c.TLSConfig = tlsParam
-		c.ParseTime = true
-		c.Timeout = 5 * time.Second
-		parsed, err := mysqldriver.ParseDSN(c.FormatDSN()) // resolves tls= as the driver does
-		if err != nil {
-			t.Fatal(err)
-		}
-		conn, err := mysqldriver.NewConnector(parsed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		db := dbsql.OpenDB(conn)
-		t.Cleanup(func() { db.Close() })
-		return db
-	}
-	if haveSSL != "YES" {
-		b := s.backend(t, open("true"), randomTable(), "tls", nil)
-		err := b.Check(ctx)
-		if !errors.Is(err, mysqldriver.ErrNoTLS) {
-			t.Fatalf("Check with tls=true against a server without TLS: %v, want mysqldriver.ErrNoTLS", err)
-		}
-		t.Skipf("%s at %s reports have_ssl=%s, so TLS sessions cannot be tested here; tls=true fails at Check with: %v", s.name, s.target, haveSSL, err)
-	}
-	table := s.newTable(t)
-	a := s.backend(t, open("skip-verify"), table, "tls", nil)
-	db := open("skip-verify")
-	b := s.backend(t, db, table, "tls", nil)
+	db := openMySQL(t, srv.DSN(trusting))
+	b := mysqlBackendOn(t, db, table)
 	backendtest.RunSmoke(t, a, b, 20*time.Second)
 	var vname, cipher string
 	if err := db.QueryRowContext(ctx, "SHOW SESSION STATUS LIKE 'Ssl_cipher'").Scan(&vname, &cipher); err != nil {
@@ -192,4 +170,70 @@ func TestMySQL_TLS(t *testing.T) {
 	if cipher == "" {
 		t.Error("Ssl_cipher is empty: the session is not TLS")
 	}
+	t.Logf("Ssl_cipher=%s", cipher)
+
+	other := testcerts.New(t, "other", "nobody")
+	wrong := mysqlBackend(t, srv.DSN(registerTLS(t, other.CA.Pool())), table)
+	err := wrong.Check(ctx)
+	if err == nil || (!strings.Contains(err.Error(), "x509") && !strings.Contains(err.Error(), "certificate")) {
+		t.Errorf("Check trusting another CA: %v, want a certificate error", err)
+	}
+}
+
+// TestMySQL_TLSRefusedByServer: tls=true against a server without TLS
+// fails at Check with the driver's clear error, not a retry loop.
+func TestMySQL_TLSRefusedByServer(t *testing.T) {
+	t.Parallel()
+	srv := mariadbtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	b := mysqlBackend(t, srv.DSN("true"), randomTable())
+	if err := b.Check(ctx); !errors.Is(err, mysqldriver.ErrNoTLS) {
+		t.Fatalf("Check with tls=true against a server without TLS: %v, want mysqldriver.ErrNoTLS", err)
+	}
+}
+
+// registerTLS registers with the MySQL driver a TLS configuration that
+// trusts only roots and checks the server's name against 127.0.0.1, and
+// returns its tls= name.
+func registerTLS(t *testing.T, roots *x509.CertPool) string {
+	t.Helper()
+	name := testdb.NewName("baton-tls-")
+	if err := mysqldriver.RegisterTLSConfig(name, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mysqldriver.DeregisterTLSConfig(name) })
+	return name
+}
+
+func openMySQL(t *testing.T, dsn string) *dbsql.DB {
+	t.Helper()
+	c, err := mysqldriver.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := mysqldriver.NewConnector(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := dbsql.OpenDB(conn)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func mysqlBackend(t *testing.T, dsn, table string) *sql.Backend {
+	t.Helper()
+	return mysqlBackendOn(t, openMySQL(t, dsn), table)
+}
+
+func mysqlBackendOn(t *testing.T, db *dbsql.DB, table string) *sql.Backend {
+	t.Helper()
+	b, err := sql.New(sql.Config{
+		DB: db, Table: table, Election: "tls",
+		Timing: election.Timing{TTL: testTTL}, PollInterval: myPoll, Logger: testLogger(t),
+	}, mysql.Driver())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
