@@ -24,7 +24,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -58,7 +57,8 @@ type Config struct {
 	// Jobs are the jobs the leader runs. At least one.
 	Jobs []Job
 	// Instance identifies this instance in the election and the run
-	// history. Empty means the host name.
+	// history. Empty means HOSTNAME-PID (-2, -3, ... added for the second
+	// and later Batons of one process), unique to this process.
 	Instance string
 	// Location is the time zone of the schedules. Nil means UTC.
 	Location *time.Location
@@ -112,11 +112,11 @@ func New(cfg Config) (*Baton, error) {
 		errs = append(errs, errors.New("baton: Config.Jobs: at least one job is required"))
 	}
 	if cfg.Instance == "" {
-		host, err := os.Hostname()
-		if err != nil || host == "" {
-			errs = append(errs, fmt.Errorf("baton: Config.Instance: empty, and the host name is unknown: %v", err))
+		id, err := defaultInstance()
+		if err != nil {
+			errs = append(errs, err)
 		}
-		cfg.Instance = host
+		cfg.Instance = id
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
