@@ -85,6 +85,22 @@ type Instance struct {
 	Address  string    `json:"address,omitempty"`   // of its HTTP API, if any
 	Started  time.Time `json:"started"`
 	Seen     time.Time `json:"seen"` // when it last published itself
+	// Expires is when the entry lapses unless its instance publishes
+	// itself again: Seen plus a few of its publishing intervals, set by
+	// the instance, so that every reader judges it alike. Zero in entries
+	// of older versions (see Lapsed).
+	Expires time.Time `json:"expires,omitzero"`
+}
+
+// Lapsed reports whether the entry's expiry is before t: its instance has
+// not published itself in time, and is gone or cut off. An entry without
+// Expires lapses at Seen+dflt.
+func (in Instance) Lapsed(t time.Time, dflt time.Duration) bool {
+	exp := in.Expires
+	if exp.IsZero() {
+		exp = in.Seen.Add(dflt)
+	}
+	return exp.Before(t)
 }
 
 // ErrRequestConflict: a run-now request's id is taken by a request of

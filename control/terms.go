@@ -97,8 +97,9 @@ func (j *Jobs) TidyTerms(ctx context.Context, token uint64, keep int, now time.T
 	return nil
 }
 
-// StaleInstances deletes the registry entries whose Seen is older than
-// before (conditioned on the versions read), and returns how many.
+// StaleInstances deletes the registry entries that lapsed before before
+// (Instance.Lapsed, entries without Expires judged by Seen alone),
+// conditioned on the versions read, and returns how many.
 func (j *Jobs) StaleInstances(ctx context.Context, before time.Time) (int, error) {
 	es, err := j.s.List(ctx, instancePrefix)
 	if err != nil {
@@ -107,7 +108,7 @@ func (j *Jobs) StaleInstances(ctx context.Context, before time.Time) (int, error
 	n := 0
 	for _, e := range es {
 		var in Instance
-		if json.Unmarshal(e.Value, &in) != nil || in.Seen.Before(before) {
+		if json.Unmarshal(e.Value, &in) != nil || in.Lapsed(before, 0) {
 			if err := j.s.Delete(ctx, e.Key, e.Version); err == nil {
 				n++
 			}

@@ -25,17 +25,20 @@ import (
 // DefaultInstanceInterval is Config.InstanceInterval when zero.
 const DefaultInstanceInterval = 5 * time.Second
 
-// Registry and term records kept: an instance not seen for staleAfter is
-// removed by the leader; the newest keepTerms terms are kept.
+// Registry and term records kept: an instance publishing every interval
+// sets its entry to expire after liveIntervals of them; an entry that
+// expired staleAfter ago is no longer listed in /status, and the leader
+// removes it; the newest keepTerms terms are kept.
 const (
-	staleAfter = 10 * time.Minute
-	keepTerms  = 20
+	liveIntervals = 3
+	staleAfter    = time.Minute
+	keepTerms     = 20
 )
 
 // StatusInstance is one instance of the election, as /status lists it.
 type StatusInstance struct {
 	control.Instance
-	Live       bool `json:"live"`        // seen within 3 of its publishing intervals, by this node's clock
+	Live       bool `json:"live"`        // its entry has not expired (Instance.Expires), by this node's clock
 	Leader     bool `json:"leader"`      // it leads, as far as this node can tell
 	JobsDiffer bool `json:"jobs_differ"` // its job set's hash differs from the leader's
 }
@@ -278,8 +281,9 @@ func (n *Node) lead(ctx context.Context, term election.Term) error {
 }
 
 // publish keeps this instance's entry in the registry until ctx ends,
-// then removes it; the leader also removes entries not seen for
-// staleAfter.
+// then removes it; each entry expires liveIntervals publishing intervals
+// after it was written. The leader also removes entries that expired
+// staleAfter ago: those of instances that crashed or were cut off.
 func (n *Node) publish(ctx context.Context) {
 	jobs := control.NewJobs(n.cfg.Control)
 	el := n.cfg.Elector
@@ -290,15 +294,16 @@ func (n *Node) publish(ctx context.Context) {
 		n.mu.Lock()
 		hash := n.jobsHash
 		n.mu.Unlock()
+		seen := time.Now().UTC()
 		in := control.Instance{ID: el.Identity().ID, Eligible: el.Eligible() && el.Held() == "", Version: n.cfg.Version, JobsHash: hash,
-			Address: n.cfg.Address, Started: started, Seen: time.Now().UTC()}
+			Address: n.cfg.Address, Started: started, Seen: seen, Expires: seen.Add(liveIntervals * n.cfg.InstanceInterval)}
 		pctx, cancel := context.WithTimeout(ctx, n.cfg.InstanceInterval)
 		if err := jobs.Publish(pctx, in); err != nil && ctx.Err() == nil {
 			n.cfg.Logger.Debug("publishing this instance failed", "err", err)
 		}
 		if el.IsLeader() {
 			if k, err := jobs.StaleInstances(pctx, time.Now().Add(-staleAfter)); err == nil && k > 0 {
-				n.cfg.Logger.Info("removed instances not seen for a while", "count", k, "after", staleAfter)
+				n.cfg.Logger.Info("removed instances whose registry entry expired", "count", k, "after", staleAfter)
 			}
 		}
 		cancel()
@@ -338,9 +343,12 @@ func (n *Node) controlStatus(ctx context.Context, d *Status) {
 				leaderHash = in.JobsHash
 			}
 		}
-		live := 3 * n.cfg.InstanceInterval
+		dflt := liveIntervals * n.cfg.InstanceInterval // for entries without Expires
 		for _, in := range ins {
-			si := StatusInstance{Instance: in, Live: d.Now.Sub(in.Seen) <= live,
+			if in.Lapsed(d.Now.Add(-staleAfter), dflt) {
+				continue // gone long ago; the leader removes it
+			}
+			si := StatusInstance{Instance: in, Live: !in.Lapsed(d.Now, dflt),
 				Leader: d.Leader != nil && in.ID == d.Leader.Identity.ID}
 			si.JobsDiffer = leaderHash != "" && in.JobsHash != leaderHash
 			d.Instances = append(d.Instances, si)
