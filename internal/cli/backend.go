@@ -55,6 +55,8 @@ type BackendFlags struct {
 	redisSentinelUser, redisSentinelPasswordFile string
 	// Kubernetes API server, token, CA and namespace.
 	kubeServer, kubeTokenFile, kubeCACert, kubeNamespace string
+	kubeInsecureHTTP                                     bool
+	kubeTokenFrom                                        string // where openKube took the token from, for Explain
 }
 
 // DefaultRedisAddr is --redis-addr when neither it nor --redis-sentinel
@@ -108,6 +110,7 @@ func (b *BackendFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&b.kubeServer, "kube-server", "", "kube: API server URL (default in a pod: its service account's)")
 	fs.StringVar(&b.kubeTokenFile, "kube-token-file", "", "kube: file holding a bearer token, read again every minute (default in a pod:\nits service account's)")
 	fs.StringVar(&b.kubeCACert, "kube-cacert", "", "kube: CA certificate (PEM) of the API server (default in a pod: its service\naccount's; else the system roots)")
+	fs.BoolVar(&b.kubeInsecureHTTP, "kube-insecure-http", false, "kube: allow an http:// --kube-server, which sends the bearer token in clear\n(only behind a local proxy such as kubectl proxy)")
 	fs.StringVar(&b.kubeNamespace, "kube-namespace", "", "kube: namespace of the election's Lease, which is named after the election\n(default in a pod: its own; else default)")
 }
 

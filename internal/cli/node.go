@@ -88,8 +88,12 @@ func (p *Program) nodeSettings(sub string, args []string, stderr io.Writer) (*no
 	}
 	if _, given := src.from["election"]; p.DefaultJobs == nil && !given && !flagSet(fs, "election") {
 		// Two services that both left it out would share one leader.
+		where := f.Path
+		if f.Election.Line > 0 {
+			where = fmt.Sprintf("%s:%d", f.Path, f.Election.Line) // an empty election: section
+		}
 		return nil, nil, nil, fmt.Errorf("%s: election.name: required: the election this service's instances share, e.g. billing-jobs (or --election, $%s)",
-			f.Path, EnvName("election"))
+			where, EnvName("election"))
 	}
 	return o, f, src, nil
 }
@@ -125,8 +129,8 @@ func (p *Program) Node(ctx context.Context, sub string, args []string, stdout, s
 	timing := election.Timing{TTL: f.Election.TTL, RenewInterval: f.Election.RenewInterval, SafetyMargin: f.Election.SafetyMargin}
 	o, err := bf.Open(ctx, timing, f.Election.PollInterval, base)
 	if err != nil {
-		if f.Election.Line > 0 && strings.Contains(err.Error(), "invalid config") {
-			return fmt.Errorf("%s:%d: election: %w", f.Path, f.Election.Line, err)
+		if strings.Contains(err.Error(), "invalid config") {
+			return src.locateOpen(err, f) // each problem at its key's line
 		}
 		return fmt.Errorf("%s %s: %w", p.Name, sub, src.locate(err))
 	}
@@ -139,7 +143,7 @@ func (p *Program) Node(ctx context.Context, sub string, args []string, stdout, s
 		err := ch.Check(cctx)
 		cancel()
 		if err != nil {
-			return fmt.Errorf("%s %s: %s: %w", p.Name, sub, o.Where, err)
+			return fmt.Errorf("%s %s: %w", p.Name, sub, src.locate(fmt.Errorf("%s: %w", o.Where, bf.Explain(err))))
 		}
 	}
 

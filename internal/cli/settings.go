@@ -199,3 +199,74 @@ func ApplyBackendSection(fs *flag.FlagSet, f *jobsfile.File) error {
 	_, err := apply(fs, &g, nil, func(string) string { return "" })
 	return err
 }
+
+// electionKeys are the election section's keys of the Timing fields a
+// backend's invalid config names.
+var electionKeys = map[string]string{"TTL": "ttl", "RenewInterval": "renew_interval", "SafetyMargin": "safety_margin", "PollInterval": "poll_interval"}
+
+// fieldFlags are, per backend, the flags behind the Config fields its
+// invalid config names.
+var fieldFlags = map[string]map[string]string{
+	"kube":  {"Namespace": "kube-namespace", "Name": "election"},
+	"sql":   {"Table": "table", "Election": "election"},
+	"redis": {"Election": "election", "Addr": "redis-addr", "MasterName": "redis-master", "WaitReplicas": "redis-wait-replicas"},
+}
+
+// locateOpen places each problem of a backend's invalid config (an error
+// of Open, "PKG: invalid config: " and the problems) at the config file's
+// line it comes from, one line each: a Timing field at its election key
+// (FILE:3: election.ttl: ), a field a flag gives at where that flag's
+// value came from (FILE:6: backend.kube_namespace: ), anything else at
+// the election section. Other errors are placed as locate places them.
+func (s *settings) locateOpen(err error, f *jobsfile.File) error {
+	const marker = "invalid config: "
+	i := strings.Index(err.Error(), marker)
+	if i < 0 {
+		return s.locate(err)
+	}
+	prefix := err.Error()[:i+len(marker)]
+	head := strings.TrimSuffix(prefix[:i], ": ") // "etcd", or "... kube"
+	pkg := head[strings.LastIndex(head, " ")+1:]
+	var out []error
+	for _, p := range problems(err) {
+		msg := prefix + p.Error()
+		field, _, _ := strings.Cut(p.Error(), " ")
+		switch key, flagName := electionKeys[field], fieldFlags[pkg][field]; {
+		case key != "" && f != nil && f.ElectionLines[key] > 0:
+			out = append(out, fmt.Errorf("%s:%d: election.%s: %s", f.Path, f.ElectionLines[key], key, msg))
+		case flagName != "" && s != nil && s.from[flagName] != (source{}):
+			out = append(out, s.at(flagName, msg))
+		case flagName != "":
+			out = append(out, fmt.Errorf("--%s: %s", flagName, msg)) // from the command line, or its default
+		case f != nil && f.Election.Line > 0:
+			out = append(out, fmt.Errorf("%s:%d: election: %s", f.Path, f.Election.Line, msg))
+		default:
+			out = append(out, errors.New(msg))
+		}
+	}
+	return errors.Join(out...)
+}
+
+// at prefixes msg with where flag name's value came from.
+func (s *settings) at(name, msg string) error {
+	src := s.from[name]
+	if src.file != nil {
+		return fmt.Errorf("%s:%d: %s: %s", src.file.Path, src.setting.Line, src.setting.Field(), msg)
+	}
+	return fmt.Errorf("$%s: %s", src.env, msg)
+}
+
+// problems flattens the joined errors in err's chain into the problems
+// they hold; an error that joins nothing is one problem.
+func problems(err error) []error {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			var out []error
+			for _, p := range j.Unwrap() {
+				out = append(out, problems(p)...)
+			}
+			return out
+		}
+	}
+	return []error{err}
+}

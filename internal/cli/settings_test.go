@@ -147,7 +147,7 @@ func TestSettings_ElectionNameRequired(t *testing.T) {
 	path := writeConfig(t, strings.Replace(config, "  name: orders\n", "", 1))
 	p := &Program{Name: "baton", Getenv: env(nil)}
 	_, _, _, err := p.nodeSettings("run", []string{"--config", path}, io.Discard)
-	want := path + ": election.name: required"
+	want := path + ":1: election.name: required" // at the election section
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("no election.name: err %v, want prefix %q", err, want)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +26,16 @@ func (d *decoder) fail(line int, field, format string, args ...any) {
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
+// yamlParserProblems are the problems of yaml.v3's parser (its scanner's
+// are other words): it reports their line counted from 0, the scanner's
+// from 1.
+var yamlParserProblems = []string{
+	"did not find expected ',' or ']'", "did not find expected ',' or '}'", "did not find expected '-' indicator",
+	"did not find expected <document start>", "did not find expected key", "did not find expected node content",
+	"found duplicate %TAG directive", "found duplicate %YAML directive", "found incompatible YAML document",
+	"found undefined tag handle",
+}
+
 func (d *decoder) decodeFile(f *File, data []byte) {
 	d.lines = 1 + bytes.Count(data, []byte("\n"))
 	var doc yaml.Node
@@ -33,6 +44,9 @@ func (d *decoder) decodeFile(f *File, data []byte) {
 		msg := err.Error()
 		if m := yamlLine.FindStringSubmatch(msg); m != nil {
 			n, _ := strconv.Atoi(m[1])
+			if slices.Contains(yamlParserProblems, m[2]) {
+				n++ // yaml.v3 gives a parser error's line counted from 0
+			}
 			d.fail(n, "", "%s", m[2])
 		} else if strings.Contains(msg, "EOF") {
 			d.fail(0, "", "empty file: want election: and jobs:")
@@ -156,9 +170,16 @@ var electionFields = []string{"name", "ttl", "renew_interval", "safety_margin", 
 
 func (d *decoder) election(key, n *yaml.Node, f *File) Election {
 	e := Election{Line: key.Line}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return e // an empty section: as if absent, so election.name is named as required
+	}
 	fields, ok := d.mapping(n, "election", electionFields)
 	if !ok {
 		return e
+	}
+	f.ElectionLines = map[string]int{}
+	for name, fl := range fields {
+		f.ElectionLines[name] = fl.key.Line
 	}
 	if nf, ok := fields["name"]; ok {
 		if v := d.nonEmpty(nf.val, "election.name"); v != "" {

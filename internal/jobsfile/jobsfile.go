@@ -33,6 +33,9 @@ type File struct {
 	// file order: what the command's flags would otherwise say. The
 	// command checks the names (jobsfile does not know its flags).
 	Settings []Setting
+	// ElectionLines are the lines of the election section's fields
+	// present, by key ("ttl"), for errors about their values.
+	ElectionLines map[string]int
 }
 
 // Setting is one entry of the backend or node section, or election.name.
