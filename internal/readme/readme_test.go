@@ -3,6 +3,7 @@ package readme_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"os"
@@ -38,6 +39,7 @@ func Example_library() {
 		log.Fatal(err)
 	}
 	hostname, _ := os.Hostname()
+	id := fmt.Sprintf("%s-%d", hostname, os.Getpid()) // unique per process, as baton run's default
 	host, err := schedulerhost.New(schedulerhost.Config{
 		Jobs: []schedulerhost.Job{{
 			Name:     "nightly-report",
@@ -48,12 +50,12 @@ func Example_library() {
 			},
 		}},
 		Ledger:   backend.Ledger(), // once per tick, catch-up after failover, history
-		Instance: hostname,
+		Instance: id,
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	elector, err := election.New(election.Config{Backend: backend, Identity: election.Identity{ID: hostname}})
+	elector, err := election.New(election.Config{Backend: backend, Identity: election.Identity{ID: id}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package mysql_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"log"
 	"os"
 	"os/signal"
@@ -46,7 +47,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	host, _ := os.Hostname()
-	el, err := election.New(election.Config{Backend: backend, Identity: election.Identity{ID: host + "/billing", Host: host}})
+	el, err := election.New(election.Config{Backend: backend, Identity: election.Identity{ID: fmt.Sprintf("%s-%d", host, os.Getpid())}})
 	if err != nil {
 		log.Fatal(err)
 	}

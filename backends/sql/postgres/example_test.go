@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 	"log"
 	"os"
 	"os/signal"
@@ -44,7 +45,7 @@ func Example() {
 	host, _ := os.Hostname()
 	el, err := election.New(election.Config{
 		Backend:  backend,
-		Identity: election.Identity{ID: host + "/" + "billing", Host: host, PID: os.Getpid()},
+		Identity: election.Identity{ID: fmt.Sprintf("%s-%d", host, os.Getpid())},
 	})
 	if err != nil {
 		log.Fatal(err)
