@@ -46,7 +46,8 @@ type Verdict = node.Verdict
 // Config configures New.
 type Config struct {
 	// Backend is the election's backend (backends/etcd, backends/consul,
-	// backends/redis, backends/sql/postgres, backends/sql/mysql). Its
+	// backends/redis, backends/sql/postgres, backends/sql/mysql,
+	// backends/kube; backends/memory in one process, for tests). Its
 	// ledger, if it has one (each of those does), records every claimed
 	// tick: at most one start per tick, and catch-up after a failover. Its
 	// control store, if it has one, holds pauses and runs now. Required.
