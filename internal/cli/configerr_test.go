@@ -106,6 +106,7 @@ func TestNode_KubeUnauthorizedSaysWhatToCheck(t *testing.T) {
 	yaml := "election:\n  name: billing-jobs\nbackend:\n  kind: kube\n  kube_server: " + s.URL +
 		"\n  kube_cacert: " + s.CAFile + "\n  kube_token_file: tok\n" + jobsTail
 	got := runErr(t, yaml)
+	t.Log(got)
 	for _, want := range []string{"401 Unauthorized", "the API server did not accept the bearer token", "baton.yaml:7: backend.kube_token_file", "expired", "service account"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("error does not say %q:\n%s", want, got)
