@@ -1,9 +1,10 @@
 // Package ledger is the contract between a scheduler host and the store
 // that records which ticks were claimed, for the person who writes a
-// backend's ledger. ledger.go holds all of it: the Ledger interface, the
-// Claim a host makes before starting a tick, the Run entries of a job's
-// history with their Result, and the errors a Claim returns (ErrStaleTerm,
-// ErrTickClaimed).
+// backend's ledger. ledger.go holds the Ledger interface, the Claim a
+// host makes before starting a tick and the Run entries of a job's
+// history with their Result; errors.go the errors a call returns
+// (ErrStaleTerm, ErrTickClaimed, and ErrRefused, which a backend sets
+// with Refused where it is not authorised).
 //
 // A backend implements Ledger next to its election.Backend (the claim must
 // be atomic with a check that the claiming term still holds), and runs the

@@ -32,8 +32,10 @@ type Ledger interface {
 	// distinct jobs. A claim's error is nil if it was recorded, wraps
 	// ErrStaleTerm (which wraps election.ErrLeadershipLost) if the term no
 	// longer held, and wraps ErrTickClaimed if the tick was not newer than
-	// the last claimed one. Any other error means the claim may or may not
-	// have been recorded. Claim never returns a slice of another length.
+	// the last claimed one, and wraps ErrRefused if the backend refused the
+	// caller (not authorised): the claim was not recorded. Any other error
+	// means the claim may or may not have been recorded. Claim never
+	// returns a slice of another length.
 	//
 	// What the Host does with that: it makes one job's claims one at a
 	// time, in tick order, within a term, and batches the claims of
@@ -57,7 +59,10 @@ type Ledger interface {
 	// with the same Job, Tick and Token is updated. It is not conditioned
 	// on the term still holding (a run that ends after a loss is still
 	// recorded). If no entry matches (it was trimmed from the history, or
-	// never claimed), it does nothing and that run's error is nil.
+	// never claimed), it does nothing and that run's error is nil. A Run
+	// with Result ResultUnknown and a zero Ended is how a later term
+	// settles an entry an ended term left running (schedulerhost.Settle):
+	// Finish stores it like any other outcome.
 	Finish(ctx context.Context, rs []Run) []error
 	// History returns up to n of job's most recent runs, newest first.
 	History(ctx context.Context, job string, n int) ([]Run, error)
@@ -123,6 +128,7 @@ const (
 	ResultTimeout   Result = "timeout"   // cancelled by the job's Timeout
 	ResultCancelled Result = "cancelled" // cancelled by leadership loss or shutdown, or claimed and not started (Error says why); for an HTTP job, baton stopped waiting: the receiver may still have done the work
 	ResultSkipped   Result = "skipped"   // claimed and not run on purpose: the job was paused (Error says by whom)
+	ResultUnknown   Result = "unknown"   // its term ended before its outcome was recorded; a later leader settled it so (Error says which terms)
 )
 
 // DefaultHistory is how many runs per job a backend Ledger keeps unless
