@@ -22,7 +22,9 @@ import (
 // turn (below).
 //
 // A claim whose outcome stays unknown (an error that is neither a refusal
-// nor a stale term) is asked again within ledgerTimeout. If the Host gives
+// of the tick or of the caller, nor a stale term) is asked again within
+// ledgerTimeout; a claim the backend refused (ledger.ErrRefused) is not
+// (refused.go). If the Host gives
 // up on it (the time runs out, the term ends, or a retry finds the term
 // stale), the tick may be recorded as claimed although its run never
 // starts: the Host then finishes its history entry as ledger.ResultCancelled with
@@ -132,7 +134,7 @@ const slowClaim = 50 * time.Millisecond
 // unknownOutcome reports whether a claim's error leaves it unknown
 // whether the claim was recorded.
 func unknownOutcome(err error) bool {
-	return err != nil && !errors.Is(err, election.ErrLeadershipLost) && !errors.Is(err, ledger.ErrTickClaimed)
+	return err != nil && !errors.Is(err, election.ErrLeadershipLost) && !errors.Is(err, ledger.ErrTickClaimed) && !isRefused(err)
 }
 
 // claim claims tick in the ledger, in a batch with the claims of other
@@ -184,7 +186,10 @@ func (t *termRun) claim(j *jobState, tick time.Time, catchUp, expected bool, out
 	}
 	switch {
 	case err == nil:
+		t.recorded()
 		return nil
+	case isRefused(err): // not recorded, and asking again will not mend it (refused.go)
+		t.refusedClaim(j, tick, catchUp, err)
 	case errors.Is(err, election.ErrLeadershipLost):
 		h.log.Error("claim refused: term is stale; stopping", "job", j.Name, "tick", tick, "token", t.token, "err", err)
 		t.lose(err)

@@ -27,7 +27,7 @@ type pastRun struct {
 	manual               *Manual // a run-now run's request
 }
 
-var resultCodes = []ledger.Result{ledger.ResultRunning, ledger.ResultOK, ledger.ResultFailed, ledger.ResultTimeout, ledger.ResultCancelled, ledger.ResultSkipped}
+var resultCodes = []ledger.Result{ledger.ResultRunning, ledger.ResultOK, ledger.ResultFailed, ledger.ResultTimeout, ledger.ResultCancelled, ledger.ResultSkipped, ledger.ResultUnknown}
 
 func resultCode(r ledger.Result) uint8 {
 	for i, c := range resultCodes {
@@ -107,25 +107,45 @@ func (t *termRun) record(j *jobState, r ledger.Run) {
 		return
 	}
 	// Finish is idempotent: a failed write is asked again, with backoff,
-	// so that the entry does not stay "running" (bounded: finishRetries).
+	// while the term lasts, so that the entry does not stay "running"
+	// (and at least finishRetries times, for an entry written after the
+	// term ended or once a stop began: the drain waits for it). What a term could not write, the next one settles
+	// (settle.go).
 	err := h.finishes.do(r, false)
-	for i, wait := 0, finishBackoff; err != nil && i < finishRetries; i, wait = i+1, 2*wait {
+	for i, wait := 0, finishBackoff; err != nil && (i < finishRetries || t.live() && !t.stopping.Load()); i, wait = i+1, min(2*wait, maxFinishBackoff) {
 		h.log.Warn("recording run failed: retrying", "job", r.Job, "tick", r.Tick, "retry_in", wait, "err", err)
-		time.Sleep(wait)
+		t.sleepOrEnd(wait)
 		err = h.finishes.do(r, false)
 	}
 	if err != nil {
-		h.log.Error("recording run failed: gave up", "job", r.Job, "tick", r.Tick, "token", r.Token, "result", r.Result, "err", err)
+		h.log.Error("recording run failed: gave up: the next leader settles it", "job", r.Job, "tick", r.Tick, "token", r.Token, "result", r.Result, "err", err)
 	}
 }
 
 // finishRetries and finishBackoff bound the retries of a history write
-// that failed: waits of 250 ms, 500 ms, 1 s, 2 s and 4 s, each attempt
-// itself bounded by ledgerTimeout.
+// that failed after its term ended: waits of 250 ms, 500 ms, 1 s, 2 s and
+// 4 s, each attempt itself bounded by ledgerTimeout. While the term lasts
+// the waits go on doubling up to maxFinishBackoff.
 const (
-	finishRetries = 5
-	finishBackoff = 250 * time.Millisecond
+	finishRetries    = 5
+	finishBackoff    = 250 * time.Millisecond
+	maxFinishBackoff = 15 * time.Second
 )
+
+// sleepOrEnd waits d, or less if the term ends meanwhile (a wait begun
+// after its end is the whole d).
+func (t *termRun) sleepOrEnd(d time.Duration) {
+	timer := t.h.clock.newTimer(d)
+	defer timer.Stop()
+	done := t.base.Done()
+	if !t.live() {
+		done = nil
+	}
+	select {
+	case <-timer.C:
+	case <-done:
+	}
+}
 
 // write records r, a finished run, if there is one; runTicks calls it
 // once the run no longer counts as active (run.go).

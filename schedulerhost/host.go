@@ -24,8 +24,9 @@ type Host struct {
 	log   *slog.Logger
 	clock clock
 
-	running  atomic.Int64            // runs whose function has not returned, across terms
-	finishes *batchQueue[ledger.Run] // history entries on their way to the ledger (batch.go); nil without a Ledger
+	running   atomic.Int64                                         // runs whose function has not returned, across terms
+	finishes  *batchQueue[ledger.Run]                              // history entries on their way to the ledger (batch.go); nil without a Ledger
+	onRefused atomic.Pointer[func(context.Context, RefusedStreak)] // OnClaimsRefused (refused.go)
 
 	mu      sync.Mutex
 	jobs    []*jobState // the job set; replaced, never modified, by SetJobs (reload.go)
@@ -174,6 +175,7 @@ func (h *Host) Lead(ctx context.Context, term election.Term) error {
 	sc := newSchedClock(h.clock)
 	t, loopCtx := h.newTerm(ctx, term)
 	t.open()
+	defer t.bg.Wait() // after close has ended the term's contexts
 	defer t.close()
 
 	h.log.Info("leading: running schedules", "token", t.token, "jobs", len(h.jobSet()))
@@ -182,6 +184,7 @@ func (h *Host) Lead(ctx context.Context, term election.Term) error {
 	if h.cfg.Ledger != nil {
 		t.catchUp(loopCtx, sc.at)
 		t.caughtUp(loopCtx, sc.at)
+		t.settle(loopCtx) // what earlier terms left running (settle.go)
 	}
 	var polled chan struct{}
 	if h.cfg.Control != nil {

@@ -60,6 +60,9 @@ type termRun struct {
 	// catch-up run stands for (catchup.go); newRun puts it in the run's
 	// Tick.
 	covers sync.Map
+
+	refused refusals       // the streak of refused claims (refused.go)
+	bg      sync.WaitGroup // the term's background work (refused.go, settle.go); Lead waits for it
 }
 
 // newTerm returns the state of term, led under ctx, Lead's context. Runs go
@@ -72,6 +75,7 @@ func (h *Host) newTerm(ctx context.Context, term election.Term) (t *termRun, loo
 	loopCtx, cancelLoop := context.WithCancelCause(ctx)
 	t = &termRun{h: h, term: term, token: term.Token(), base: base, cancelBase: cancelBase, cancelLoop: cancelLoop, loopCtx: loopCtx, idle: make(chan struct{}), wake: make(chan struct{}, 1)}
 	t.margin, t.hasMargin = startMargin(base)
+	t.refused.span = refusalSpan(base)
 	if l := h.cfg.Ledger; l != nil {
 		t.claims = newBatchQueue(l.MaxBatch(), claimsInflight, func(cs []ledger.Claim) []error {
 			ctx, cancel := context.WithTimeout(base, ledgerTimeout)
