@@ -39,6 +39,8 @@ type Metrics struct {
 	skips         *prometheus.CounterVec
 	manual        *prometheus.CounterVec
 	paused        prometheus.Gauge
+
+	claims claimMetrics // claims.go
 }
 
 var (
@@ -92,8 +94,9 @@ func New(reg prometheus.Registerer, electionName string) (*Metrics, error) {
 		paused: prometheus.NewGauge(prometheus.GaugeOpts{Name: "baton_jobs_paused", ConstLabels: cl,
 			Help: "Jobs paused, as this instance last read them while leading."}),
 	}
+	m.claims = newClaimMetrics(cl)
 	for _, c := range []prometheus.Collector{m.leader, m.token, m.elected, m.termsEnded, m.acquireErrors, m.runs, m.retries,
-		m.duration, m.lateness, m.misfires, m.skipped, m.running, m.drain, m.abandoned, m.skips, m.manual, m.paused} {
+		m.duration, m.lateness, m.misfires, m.skipped, m.running, m.drain, m.abandoned, m.skips, m.manual, m.paused, m.claims.refused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: register: %w", err)
 		}

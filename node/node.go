@@ -93,6 +93,8 @@ type Node struct {
 	seenAt    time.Time // when /status first saw seenToken
 	jobsHash  string    // the hash of the job set the Host runs
 
+	refusedWarned time.Time // when a leader whose claims are refused last said why it stays (refused.go); under mu
+
 	handler http.Handler
 }
 
@@ -129,6 +131,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	cfg.AdminToken = append([]byte(nil), cfg.AdminToken...)
 	n := &Node{cfg: cfg, jobsHash: cfg.JobsHash}
+	cfg.Host.OnClaimsRefused(n.claimsRefused)
 	if err := n.registerGauges(cfg.Registry); err != nil {
 		return nil, err
 	}
