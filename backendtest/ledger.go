@@ -338,4 +338,5 @@ func RunLedger(t *testing.T, newElection func(t *testing.T) LedgerElection) {
 			t.Errorf("Finish for a job never claimed: %v", err)
 		}
 	})
+	settleLedger(t, newElection)
 }

@@ -37,3 +37,16 @@ type refusedError struct{ err error }
 func (e refusedError) Error() string        { return e.err.Error() }
 func (e refusedError) Unwrap() error        { return e.err }
 func (e refusedError) Is(target error) bool { return target == ErrRefused }
+
+// MarkRefused marks with Refused each error of errs that denied says is a
+// refusal of the caller, leaving nil, ErrStaleTerm and ErrTickClaimed
+// alone, and returns errs: a backend's Claim and Finish call it on what
+// they return.
+func MarkRefused(errs []error, denied func(error) bool) []error {
+	for i, err := range errs {
+		if err != nil && !errors.Is(err, ErrStaleTerm) && !errors.Is(err, ErrTickClaimed) && denied(err) {
+			errs[i] = Refused(err)
+		}
+	}
+	return errs
+}

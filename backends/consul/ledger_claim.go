@@ -36,7 +36,7 @@ func (l *tickLedger) Claim(ctx context.Context, cs []ledger.Claim) []error {
 	for _, tok := range tokens { // one, as the Host calls it
 		l.claimTerm(ctx, cs, byToken[tok], errs)
 	}
-	return errs
+	return ledger.MarkRefused(errs, denied)
 }
 
 // claimTerm claims cs[idx], all of one token, a chunk per transaction.

@@ -3,8 +3,10 @@ package consul
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -42,7 +44,7 @@ func (l *tickLedger) Finish(ctx context.Context, rs []ledger.Run) []error {
 		wg.Go(func() { l.finishChunk(ctx, rs, chunk, errs) })
 	}
 	wg.Wait()
-	return errs
+	return ledger.MarkRefused(errs, denied)
 }
 
 // finishChunk finishes rs[idx] (at most MaxBatch): one write transaction,
@@ -157,4 +159,16 @@ func truncate(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + mark
+}
+
+// denied reports whether the agent refused the caller: a 403 (an ACL
+// token without the permission, or one it does not know) or a 401.
+func denied(err error) bool {
+	var se api.StatusError
+	if errors.As(err, &se) {
+		return se.Code == 403 || se.Code == 401
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "Permission denied") || strings.Contains(msg, "ACL not found") ||
+		strings.Contains(msg, "Unexpected response code: 403")
 }

@@ -68,7 +68,7 @@ func (l *tickLedger) Claim(ctx context.Context, cs []ledger.Claim) []error {
 		terms[c.Token] = append(terms[c.Token], req)
 	}
 	each(len(tokens), func(t int) { l.claimTerm(ctx, terms[tokens[t]], errs) })
-	return errs
+	return ledger.MarkRefused(errs, denied)
 }
 
 // claimReq checks and encodes c, the i-th claim of a call.

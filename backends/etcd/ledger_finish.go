@@ -3,9 +3,13 @@ package etcd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/batonhq/baton/ledger"
 )
@@ -76,7 +80,7 @@ func (l *tickLedger) Finish(ctx context.Context, rs []ledger.Run) []error {
 	}
 	parts = spans(len(unknown), l.batch, func(i int) int { return unknown[i].size() })
 	each(len(parts), func(p int) { l.finishRead(ctx, unknown[parts[p].from:parts[p].to], errs) })
-	return errs
+	return ledger.MarkRefused(errs, denied)
 }
 
 // takeRev returns, and forgets, the revision at which this Ledger's
@@ -195,4 +199,23 @@ func (l *tickLedger) finishRead(ctx context.Context, fs []finishReq, errs []erro
 			}
 		}
 	}
+}
+
+// denied reports whether the server refused the caller: a permission
+// denied by etcd's auth, or a token it does not accept.
+func denied(err error) bool {
+	for _, e := range []error{rpctypes.ErrPermissionDenied, rpctypes.ErrInvalidAuthToken, rpctypes.ErrUserEmpty,
+		rpctypes.ErrAuthFailed, rpctypes.ErrInvalidAuthMgmt} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	var se interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &se) {
+		switch se.GRPCStatus().Code() {
+		case codes.PermissionDenied, codes.Unauthenticated:
+			return true
+		}
+	}
+	return false
 }

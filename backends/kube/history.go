@@ -72,7 +72,7 @@ func (l *tickLedger) Finish(ctx context.Context, rs []ledger.Run) []error {
 			return changed, nil
 		})
 		if err != nil {
-			err = fmt.Errorf("kube: finish %d runs in %s: %w", len(idx), shard, err)
+			err = refused(fmt.Errorf("kube: finish %d runs in %s: %w", len(idx), shard, err))
 			for _, i := range idx {
 				errs[i] = err
 			}
@@ -153,7 +153,7 @@ func (l *tickLedger) finishMoved(ctx context.Context, rs []ledger.Run, missing [
 			return changed, nil
 		})
 		if err != nil {
-			err = fmt.Errorf("kube: finish %d runs in %s: %w", len(idx), shard, err)
+			err = refused(fmt.Errorf("kube: finish %d runs in %s: %w", len(idx), shard, err))
 			for _, i := range idx {
 				errs[i] = err
 			}

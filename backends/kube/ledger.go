@@ -173,7 +173,7 @@ func (l *tickLedger) Claim(ctx context.Context, cs []ledger.Claim) []error {
 	for i, c := range cs {
 		switch {
 		case err != nil:
-			errs[i] = fmt.Errorf("kube: claim: reading the Lease: %w", err)
+			errs[i] = refused(fmt.Errorf("kube: claim: reading the Lease: %w", err))
 		case c.Token != holder || holder == 0:
 			errs[i] = stale(c.Token, holder, "Lease "+l.b.LeaseName())
 		default:
@@ -221,7 +221,7 @@ func (l *tickLedger) write(ctx context.Context, cs []ledger.Claim, live []int, t
 		})
 		if err != nil {
 			if !errors.Is(err, ledger.ErrStaleTerm) {
-				err = fmt.Errorf("kube: claim %d ticks in %s: %w", len(idx), shard, err)
+				err = refused(fmt.Errorf("kube: claim %d ticks in %s: %w", len(idx), shard, err))
 			}
 			for _, i := range idx {
 				errs[i] = err
@@ -264,4 +264,13 @@ func (l *tickLedger) LastClaimed(ctx context.Context, jobs []string) ([]time.Tim
 		return nil, err
 	}
 	return out, nil
+}
+
+// refused marks err as ledger.ErrRefused when the apiserver refused the
+// caller (401, 403): asking again will not mend it.
+func refused(err error) error {
+	if isDenied(err) {
+		return ledger.Refused(err)
+	}
+	return err
 }

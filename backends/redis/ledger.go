@@ -124,7 +124,7 @@ func (l *tickLedger) Claim(ctx context.Context, cs []ledger.Claim) []error {
 		start = end
 	}
 	wg.Wait()
-	return errs
+	return ledger.MarkRefused(errs, denied)
 }
 
 // claimBatch claims cs, all of one token, in one script call.
@@ -240,7 +240,7 @@ func (l *tickLedger) Finish(ctx context.Context, rs []ledger.Run) []error {
 		wg.Go(func() { l.finishBatch(ctx, rs[start:end], errs[start:end]) })
 	}
 	wg.Wait()
-	return errs
+	return ledger.MarkRefused(errs, denied)
 }
 
 func (l *tickLedger) finishBatch(ctx context.Context, rs []ledger.Run, errs []error) {
@@ -295,4 +295,17 @@ func (l *tickLedger) History(ctx context.Context, job string, n int) ([]ledger.R
 		runs = append(runs, r)
 	}
 	return runs, nil
+}
+
+// denied reports whether the server refused the caller: an ACL denial
+// (NOPERM, or a script's command or key the user may not use), a wrong
+// password, or a missing one.
+func denied(err error) bool {
+	msg := err.Error()
+	for _, s := range []string{"NOPERM", "script can't run this command", "script can't access", "WRONGPASS", "NOAUTH"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }

@@ -2,8 +2,10 @@ package sql
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -98,7 +100,7 @@ func (l *tickLedger) Claim(ctx context.Context, cs []ledger.Claim) []error {
 			c := cs[it.i]
 			switch {
 			case err != nil:
-				errs[it.i] = b.wrap(fmt.Sprintf("claim %s at %v", c.Job, c.Tick), err)
+				errs[it.i] = refused(b.wrap(fmt.Sprintf("claim %s at %v", c.Job, c.Tick), err))
 			case res.stale:
 				errs[it.i] = fmt.Errorf("sql: claim %s at %v with token %d: %w", c.Job, c.Tick, c.Token, ledger.ErrStaleTerm)
 			case !res.claimed[n]:
@@ -138,3 +140,22 @@ func (l *tickLedger) claimChunk(ctx context.Context, token uint64, items []claim
 		return res, err
 	}
 }
+
+// refused marks err as ledger.ErrRefused when the server refused the
+// caller a privilege: PostgreSQL's insufficient_privilege (42501), or
+// MySQL's and MariaDB's access denials (1044, 1045, 1142, 1143, 1227,
+// 1370). The transaction was rolled back: nothing was recorded.
+func refused(err error) error {
+	var st interface{ SQLState() string }
+	if errors.As(err, &st) && st.SQLState() == "42501" {
+		return ledger.Refused(err)
+	}
+	if mysqlDenied.MatchString(err.Error()) {
+		return ledger.Refused(err)
+	}
+	return err
+}
+
+// mysqlDenied matches the text of go-sql-driver's MySQLError for an
+// access denial ("Error 1142 (42000): ... command denied to user ...").
+var mysqlDenied = regexp.MustCompile(`\bError (1044|1045|1142|1143|1227|1370)\b`)

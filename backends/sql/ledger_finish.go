@@ -74,7 +74,7 @@ func (l *tickLedger) Finish(ctx context.Context, rs []ledger.Run) []error {
 		chunk := items[k*l.MaxBatch() : min((k+1)*l.MaxBatch(), len(items))]
 		if err := l.finishChunk(ctx, chunk); err != nil {
 			for _, it := range chunk {
-				errs[it.i] = b.wrap(fmt.Sprintf("finish %s at %v", rs[it.i].Job, rs[it.i].Tick), err)
+				errs[it.i] = refused(b.wrap(fmt.Sprintf("finish %s at %v", rs[it.i].Job, rs[it.i].Tick), err))
 			}
 		}
 	})
