@@ -129,6 +129,10 @@ const (
 	ResultCancelled Result = "cancelled" // cancelled by leadership loss or shutdown, or claimed and not started (Error says why); for an HTTP job, baton stopped waiting: the receiver may still have done the work
 	ResultSkipped   Result = "skipped"   // claimed and not run on purpose: the job was paused (Error says by whom)
 	ResultUnknown   Result = "unknown"   // its term ended before its outcome was recorded; a later leader settled it so (Error says which terms)
+	// ResultSettling is never stored: a reader of the history (the
+	// scheduler's History, the command line) shows so an entry still
+	// "running" whose term has ended, until a leader settles it.
+	ResultSettling Result = "settling"
 )
 
 // DefaultHistory is how many runs per job a backend Ledger keeps unless

@@ -2,6 +2,7 @@ package schedulerhost
 
 import (
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/batonhq/baton/ledger"
@@ -64,6 +65,18 @@ func (j *jobState) keep(r ledger.Run) {
 		j.recent[j.oldest] = p
 		j.oldest = (j.oldest + 1) % recentRuns
 	}
+}
+
+// unrecorded returns the recent runs no ledger holds (their claims were
+// refused), newest first. j.mu is held.
+func (j *jobState) unrecorded(instance string) []ledger.Run {
+	var out []ledger.Run
+	for _, r := range j.recentNewestFirst(len(j.recent), instance) {
+		if strings.HasPrefix(r.Error, refusedPrefix) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // recentNewestFirst returns up to n recent runs, newest first. j.mu is

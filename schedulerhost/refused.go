@@ -109,7 +109,7 @@ func (t *termRun) refusedClaim(j *jobState, tick time.Time, catchUp bool, err er
 	}
 	now := h.wallNow()
 	e := ledger.Run{Job: j.Name, Tick: tick, Instance: h.cfg.Instance, Token: t.token, CatchUp: catchUp,
-		Started: now, Ended: now, Result: ledger.ResultCancelled, Error: "not started: claim refused: " + err.Error()}
+		Started: now, Ended: now, Result: ledger.ResultCancelled, Error: refusedPrefix + err.Error()}
 	j.mu.Lock()
 	j.keep(e) // not Finish: the claim was not recorded, and the backend refuses this caller
 	j.mu.Unlock()
@@ -141,6 +141,9 @@ func (t *termRun) refusedClaim(j *jobState, tick time.Time, catchUp bool, err er
 		r.mu.Unlock()
 	}()
 }
+
+// refusedPrefix begins the Error of a tick whose claim was refused.
+const refusedPrefix = "not started: claim refused: "
 
 // isRefused reports whether err says the backend refused the caller.
 func isRefused(err error) bool { return errors.Is(err, ledger.ErrRefused) }

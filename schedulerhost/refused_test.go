@@ -63,7 +63,11 @@ func TestHost_RefusedClaimIsNamedAndCounted(t *testing.T) {
 			}}})
 		time.Sleep(5500 * time.Millisecond)
 		status := n.host.Status()
+		hist := n.history(t, "t", 10)
 		n.stop(t)
+		if len(hist) < 2 || !strings.HasPrefix(hist[0].Error, "not started: claim refused: ") || hist[len(hist)-1].Result != ledger.ResultOK {
+			t.Errorf("History = %+v, want the refused ticks newest first, then the run of the first tick", hist)
+		}
 
 		fl.mu.Lock()
 		ticks := len(fl.ticks)
@@ -155,6 +159,36 @@ func TestHost_UnrecordedRunIsSettledByNextLeader(t *testing.T) {
 		}
 		if settled != ranA {
 			t.Errorf("%d of a's %d runs settled", settled, ranA)
+		}
+	})
+}
+
+// While nobody could settle them yet, the runs an ended term left
+// running are shown by History as being settled, not as running.
+func TestHost_HistoryShowsSettling(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemory()
+		job := schedulerhost.Job{Name: "t", Schedule: "@every 1s", Run: func(context.Context) error { return nil }}
+		// Both terms' writes fail: a's ends, b's settlements.
+		a := startNode(t, m, "a", schedulerhost.Config{Ledger: failFinish{m.Ledger()}, ShutdownTimeout: 2 * time.Second, Jobs: []schedulerhost.Job{job}})
+		time.Sleep(2500 * time.Millisecond)
+		a.stop(t)
+		b := startNode(t, m, "b", schedulerhost.Config{Ledger: failFinish{m.Ledger()}, Jobs: []schedulerhost.Job{job}})
+		time.Sleep(100 * time.Millisecond)
+		hist := b.history(t, "t", 10)
+		b.stop(t)
+		old := 0
+		for _, r := range hist {
+			if r.Token != 1 {
+				continue
+			}
+			old++
+			if r.Result != "settling" || !strings.Contains(r.Error, "outcome being settled: the term with token 1 ended") {
+				t.Errorf("a's run of tick %v as b's History shows it: %s %q, want settling", r.Tick, r.Result, r.Error)
+			}
+		}
+		if old < 2 {
+			t.Errorf("b's History shows %d of a's runs, want at least 2: %+v", old, hist)
 		}
 	})
 }

@@ -73,12 +73,16 @@ func (h *Host) Leading() bool {
 func (h *Host) Ledger() ledger.Ledger { return h.cfg.Ledger }
 
 // History returns up to n of job's most recent runs, newest first, from
-// the ledger (every instance's runs; with a Control store, merged with the
-// job's run-now runs, by start) or, without one, from this instance's
-// memory.
+// the ledger (every instance's runs, with the ticks whose claims were
+// refused and an ended term's runs still "running" shown as present.go
+// says; with a Control store, merged with the job's run-now runs, by
+// start) or, without one, from this instance's memory.
 func (h *Host) History(ctx context.Context, job string, n int) ([]ledger.Run, error) {
 	if h.cfg.Ledger != nil {
 		runs, err := h.cfg.Ledger.History(ctx, job, n)
+		if err == nil {
+			runs = h.present(job, runs, n) // present.go
+		}
 		if err != nil || h.cfg.Control == nil {
 			return runs, err
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/ledger"
+	"github.com/batonhq/baton/schedulerhost"
 )
 
 // stringList is a repeatable flag.
@@ -51,6 +52,7 @@ func (p *Program) History(ctx context.Context, args []string, stdout, stderr io.
 	if o.Ledger == nil {
 		return fmt.Errorf("%s history: the %s backend keeps no ledger", p.Name, bf.Kind)
 	}
+	leader := leaderToken(ctx, o.Backend)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tTICK\tCATCH-UP\tINSTANCE\tTOKEN\tRESULT\tTOOK\tERROR")
 	var errs []error
@@ -62,6 +64,7 @@ func (p *Program) History(ctx context.Context, args []string, stdout, stderr io.
 			errs = append(errs, fmt.Errorf("%s history: job %q: %w", p.Name, job, err))
 			continue
 		}
+		schedulerhost.MarkSettling(runs, leader) // the next leader settles them
 		for _, r := range runs {
 			took := "-"
 			if !r.Ended.IsZero() {
@@ -83,4 +86,22 @@ func (p *Program) History(ctx context.Context, args []string, stdout, stderr io.
 		return err
 	}
 	return errors.Join(errs...)
+}
+
+// leaderToken returns the token of the term leading now, 0 if nobody
+// leads or the backend cannot tell.
+func leaderToken(ctx context.Context, b election.Backend) uint64 {
+	lr, ok := b.(interface {
+		Leader(context.Context) (election.LeaderInfo, error)
+	})
+	if !ok {
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	li, err := lr.Leader(ctx)
+	if err != nil {
+		return 0
+	}
+	return li.Token
 }
