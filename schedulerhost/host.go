@@ -175,7 +175,7 @@ func (h *Host) Lead(ctx context.Context, term election.Term) error {
 	sc := newSchedClock(h.clock)
 	t, loopCtx := h.newTerm(ctx, term)
 	t.open()
-	defer t.bg.Wait() // after close has ended the term's contexts
+	defer t.waitBackground() // after close has ended the term's contexts (refused.go)
 	defer t.close()
 
 	h.log.Info("leading: running schedules", "token", t.token, "jobs", len(h.jobSet()))

@@ -76,7 +76,18 @@ type refusals struct {
 	count   int
 	since   time.Time
 	calling bool // OnClaimsRefused's function is running
+	closed  bool // Lead waits for the term's background work: start no more
 	span    time.Duration
+}
+
+// waitBackground waits for the term's background work (the function of
+// OnClaimsRefused, the settlement) once no more can start. Lead calls it
+// last.
+func (t *termRun) waitBackground() {
+	t.refused.mu.Lock()
+	t.refused.closed = true
+	t.refused.mu.Unlock()
+	t.bg.Wait()
 }
 
 // refusalSpan is how long a streak must last: the lease's TTL as the term
@@ -122,7 +133,7 @@ func (t *termRun) refusedClaim(j *jobState, tick time.Time, catchUp bool, err er
 	r.count++
 	s := RefusedStreak{Token: t.token, Count: r.count, Since: r.since, Span: r.span, Err: err}
 	f := h.onRefused.Load()
-	call := f != nil && !r.calling && r.count >= minRefusals && time.Since(r.since) > r.span && t.live()
+	call := f != nil && !r.calling && !r.closed && r.count >= minRefusals && time.Since(r.since) > r.span && t.live()
 	if call {
 		r.calling = true
 		t.bg.Add(1)
