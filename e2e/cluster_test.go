@@ -58,6 +58,7 @@ var misfireMsgs = map[string]bool{
 	"tick skipped: previous run still going":                 true,
 	"tick skipped: queue full":                               true,
 	"run not started: claim failed":                          true,
+	"run not started: claim refused":                         true,
 	"claim refused: term is stale; stopping":                 true,
 	"run not started: term over":                             true,
 	"run not started: term stopping":                         true,
