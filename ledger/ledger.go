@@ -46,9 +46,10 @@ type Ledger interface {
 	// term is stale), the run does not start and the Host finishes the tick
 	// with ResultCancelled and an Error starting "not started: claim
 	// outcome unknown", so that an entry a lost attempt recorded does not
-	// stay "running" (unless that Finish fails too, or an attempt still in
-	// flight lands after it). Such a tick stays claimed: no leader runs it
-	// later.
+	// stay "running" (an attempt still in flight may land after it; if
+	// that Finish fails until the term ends, the next term settles the
+	// entry as ResultUnknown). Such a tick stays claimed: no leader runs
+	// it later.
 	Claim(ctx context.Context, cs []Claim) []error
 	// LastClaimed returns the newest claimed tick of each of jobs, in the
 	// order of jobs (the zero time for a job never claimed), reading a page

@@ -29,8 +29,9 @@ import (
 // stale), the tick may be recorded as claimed although its run never
 // starts: the Host then finishes its history entry as ledger.ResultCancelled with
 // an error starting "not started: claim outcome unknown", so the history
-// does not say "running" for it (best effort: that write can fail too,
-// and an attempt still in flight can land after it). The tick stays
+// does not say "running" for it (an attempt still in flight can land
+// after it; a write that fails until the term ends is settled by the next
+// term, settle.go). The tick stays
 // claimed: no leader runs it
 // later (re-opening it would need the ledger to tell, atomically with a
 // new claim, that its run never started).
