@@ -29,38 +29,9 @@ import (
 // shown as the job's last run; its ticks run again once the Role is
 // mended.
 func TestLedger_RoleWithoutUpdateIsRefused(t *testing.T) {
-	const token, user = "claimer-token", "claimer"
-	srv := kubetest.StartT(t, kubetest.Options{Users: map[string]string{token: user}})
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	role := func(cmVerbs ...string) map[string]any {
-		return map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-			"metadata": map[string]any{"name": "claimer", "namespace": "default"},
-			"rules": []any{
-				map[string]any{"apiGroups": []string{"coordination.k8s.io"}, "resources": []string{"leases"}, "verbs": []string{"get", "create", "update", "watch", "list"}},
-				map[string]any{"apiGroups": []string{""}, "resources": []string{"configmaps"}, "verbs": cmVerbs},
-			}}
-	}
-	const rolePath = "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles"
-	admin(t, ctx, srv, http.MethodPost, rolePath, role("get", "create", "update"))
-	admin(t, ctx, srv, http.MethodPost, "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings", map[string]any{
-		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-		"metadata": map[string]any{"name": "claimer", "namespace": "default"},
-		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "claimer"},
-		"subjects": []any{map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}},
-	})
-	c, err := kube.NewClient(kube.ClientConfig{Server: srv.URL, Token: token, CAFile: srv.CAFile, Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.CloseIdleConnections)
-	b, err := kube.New(kube.Config{Client: c, Name: "refused", Timing: election.Timing{TTL: 15 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for b.Check(ctx) != nil && ctx.Err() == nil { // RBAC takes the new Role in within moments
-		time.Sleep(100 * time.Millisecond)
-	}
+	b, setRole := claimer(t, ctx)
 
 	led := &seenLedger{Ledger: b.Ledger()}
 	obs := &refusedObserver{}
@@ -95,7 +66,7 @@ func TestLedger_RoleWithoutUpdateIsRefused(t *testing.T) {
 	}
 	waitFor("two runs with update on ConfigMaps", func() bool { return runs.Load() >= 2 })
 
-	admin(t, ctx, srv, http.MethodPut, rolePath+"/claimer", role("get"))
+	setRole("get")
 	waitFor("three refused claims", func() bool { return obs.count(&obs.refused) >= 3 })
 	if n := obs.count(&obs.skipped); n != 0 {
 		t.Errorf("%d overlap skips while the claims were refused: no run was going", n)
@@ -112,13 +83,118 @@ func TestLedger_RoleWithoutUpdateIsRefused(t *testing.T) {
 		t.Error("the leader lost its lease: only its claims were refused")
 	}
 
-	admin(t, ctx, srv, http.MethodPut, rolePath+"/claimer", role("get", "create", "update"))
+	setRole("get", "create", "update")
 	before := runs.Load()
 	waitFor("a run once the Role is mended", func() bool { return runs.Load() > before })
 	err = led.Finish(ctx, []ledger.Run{{Job: "j", Tick: time.Now(), Token: 1, Result: ledger.ResultOK}})[0]
 	if err != nil {
 		t.Errorf("finish once the Role is mended: %v", err)
 	}
+}
+
+// A run's end that the apiserver refuses to record (update on ConfigMaps
+// taken away while it ran) is written again while the term lasts, not
+// given up after a few seconds: once the Role is mended, the run's entry
+// says ok, not running.
+func TestHost_FinishRetriedWhileTheTermLasts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	b, setRole := claimer(t, ctx)
+	started, release := make(chan time.Time, 1), make(chan struct{})
+	var first atomic.Bool
+	host, err := schedulerhost.New(schedulerhost.Config{Ledger: b.Ledger(), Instance: "pod-0", Logger: slog.New(slog.DiscardHandler),
+		Jobs: []schedulerhost.Job{{Name: "j", Schedule: "@every 1s", Run: func(ctx context.Context) error {
+			if first.CompareAndSwap(false, true) {
+				tk, _ := schedulerhost.TickFromContext(ctx)
+				started <- tk.Time
+				<-release
+			}
+			return nil
+		}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	el, err := election.New(election.Config{Backend: b, Identity: election.Identity{ID: "pod-0"}, Election: "refused", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- el.Run(rctx, host.Lead) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	var tick time.Time
+	select {
+	case tick = <-started:
+	case <-ctx.Done():
+		t.Fatal("the job did not start")
+	}
+	setRole("get")
+	time.Sleep(2 * time.Second) // RBAC takes the edit in
+	close(release)              // the run ends; its end cannot be written
+	time.Sleep(15 * time.Second)
+	setRole("get", "create", "update")
+	var last ledger.Run
+	for ctx.Err() == nil {
+		runs, err := b.Ledger().History(ctx, "j", ledger.DefaultHistory)
+		if err == nil {
+			for _, r := range runs {
+				if r.Tick.Equal(tick) {
+					last = r
+				}
+			}
+		}
+		if last.Result == ledger.ResultOK || time.Since(tick) > 60*time.Second {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if last.Result != ledger.ResultOK {
+		t.Errorf("the run of %v, whose end was refused for 15 s: %s %q, want ok once the Role was mended", tick, last.Result, last.Error)
+	}
+}
+
+// claimer starts an apiserver of its own, with a user bound to a Role
+// that may get, create and update ConfigMaps (and use the Lease), and
+// returns a backend acting as that user and a function that replaces the
+// Role's verbs on ConfigMaps.
+func claimer(t *testing.T, ctx context.Context) (*kube.Backend, func(cmVerbs ...string)) {
+	t.Helper()
+	const token, user = "claimer-token", "claimer"
+	srv := kubetest.StartT(t, kubetest.Options{Users: map[string]string{token: user}})
+	role := func(cmVerbs ...string) map[string]any {
+		return map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+			"metadata": map[string]any{"name": "claimer", "namespace": "default"},
+			"rules": []any{
+				map[string]any{"apiGroups": []string{"coordination.k8s.io"}, "resources": []string{"leases"}, "verbs": []string{"get", "create", "update", "watch", "list"}},
+				map[string]any{"apiGroups": []string{""}, "resources": []string{"configmaps"}, "verbs": cmVerbs},
+			}}
+	}
+	const rolePath = "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles"
+	admin(t, ctx, srv, http.MethodPost, rolePath, role("get", "create", "update"))
+	admin(t, ctx, srv, http.MethodPost, "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings", map[string]any{
+		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+		"metadata": map[string]any{"name": "claimer", "namespace": "default"},
+		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "claimer"},
+		"subjects": []any{map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}},
+	})
+	c, err := kube.NewClient(kube.ClientConfig{Server: srv.URL, Token: token, CAFile: srv.CAFile, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.CloseIdleConnections)
+	b, err := kube.New(kube.Config{Client: c, Name: "refused", Timing: election.Timing{TTL: 15 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b.Check(ctx) != nil && ctx.Err() == nil { // RBAC takes the new Role in within moments
+		time.Sleep(100 * time.Millisecond)
+	}
+	return b, func(cmVerbs ...string) { admin(t, ctx, srv, http.MethodPut, rolePath+"/claimer", role(cmVerbs...)) }
 }
 
 // seenLedger keeps the claim errors of the ledger it wraps.
