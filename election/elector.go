@@ -135,6 +135,7 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, term T
 }
 
 func (e *Elector) runTerm(ctx context.Context, lease Lease, lead func(context.Context, Term) error) error {
+	ctx = ContextWithElection(ctx, e.cfg.Election) // beside the token (ElectionFromContext)
 	leaseCtx, cancelLease := context.WithCancelCause(withLease(withToken(context.WithoutCancel(ctx), lease.Token()), lease))
 	t := &term{token: lease.Token(), since: time.Now(), lease: lease, ctx: leaseCtx, cancel: cancelLease}
 	termCtx, cancelTerm := context.WithCancelCause(leaseCtx)

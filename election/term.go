@@ -50,6 +50,24 @@ func withToken(ctx context.Context, token uint64) context.Context {
 	return context.WithValue(ctx, tokenKey{}, token)
 }
 
+type electionKey struct{}
+
+// ElectionFromContext returns the name of the election whose term ctx
+// derives from: an Elector's Config.Election, or the name given to
+// ContextWithElection. ok is false when ctx carries none (an Elector
+// without a name, NewTerm). Tokens count per election: a fence compares
+// a token only with tokens of the same election.
+func ElectionFromContext(ctx context.Context) (name string, ok bool) {
+	name, _ = ctx.Value(electionKey{}).(string)
+	return name, name != ""
+}
+
+// ContextWithElection returns a context that carries name as its
+// election's name, for code that runs a job outside an Elector.
+func ContextWithElection(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, electionKey{}, name)
+}
+
 type leaseKey struct{}
 
 // withLease returns a context that carries the term's lease, for GoneBy.
