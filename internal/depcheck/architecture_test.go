@@ -164,8 +164,8 @@ func TestArchitectureMatching(t *testing.T) {
 
 // usersOnly are the public packages that the module's own code does not
 // import, because they are there for users: the front door and the
-// in-memory backend.
-var usersOnly = map[string]bool{".": true, "backends/memory": true}
+// in-memory backend, the fences and their kit.
+var usersOnly = map[string]bool{".": true, "backends/memory": true, "fence": true, "fence/redisfence": true, "fence/fencetest": true}
 
 // TestNoPublicTestOnlyPackage fails for a public package (one outside
 // every internal/ folder) that only tests of the module import (or test

@@ -25,6 +25,8 @@ func TestCorePackagesImportNoBackendSDK(t *testing.T) {
 		// database/sql through Prometheus's collectors (the standard
 		// library), but no backend.
 		{[]string{"node", ""}, sdks}, // "": the root package, baton
+		// fence speaks SQL through database/sql, the caller's driver.
+		{[]string{"fence"}, sdks},
 	} {
 		args := []string{"list", "-deps"}
 		for _, p := range c.pkgs {
