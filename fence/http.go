@@ -42,8 +42,14 @@ func ParseHeaders(h http.Header) (Token, error) {
 	return Token{Election: e, N: n}, nil
 }
 
-// Middleware checks a request's token against the fence of resource in
-// store before next runs: a stale token or another election's is
+// Resource names the fence a request writes to (see Middleware).
+type Resource func(r *http.Request) string
+
+// Fixed is the Resource of a handler that writes one resource, name.
+func Fixed(name string) Resource { return func(*http.Request) string { return name } }
+
+// Middleware checks a request's token against the fence of its resource
+// (resource(r)) in store before next runs: a stale token or another election's is
 // answered 409 Conflict (baton does not retry a 409), a request without
 // a valid token 400, a store error 503; otherwise next runs, and
 // TokenFromRequest gives it the token.
@@ -52,8 +58,9 @@ func ParseHeaders(h http.Header) (Token, error) {
 // cannot refuse a write that next makes after a pause of its own. Where
 // the handler's work is long, fence the write itself too (SQL.Check,
 // redisfence) with TokenFromRequest's token.
-func Middleware(store Store, election, resource string, next http.Handler) http.Handler {
+func Middleware(store Store, election string, resource Resource, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		resource := resource(r)
 		tok, err := ParseHeaders(r.Header)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)

@@ -93,3 +93,6 @@ func TestGuard_Orders(t *testing.T) {
 		t.Errorf("token 2^60 after 2^60+1: %v; want ErrStale", err)
 	}
 }
+
+// The Redis guard is a Store for fence.Middleware.
+var _ fence.Store = (*redisfence.Guard)(nil)
