@@ -83,7 +83,8 @@ func start(t *testing.T, dir string, argv ...string) (string, *output) {
 	out := &output{}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, out, out
-	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(ports[0]), "WORK_MS="+strconv.Itoa(workMS))
+	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(ports[0]), "WORK_MS="+strconv.Itoa(workMS),
+		"ELECTION=e", "FENCE_FILE="+filepath.Join(dir, "fence.json"))
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -173,11 +174,13 @@ func exercise(t *testing.T, url string, out *output) {
 		t.Errorf("the write of token 1000 logged %d times, want 1", n)
 	}
 
+	otherElection(t, url, out)
+
 	// The Host's term has token 1: refused, final, not retried.
 	r := firstRun(t, url)
 	runID := "e/call/" + r.Tick.UTC().Format(time.RFC3339Nano)
 	if r.Result != ledger.ResultFailed || r.Attempts > 1 || r.Token != 1 ||
-		!strings.Contains(r.Error, "HTTP 409 Conflict: stale token 1: 1000 has written (final status: not retried)") {
+		!strings.Contains(r.Error, "HTTP 409 Conflict: stale token 1: 1000 has written invoice-run (final status: not retried)") {
 		t.Errorf("stale run recorded as %s, token %d, %d attempt(s), error %q; want failed, token 1, 1 attempt, the 409",
 			r.Result, r.Token, r.Attempts, r.Error)
 	}
@@ -217,6 +220,7 @@ func TestExpress(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "app.js"), []byte(snippet(t, "express")), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	copyModule(t, nodeModule, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	npm := exec.CommandContext(ctx, "npm", "install", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error", "express@5")
@@ -248,6 +252,7 @@ func TestFlask(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "app.py"), []byte(snippet(t, "flask")), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	copyModule(t, pythonModule, dir)
 	url, out := start(t, dir, python, "app.py")
 	exercise(t, url, out)
 }
