@@ -32,7 +32,7 @@ type Config struct {
 	// Write performs your guarded write of resource with tok: nil when
 	// written, an error wrapping fence.ErrStale when the guard refused
 	// it, fence.ErrRetry when the transaction must run again (Run
-	// retries it), any other error fails the test.
+	// retries it, up to 100 times), any other error fails the test.
 	Write func(ctx context.Context, resource string, tok fence.Token) error
 	// Read, optional, returns the token of the write that resource holds
 	// now (as your write stored it): Run then checks that the resource
@@ -74,16 +74,22 @@ func Resource(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-// write calls c.Write until it returns anything but fence.ErrRetry.
+// maxRetries bounds the retries of one write after fence.ErrRetry.
+const maxRetries = 100
+
+// write calls c.Write until it returns anything but fence.ErrRetry, at
+// most 1+maxRetries times.
 func (c Config) write(resource string, n uint64) error {
-	for {
+	var err error
+	for range 1 + maxRetries {
 		ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
-		err := c.Write(ctx, resource, fence.Token{Election: c.Election, N: n})
+		err = c.Write(ctx, resource, fence.Token{Election: c.Election, N: n})
 		cancel()
 		if !errors.Is(err, fence.ErrRetry) {
 			return err
 		}
 	}
+	return fmt.Errorf("token %d: still fence.ErrRetry after %d retries: %w", n, maxRetries, err)
 }
 
 func (c Config) holds(t *testing.T, resource string, want uint64) {
