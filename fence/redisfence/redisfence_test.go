@@ -3,6 +3,8 @@ package redisfence_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"testing"
 
@@ -94,5 +96,28 @@ func TestGuard_Orders(t *testing.T) {
 	}
 }
 
-// The Redis guard is a Store for fence.Middleware.
-var _ fence.Store = (*redisfence.Guard)(nil)
+// The Redis guard is a Store for fence.Middleware: a request with an
+// older token than one already answered gets 409.
+func TestGuard_Middleware(t *testing.T) {
+	g := &redisfence.Guard{Client: client(t, redistest.Start(t)), Election: "reports"}
+	var store fence.Store = g
+	s := httptest.NewServer(fence.Middleware(store, "reports", fence.Fixed("invoices"),
+		http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })))
+	defer s.Close()
+	for _, c := range []struct {
+		election, token string
+		want            int
+	}{{"reports", "3", 204}, {"reports", "2", 409}, {"billing", "9", 409}, {"reports", "3", 204}} {
+		req, _ := http.NewRequest(http.MethodPost, s.URL, nil)
+		req.Header.Set("Baton-Election", c.election)
+		req.Header.Set("Baton-Token", c.token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("election %s token %s: HTTP %d; want %d", c.election, c.token, resp.StatusCode, c.want)
+		}
+	}
+}
