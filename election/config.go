@@ -22,17 +22,22 @@ type Config struct {
 	// ReleaseTimeout bounds the release at the end of a term. Zero means
 	// 5 s.
 	ReleaseTimeout time.Duration
-	// Logger receives transitions (Info) and retried errors (Warn). Nil
-	// means slog.Default().
+	// Logger receives transitions (Info) and failed attempts to acquire
+	// (Warn at once, then at most once a minute for the same error; the
+	// others at Debug). Nil means slog.Default().
 	Logger *slog.Logger
 	// Observer, if not nil, is told about transitions, for metrics.
 	Observer Observer
 }
 
 // Observer is told about an Elector's transitions, synchronously on the
-// goroutine that calls Run; its methods must not block.
+// goroutine that calls Run (AcquireFailed also on the backend's goroutines
+// inside Acquire, maybe concurrently); its methods must not block.
 type Observer interface {
-	// AcquireFailed: an Acquire returned an error other than cancellation.
+	// AcquireFailed: an attempt to acquire failed, one the backend
+	// reported and retried inside Acquire (ReportAttempt) or an error
+	// Acquire returned other than cancellation. Every failure is told,
+	// also those the log leaves out.
 	AcquireFailed(err error)
 	// Elected: a term with token began.
 	Elected(token uint64)

@@ -19,7 +19,8 @@ type Elector struct {
 	cfg Config
 	log *slog.Logger
 
-	running atomic.Bool
+	running  atomic.Bool
+	attempts *attempts // how the campaign's attempts go
 
 	mu        sync.Mutex
 	cur       *term              // nil when not leading
@@ -56,9 +57,11 @@ func New(cfg Config) (*Elector, error) {
 	if cfg.Identity.Started.IsZero() {
 		cfg.Identity.Started = time.Now().UTC().Truncate(time.Millisecond)
 	}
+	log := cfg.Logger.With("election", cfg.Election, "identity", cfg.Identity.ID)
 	return &Elector{
 		cfg:       cfg,
-		log:       cfg.Logger.With("election", cfg.Election, "identity", cfg.Identity.ID),
+		log:       log,
+		attempts:  &attempts{log: log, observer: cfg.Observer},
 		eligible:  true,
 		eligibleC: make(chan struct{}),
 	}, nil
@@ -101,7 +104,7 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, term T
 		e.wake = cancel
 		e.mu.Unlock()
 		e.log.Debug("campaigning")
-		lease, err := e.cfg.Backend.Acquire(actx, e.cfg.Identity)
+		lease, err := e.cfg.Backend.Acquire(WithAttemptReporter(actx, e.reporter(actx)), e.cfg.Identity)
 		e.mu.Lock()
 		e.wake = nil
 		e.mu.Unlock()
@@ -111,13 +114,14 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, term T
 				return nil
 			}
 			if actx.Err() != nil { // eligibility dropped, or a hold began
+				e.attempts.forget()
 				continue
 			}
-			if e.cfg.Observer != nil {
-				e.cfg.Observer.AcquireFailed(err)
-			}
+			// An error Acquire returns is one more failed attempt,
+			// logged and counted as those it retried itself.
+			e.attempts.failed(err)
 			wait := e.cfg.RetryPeriod + rand.N(e.cfg.RetryPeriod/2+1)
-			e.log.Warn("acquire failed, retrying", "err", err, "retry_in", wait)
+			e.log.Debug("retrying acquire", "retry_in", wait)
 			select {
 			case <-ctx.Done():
 				return nil
@@ -125,6 +129,7 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, term T
 			}
 			continue
 		}
+		e.attempts.ok()
 		if err := e.runTerm(ctx, lease, lead); err != nil {
 			return err
 		}
@@ -133,6 +138,31 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, term T
 		}
 	}
 }
+
+// reporter is what the backend reports an attempt of the Acquire under
+// actx to: a failure is logged and counted, a good attempt ends a run of
+// failures. What comes in once actx has ended (a request cut short by
+// it) says nothing about the store.
+func (e *Elector) reporter(actx context.Context) func(error) {
+	return func(err error) {
+		if actx.Err() != nil {
+			return
+		}
+		if err != nil {
+			e.attempts.failed(err)
+			return
+		}
+		e.attempts.ok()
+	}
+}
+
+// AcquireFailing returns an error, naming the last failure, while the
+// last AcquireFailingAfter attempts to acquire all failed: the instance
+// cannot take part in the election (a store it cannot reach, a namespace
+// that does not exist, credentials refused). It returns nil once an
+// attempt succeeds again, while leading, and while not campaigning. It
+// does not block.
+func (e *Elector) AcquireFailing() error { return e.attempts.failing() }
 
 func (e *Elector) runTerm(ctx context.Context, lease Lease, lead func(context.Context, Term) error) error {
 	ctx = ContextWithElection(ctx, e.cfg.Election) // beside the token (ElectionFromContext)

@@ -248,8 +248,10 @@ func (n *Node) Healthy() Verdict {
 	return verdict(reasons)
 }
 
-// Ready is the verdict of /readyz: ready while the election loop runs and
-// no shutdown has begun. It does not block; any goroutine may call it.
+// Ready is the verdict of /readyz: ready while the election loop runs, no
+// shutdown has begun, and the last attempts to acquire did not all fail
+// (election.Elector.AcquireFailing: the node cannot take part in the
+// election). It does not block; any goroutine may call it.
 func (n *Node) Ready() Verdict {
 	var reasons []string
 	if n.stopping.Load() {
@@ -257,6 +259,9 @@ func (n *Node) Ready() Verdict {
 	}
 	if !n.loopAlive.Load() {
 		reasons = append(reasons, "election loop not running")
+	}
+	if err := n.cfg.Elector.AcquireFailing(); err != nil {
+		reasons = append(reasons, err.Error())
 	}
 	return verdict(reasons)
 }

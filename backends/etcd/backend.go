@@ -109,6 +109,12 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (election.L
 	// The keepalive stream is opened first: with a user and password,
 	// opening it waits for the server to check the password, which must
 	// not count against the lease's TTL.
+	//
+	// The client waits for a connection to come up for as long as ctx
+	// lasts: while it does, the watch reports each StallBound why the
+	// server does not answer.
+	stall := driver.WatchAttempt(ctx, driver.StallBound(b.timing), "etcd: acquire "+b.prefix, b.probe)
+	defer stall()
 	ka := newKeeper(b.cli)
 	if err := ka.open(ctx); err != nil {
 		ka.close()
@@ -147,6 +153,8 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (election.L
 		}
 		return nil, b.acquireErr(ctx, "put key", err)
 	}
+	stall()
+	driver.ReportAttempt(ctx, nil) // a candidate now, in the queue
 	l.rev = put.Header.Revision
 	l.ManagedLease = driver.NewManagedLease(driver.ManagedLeaseConfig{
 		Timing:  b.timing,
@@ -300,6 +308,15 @@ func waitDelete(ctx context.Context, cli *clientv3.Client, key string, rev int64
 		}
 	}
 	return ctx.Err()
+}
+
+// probe says why the server does not answer an attempt to acquire: the
+// connection's error, at once, when no endpoint can be connected to.
+func (b *Backend) probe(ctx context.Context) error {
+	if err := b.reach(ctx); err != nil {
+		return fmt.Errorf("etcd: acquire %s: %w", b.prefix, err)
+	}
+	return nil
 }
 
 // acquireErr wraps err from Acquire, as ctx's error when ctx is done.
