@@ -108,12 +108,13 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, term T
 		e.mu.Lock()
 		e.wake = nil
 		e.mu.Unlock()
+		woken := actx.Err() != nil // before cancel, which ends actx in any case
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			if actx.Err() != nil { // eligibility dropped, or a hold began
+			if woken { // eligibility dropped, or a hold began
 				e.attempts.forget()
 				continue
 			}
@@ -162,7 +163,15 @@ func (e *Elector) reporter(actx context.Context) func(error) {
 // that does not exist, credentials refused). It returns nil once an
 // attempt succeeds again, while leading, and while not campaigning. It
 // does not block.
-func (e *Elector) AcquireFailing() error { return e.attempts.failing() }
+func (e *Elector) AcquireFailing() error {
+	e.mu.Lock()
+	campaigning := e.eligible && e.held == ""
+	e.mu.Unlock()
+	if !campaigning {
+		return nil
+	}
+	return e.attempts.failing()
+}
 
 func (e *Elector) runTerm(ctx context.Context, lease Lease, lead func(context.Context, Term) error) error {
 	ctx = ContextWithElection(ctx, e.cfg.Election) // beside the token (ElectionFromContext)
@@ -398,6 +407,7 @@ func (e *Elector) waitEligible(ctx context.Context) error {
 			return ctx.Err()
 		}
 		if !ok {
+			e.attempts.forget() // not campaigning: nothing to tell
 			select {
 			case <-ctx.Done():
 				return ctx.Err()

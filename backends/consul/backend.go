@@ -65,14 +65,15 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (_ election
 		}
 	}()
 	retry := backoff{min: 10 * time.Millisecond, max: time.Second}
-	// pause logs a retried error (if any) and waits before the next try;
-	// it returns an error only when ctx is done.
-	pause := func(msg string, err error) error {
+	// pause reports a retried error (if any) and waits before the next
+	// try; it returns an error only when ctx is done. The Elector logs
+	// the error (at Warn, at a bounded rate) and counts it.
+	pause := func(what string, err error) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("consul: acquire: %w", ctx.Err())
 		}
 		if err != nil {
-			b.log.Warn(msg, "identity", id.ID, "err", err)
+			driver.ReportAttempt(ctx, fmt.Errorf("consul: acquire %s: %s: %w", b.cfg.Key, what, err))
 		}
 		if err := retry.wait(ctx); err != nil {
 			return fmt.Errorf("consul: acquire: %w", err)
@@ -90,7 +91,7 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (_ election
 		}
 		// Keep the session alive while waiting.
 		if err := b.keepSession(ctx, &s, id, b.cfg.Timing.RenewInterval/2); err != nil {
-			if err := pause("consul session, retrying", err); err != nil {
+			if err := pause("session", err); err != nil {
 				return nil, err
 			}
 			continue
@@ -99,11 +100,12 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (_ election
 			pair, meta, err := b.get(ctx, waitIndex)
 			if err != nil {
 				waitIndex = 0
-				if err := pause("consul read lock key, retrying", err); err != nil {
+				if err := pause("read lock key", err); err != nil {
 					return nil, err
 				}
 				continue
 			}
+			driver.ReportAttempt(ctx, nil)
 			if pair != nil && pair.Flags != api.LockFlagValue {
 				return nil, fmt.Errorf("consul: acquire %s: flags %#x, want %#x: %w", b.cfg.Key, pair.Flags, uint64(api.LockFlagValue), ErrKeyConflict)
 			}
@@ -119,7 +121,7 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (_ election
 		// The lease's first deadline counts from the session's last
 		// renewal: make it recent.
 		if err := b.keepSession(ctx, &s, id, b.cfg.Timing.RenewInterval/4); err != nil {
-			if err := pause("consul session, retrying", err); err != nil {
+			if err := pause("session", err); err != nil {
 				return nil, err
 			}
 			continue
@@ -149,7 +151,7 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (_ election
 		// Another candidate won the race, or our session is gone, or the
 		// outcome is unknown: look again after a pause.
 		s.check = true
-		if err := pause("consul lock, retrying", err); err != nil {
+		if err := pause("lock", err); err != nil {
 			return nil, err
 		}
 	}

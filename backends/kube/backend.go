@@ -111,16 +111,23 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (election.L
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("kube: acquire: %w", context.Cause(ctx))
 		}
+		// A request hangs until the client's timeout on a network
+		// that drops it: say so each StallBound meanwhile.
+		stall := driver.WatchAttempt(ctx, driver.StallBound(b.timing), "kube: acquire "+b.ns+"/"+b.name, nil)
 		l, wait, err := b.try(ctx, id.ID, identity, &ob, log)
+		stall()
 		if l != nil {
 			return l, nil
 		}
 		if isDenied(err) {
 			return nil, fmt.Errorf("kube: acquire: %w", err)
 		}
-		if err != nil {
-			log.Debug("acquire attempt failed, retrying", "err", err)
+		if err != nil && ctx.Err() == nil {
+			// The Elector logs it (at Warn, at a bounded rate) and counts it.
+			driver.ReportAttempt(ctx, fmt.Errorf("kube: acquire %s/%s: %w", b.ns, b.name, err))
 			wait = retry
+		} else if err == nil {
+			driver.ReportAttempt(ctx, nil)
 		}
 		b.waitChange(ctx, ob.rv, wait)
 	}

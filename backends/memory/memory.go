@@ -185,9 +185,14 @@ func (b *Backend) Leader(ctx context.Context) (election.LeaderInfo, error) {
 func (b *Backend) Acquire(ctx context.Context, id election.Identity) (election.Lease, error) {
 	m := b.m
 	for {
-		if err := b.pass(ctx); err != nil {
+		// A cut path holds the attempt: say so each StallBound.
+		stall := driver.WatchAttempt(ctx, driver.StallBound(m.timing), "memory: acquire", nil)
+		err := b.pass(ctx)
+		stall()
+		if err != nil {
 			return nil, fmt.Errorf("memory: acquire: %w", err)
 		}
+		driver.ReportAttempt(ctx, nil)
 		sent := time.Now()
 		m.mu.Lock()
 		h := m.holderLocked()

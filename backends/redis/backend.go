@@ -236,7 +236,9 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (election.L
 	for {
 		sent := time.Now()
 		actx, cancel := context.WithDeadline(ctx, sent.Add(b.timing.TTL-b.timing.SafetyMargin))
+		stall := driver.WatchAttempt(ctx, driver.StallBound(b.timing), "redis: acquire "+b.election, nil)
 		ans, err := b.eval(actx, acquireScript, []string{b.k.lease, b.k.token}, nonce, val, ttlms, b.k.events)
+		stall()
 		cancel()
 		res, _ := ans.([]any)
 		wait := b.timing.RenewInterval
@@ -245,7 +247,8 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (election.L
 			b.abandon(nonce, log)
 			return nil, fmt.Errorf("redis: acquire %s: %w", b.election, ctx.Err())
 		case err != nil && !errors.Is(err, ErrNotReplicated):
-			log.Warn("acquire attempt failed, retrying", "err", b.explain(err))
+			// The Elector logs it (at Warn, at a bounded rate) and counts it.
+			driver.ReportAttempt(ctx, fmt.Errorf("redis: acquire %s: %w", b.election, b.explain(err)))
 			wait = retry
 		default:
 			won, n, perr := parsePair(res)
@@ -255,11 +258,12 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (election.L
 			if won && err != nil {
 				// Set on the primary only: a promotion may lose it, so it
 				// is not a term. Give it up; try again later.
-				log.Warn("acquired on the primary but not replicated, giving it up", "err", err)
+				driver.ReportAttempt(ctx, fmt.Errorf("redis: acquire %s: acquired on the primary but not replicated, given up: %w", b.election, err))
 				b.abandon(nonce, log)
 				wait = retry
 				break
 			}
+			driver.ReportAttempt(ctx, nil)
 			if won {
 				if l := b.newLease(uint64(n), nonce, sent, log); l != nil {
 					return l, nil

@@ -108,17 +108,27 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (election.L
 	defer lis.stop()
 	for {
 		wait := b.cfg.PollInterval
+		// A query waits for its QueryTimeout on a network that drops
+		// it: say so each StallBound meanwhile.
+		stall := driver.WatchAttempt(ctx, driver.StallBound(b.cfg.Timing), "sql: acquire "+b.cfg.Election, nil)
 		free, remaining, err := b.peek(ctx)
 		if err == nil && free {
 			var l *driver.ManagedLease
 			l, err = b.tryAcquire(ctx, holder, log)
 			if l != nil {
+				stall()
 				return l, nil
 			}
-		} else if err == nil && remaining < wait {
-			// Wake just after the row expires by the database clock. The
-			// acquire statement decides again with the database clock.
-			wait = max(remaining, 0) + time.Millisecond
+		}
+		stall()
+		if err == nil {
+			driver.ReportAttempt(ctx, nil)
+			if !free && remaining < wait {
+				// Wake just after the row expires by the database clock.
+				// The acquire statement decides again with the database
+				// clock.
+				wait = max(remaining, 0) + time.Millisecond
+			}
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -127,7 +137,8 @@ func (b *Backend) Acquire(ctx context.Context, id election.Identity) (election.L
 			if b.permanent(err) {
 				return nil, err
 			}
-			log.Warn("acquire failed, retrying", "err", err)
+			// The Elector logs it (at Warn, at a bounded rate) and counts it.
+			driver.ReportAttempt(ctx, fmt.Errorf("sql: acquire %s: %w", b.cfg.Election, err))
 		}
 		if lis == nil && b.drv.Listen != nil {
 			lis = b.startListener(ctx)

@@ -38,7 +38,7 @@ func WatchAttempt(ctx context.Context, every time.Duration, what string, probe f
 	wg.Go(func() {
 		t := time.NewTicker(every)
 		defer t.Stop()
-		for waited := every; ; waited += every {
+		for {
 			select {
 			case <-wctx.Done():
 				return
@@ -54,7 +54,7 @@ func WatchAttempt(ctx context.Context, every time.Duration, what string, probe f
 				return
 			}
 			if err == nil {
-				err = fmt.Errorf("%s: no answer within %v", what, waited)
+				err = fmt.Errorf("%s: no answer within %v", what, every)
 			}
 			ReportAttempt(ctx, err)
 		}
