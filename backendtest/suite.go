@@ -33,6 +33,7 @@ func Run(t *testing.T, h Harness) {
 		}
 		RunElection(t, h.Election)
 	})
+	t.Run("AcquireErrors", func(t *testing.T) { RunAcquireErrors(t, h.Election) })
 	t.Run("Ledger", func(t *testing.T) {
 		if h.Ledger == nil {
 			t.Fatal("Harness.Ledger is nil: every backend runs the ledger suite")
