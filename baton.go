@@ -196,7 +196,9 @@ func (b *Baton) Handler() http.Handler { return b.node.Handler() }
 // restart an unhealthy instance.
 func (b *Baton) Healthy() Verdict { return b.node.Healthy() }
 
-// Ready is /readyz's verdict: not OK once a shutdown has begun.
+// Ready is /readyz's verdict: not OK once a shutdown has begun, or while
+// the last attempts to take the lease all failed (the instance cannot
+// take part in the election).
 func (b *Baton) Ready() Verdict { return b.node.Ready() }
 
 // Leading reports whether this instance holds the election now.

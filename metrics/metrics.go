@@ -68,7 +68,7 @@ func New(reg prometheus.Registerer, electionName string) (*Metrics, error) {
 		termsEnded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_leadership_ended_total", ConstLabels: cl,
 			Help: "Terms this instance ended, by how: released or lost."}, []string{"how"}),
 		acquireErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "baton_acquire_errors_total", ConstLabels: cl,
-			Help: "Campaign attempts that failed with an error (retried)."}),
+			Help: "Attempts to take the lease that failed, each one, retried inside Acquire or returned by it."}),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_job_runs_total", ConstLabels: cl,
 			Help: "Job runs finished on this instance, by job and result."}, []string{"job", "result"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_job_retries_total", ConstLabels: cl,

@@ -10,7 +10,9 @@
 //   - Healthy: false while the election loop is not running, or while runs
 //     go on without leadership (they may overlap the new leader's). A
 //     supervisor restarts an unhealthy node; GET /healthz answers it.
-//   - Ready: false once a shutdown has begun; GET /readyz answers it.
+//   - Ready: false once a shutdown has begun, or while the last attempts
+//     to acquire all failed (election.Elector.AcquireFailing); GET /readyz
+//     answers it.
 //
 // Both return a Verdict whose Reasons say what failed. Handler serves GET
 // / (a status page), /status, /metrics, /healthz and /readyz, and the admin
