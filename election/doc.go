@@ -18,6 +18,12 @@
 // the lead function learns it is stale. Jobs read the token of their term
 // with TokenFromContext.
 //
+// A backend reports each attempt it retries inside Acquire through the
+// context (ReportAttempt); the Elector warns about a failure at once, then
+// at most once a minute for the same error, tells its Observer of each,
+// and AcquireFailing reports a candidate whose last attempts all failed,
+// which cannot take part in the election.
+//
 // A Backend and its Lease are all an Elector needs. The backend author's
 // contract, with the optional capabilities (a lease's local deadline, who
 // leads now, a check of the store, the ledger, the control store) and

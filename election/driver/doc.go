@@ -23,6 +23,11 @@
 //     only the calls that talk to its store (ManagedLeaseConfig: Renew,
 //     Watch, Release). A Watch that stopped without learning anything
 //     returns ErrRetryWatch and is restarted.
+//   - ReportAttempt tells the caller of Acquire how each attempt it
+//     retries went (a failure, or nil for an attempt the store answered),
+//     and WatchAttempt reports an attempt that waits for an answer for
+//     good, so that the Elector logs, counts and reports a candidate that
+//     cannot campaign the same way on every backend (attempt.go).
 //   - BackendLimits gives every backend's Config the same defaults and
 //     the same problems for its common fields (client, Timing, History,
 //     Logger); InvalidConfig joins the problems into one error; LostError
