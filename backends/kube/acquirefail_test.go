@@ -49,9 +49,9 @@ func TestElector_CannotCampaignIsReported(t *testing.T) {
 		name   string
 		client func(t *testing.T) *kube.Client
 		ns     string
-		want   string
+		want   string // as the text log quotes it
 	}{
-		{"namespace missing", func(t *testing.T) *kube.Client { return client(t, "") }, "nope", `namespaces "nope" not found`},
+		{"namespace missing", func(t *testing.T) *kube.Client { return client(t, "") }, "nope", `namespaces \"nope\" not found`},
 		{"token refused", func(t *testing.T) *kube.Client {
 			c, err := kube.NewClient(kube.ClientConfig{Server: s.URL, Token: "expired-" + kubetest.Token, CAFile: s.CAFile, Timeout: 5 * time.Second})
 			if err != nil {
@@ -97,7 +97,7 @@ func TestElector_CannotCampaignIsReported(t *testing.T) {
 				time.Sleep(20 * time.Millisecond)
 			}
 			err = el.AcquireFailing()
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
+			if want := strings.ReplaceAll(tc.want, `\"`, `"`); err == nil || !strings.Contains(err.Error(), want) {
 				t.Fatalf("AcquireFailing() = %v after %v, want an error saying %q", err, time.Since(start).Round(time.Millisecond), tc.want)
 			}
 			t.Logf("failing after %v: %v", time.Since(start).Round(time.Millisecond), err)
