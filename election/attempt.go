@@ -39,6 +39,39 @@ func ReportAttempt(ctx context.Context, err error) {
 	}
 }
 
+// reporter is what the backend reports an attempt of the Acquire under
+// actx to: a failure is logged and counted, a good attempt ends a run of
+// failures. What comes in once actx has ended (a request cut short by
+// it) says nothing about the store.
+func (e *Elector) reporter(actx context.Context) func(error) {
+	return func(err error) {
+		if actx.Err() != nil {
+			return
+		}
+		if err != nil {
+			e.attempts.failed(err)
+			return
+		}
+		e.attempts.ok()
+	}
+}
+
+// AcquireFailing returns an error, naming the last failure, while the
+// last AcquireFailingAfter attempts to acquire all failed: the instance
+// cannot take part in the election (a store it cannot reach, a namespace
+// that does not exist, credentials refused). It returns nil once an
+// attempt succeeds again, while leading, and while not campaigning. It
+// does not block.
+func (e *Elector) AcquireFailing() error {
+	e.mu.Lock()
+	campaigning := e.eligible && e.held == ""
+	e.mu.Unlock()
+	if !campaigning {
+		return nil
+	}
+	return e.attempts.failing()
+}
+
 // AcquireFailingAfter is how many failed attempts in a row make
 // AcquireFailing report an error (and a node not ready).
 const AcquireFailingAfter = 3

@@ -140,39 +140,6 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, term T
 	}
 }
 
-// reporter is what the backend reports an attempt of the Acquire under
-// actx to: a failure is logged and counted, a good attempt ends a run of
-// failures. What comes in once actx has ended (a request cut short by
-// it) says nothing about the store.
-func (e *Elector) reporter(actx context.Context) func(error) {
-	return func(err error) {
-		if actx.Err() != nil {
-			return
-		}
-		if err != nil {
-			e.attempts.failed(err)
-			return
-		}
-		e.attempts.ok()
-	}
-}
-
-// AcquireFailing returns an error, naming the last failure, while the
-// last AcquireFailingAfter attempts to acquire all failed: the instance
-// cannot take part in the election (a store it cannot reach, a namespace
-// that does not exist, credentials refused). It returns nil once an
-// attempt succeeds again, while leading, and while not campaigning. It
-// does not block.
-func (e *Elector) AcquireFailing() error {
-	e.mu.Lock()
-	campaigning := e.eligible && e.held == ""
-	e.mu.Unlock()
-	if !campaigning {
-		return nil
-	}
-	return e.attempts.failing()
-}
-
 func (e *Elector) runTerm(ctx context.Context, lease Lease, lead func(context.Context, Term) error) error {
 	ctx = ContextWithElection(ctx, e.cfg.Election) // beside the token (ElectionFromContext)
 	leaseCtx, cancelLease := context.WithCancelCause(withLease(withToken(context.WithoutCancel(ctx), lease.Token()), lease))
