@@ -41,7 +41,8 @@ type Pause struct {
 type RequestState string
 
 // The states of a run-now request: asked (pending), taken by a leader
-// that is running it (taken), finished (done).
+// (taken; its run began once Started is set: runnow.go), finished
+// (done).
 const (
 	StatePending RequestState = "pending"
 	StateTaken   RequestState = "taken"
@@ -57,7 +58,7 @@ type RunRequest struct {
 	Via   string       `json:"via,omitempty"` // the instance that accepted it
 	State RequestState `json:"state"`
 
-	// Set by the leader that took it.
+	// Set by the leader that took it; Started once its run starts.
 	Token    uint64        `json:"token,omitempty"`
 	Instance string        `json:"instance,omitempty"`
 	Started  time.Time     `json:"started,omitzero"`
@@ -272,8 +273,9 @@ func decodeRequest(e Entry) (RunRequest, error) {
 // returns r with its new version; an error wrapping ErrVersionMismatch
 // if the request changed since (another leader took it), one wrapping
 // ledger.ErrStaleTerm if the term ended. A leader takes a request with
-// State taken and its token, and finishes it with State done and token
-// zero (a run that ends after a loss is still recorded).
+// State taken and its token (Take), records its start (Start), and
+// finishes it with State done and token zero (a run that ends after a
+// loss is still recorded).
 func (j *Jobs) Update(ctx context.Context, r RunRequest, token uint64) (RunRequest, error) {
 	if r.Version <= 0 {
 		return RunRequest{}, fmt.Errorf("control: update of request %s without the version it was read at", r.ID)

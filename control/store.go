@@ -42,6 +42,16 @@ type Store interface {
 	// it is). With AnyVersion, deleting an absent key is not an error;
 	// with a version, it returns an error wrapping ErrVersionMismatch.
 	Delete(ctx context.Context, key string, ifVersion int64) error
+	// Fence is called by the term with token before it reads what earlier
+	// terms wrote. Once it returns nil, no Put with a lower token lands:
+	// a write of an earlier term still on its way either landed before
+	// (and a read after Fence sees it) or is refused with ErrStaleTerm.
+	// A store that checks the term atomically with each write has this
+	// already and returns nil; one that checks the term before the write
+	// (Kubernetes: a read of the Lease, then a compare-and-swap) raises a
+	// fence that every write with a token must pass, and returns an error
+	// wrapping ledger.ErrStaleTerm if a later term raised it already.
+	Fence(ctx context.Context, token uint64) error
 }
 
 // Entry is one stored entry.

