@@ -157,6 +157,9 @@ func RunControl(t *testing.T, newElection func(t *testing.T) ControlElection) {
 		if tok2 <= tok1 {
 			t.Fatalf("second term's token %d, want greater than %d", tok2, tok1)
 		}
+		if err := s.Fence(ctx(t), tok2); err != nil {
+			t.Fatalf("Fence by the term that holds (token %d): %v", tok2, err)
+		}
 		_, err := s.Put(ctx(t), control.Put{Key: "run/r", Value: []byte("stale"), IfVersion: control.AnyVersion, Token: tok1})
 		if !errors.Is(err, ledger.ErrStaleTerm) {
 			t.Fatalf("Put with the ended term's token: %v, want ErrStaleTerm", err)
@@ -167,6 +170,9 @@ func RunControl(t *testing.T, newElection func(t *testing.T) ControlElection) {
 		listIs(t, s, "run/", []control.Entry{{Key: "run/r", Value: []byte("taken by 1"), Version: v2}})
 		v3 := put(t, s, control.Put{Key: "run/r", Value: []byte("taken by 2"), IfVersion: v2, Token: tok2})
 		listIs(t, s, "run/", []control.Entry{{Key: "run/r", Value: []byte("taken by 2"), Version: v3}})
+	})
+	t.Run("RunNowTakeStartSettle", func(t *testing.T) {
+		testTakeStartSettle(t, newElection(t))
 	})
 	t.Run("ElectionsAreSeparate", func(t *testing.T) {
 		a, b := newElection(t).Store, newElection(t).Store

@@ -41,7 +41,10 @@ var controlTiming = election.Timing{TTL: 15 * time.Second, RenewInterval: time.S
 //     answer was lost (held until the client timed out, or answered for a
 //     resent command) runs once, in the term that took it;
 //   - a pause acknowledged between a tick and its jittered start stops
-//     the run.
+//     the run;
+//   - of the requests a deposed term left taken, the next leader runs
+//     once the one never started, and settles the started one as
+//     cancelled, not run.
 func RunJobControl(t *testing.T, h JobControlHarness) {
 	for _, mode := range []lostMode{answerHeld, takeResent} {
 		t.Run("RunNowAnswerLost/"+string(mode), func(t *testing.T) {
@@ -50,6 +53,9 @@ func RunJobControl(t *testing.T, h JobControlHarness) {
 	}
 	t.Run("PauseDuringJitter", func(t *testing.T) {
 		testPauseDuringJitter(t, h)
+	})
+	t.Run("RunNowLeftByADeposedTerm", func(t *testing.T) {
+		testRunNowLeftByADeposedTerm(t, h)
 	})
 }
 
