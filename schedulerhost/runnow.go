@@ -248,6 +248,49 @@ func (t *termRun) holdsRequest(ctx context.Context, jobs *control.Jobs, id strin
 	}
 }
 
+// finishManual records run, the run of request r: the request done, with
+// its outcome, and the run in its job's recent runs.
+func (t *termRun) finishManual(jobs *control.Jobs, r control.RunRequest, run *tickRun) {
+	h, j := t.h, run.job
+	fin := r
+	fin.State, fin.Started, fin.Ended, fin.Result, fin.Attempts = control.StateDone, run.started, run.ended, run.result, int(run.attempt.Load())
+	if run.err != nil {
+		fin.Error = run.err.Error()
+	}
+	// The write is unconditional and so idempotent: a failed one is asked
+	// again, bounded as a history write is (history.go), so that the
+	// request does not stay taken although it ran.
+	tried := false
+	update := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
+		defer cancel()
+		_, err := jobs.Update(ctx, fin, 0)
+		if tried && errors.Is(err, control.ErrVersionMismatch) {
+			// An earlier write whose answer was lost may have landed.
+			if cur, ok, rerr := jobs.Request(ctx, r.ID); rerr == nil && ok && cur.State == control.StateDone && cur.Token == fin.Token {
+				return nil
+			}
+		}
+		tried = true
+		return err
+	}
+	err := update()
+	for i, wait := 0, finishBackoff; err != nil && !errors.Is(err, control.ErrVersionMismatch) && i < finishRetries; i, wait = i+1, 2*wait {
+		h.log.Warn("recording a run-now run failed: retrying", "request", r.ID, "job", r.Job, "retry_in", wait, "err", err)
+		time.Sleep(wait)
+		err = update()
+	}
+	if err != nil {
+		h.log.Error("recording a run-now run failed: gave up", "request", r.ID, "job", r.Job, "err", err)
+	}
+	j.mu.Lock()
+	j.keep(fin.Run())
+	j.mu.Unlock()
+	if o, ok := h.cfg.Observer.(ControlObserver); ok {
+		o.ManualRunFinished(j.Name, run.result)
+	}
+}
+
 // mergeManual merges the run-now runs of job (taken or done) into runs,
 // newest first by start, at most n.
 func mergeManual(runs []ledger.Run, reqs []control.RunRequest, job string, n int) []ledger.Run {
