@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/batonhq/baton/ledger"
 )
@@ -24,3 +25,14 @@ func ClaimPastLeaseCheck(ctx context.Context, l ledger.Ledger, cs []ledger.Claim
 	tl.write(ctx, cs, live, cs[0].Token, errs)
 	return errs
 }
+
+// Intercept puts f in front of every request c sends: f sends it (send),
+// late, or not at all, as a test's network would.
+func Intercept(c *Client, f func(req *http.Request, send func(*http.Request) (*http.Response, error)) (*http.Response, error)) {
+	next := c.http.Transport
+	c.http.Transport = roundTripFunc(func(req *http.Request) (*http.Response, error) { return f(req, next.RoundTrip) })
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
