@@ -174,15 +174,17 @@ func testTakeInFlight(t *testing.T, atFence bool) {
 		return nil
 	}}
 
-	ea := runNowNode(t, a, "a", aStore, job)
-	waitFor(t, 30*time.Second, "a leads", ea.IsLeader)
-	ta, _ := ea.Term()
+	// The request is there before a leads: a's take is then its first
+	// write after its own fence, from the copy that write returned.
 	jobs := control.NewJobs(b.Control())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, _, err := jobs.RequestRun(ctx, control.RunRequest{ID: "r1", Job: "manual", By: "test", At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
+	ea := runNowNode(t, a, "a", aStore, job)
+	waitFor(t, 30*time.Second, "a leads", ea.IsLeader)
+	ta, _ := ea.Term()
 	select {
 	case <-held:
 	case <-time.After(20 * time.Second):
@@ -214,6 +216,11 @@ func testTakeInFlight(t *testing.T, atFence bool) {
 	got := append([]uint64(nil), runs["r1"]...)
 	mu.Unlock()
 	t.Logf("a (token %d) took r1; its take, held until b (token %d) led, was answered %s", ta.Token, tb.Token, sawLanded)
+	// Each arrival takes its own path: refused by the fence, or landed
+	// and settled.
+	if want := map[bool]string{false: "409 Conflict", true: "200 OK"}[atFence]; sawLanded != want {
+		t.Errorf("a's held take was answered %q, want %q", sawLanded, want)
+	}
 	if last.Result != "ok" || len(got) != 1 || got[0] != tb.Token {
 		t.Fatalf("request r1 ended %s (%s) by token %d, run %d times (tokens %v): want ok, run once by the next term (token %d)",
 			last.Result, last.Error, last.Token, len(got), got, tb.Token)
