@@ -86,14 +86,15 @@ func (t *termRun) startStep(jobs *control.Jobs, req *control.RunRequest, back *b
 // or r changed by another writer (errRequestMoved).
 func (t *termRun) recordStart(run *tickRun, jobs *control.Jobs, r control.RunRequest) (control.RunRequest, error) {
 	wait := 50 * time.Millisecond
+	at := t.h.wallNow() // the same in every attempt: a landed one is known by it
 	for {
-		at := t.h.wallNow()
 		ctx, cancel := t.termWriteCtx()
 		s, err := jobs.Start(ctx, r, t.token, at)
+		cancel()
 		if err == nil || errors.Is(err, ledger.ErrStaleTerm) {
-			cancel()
 			return s, err
 		}
+		ctx, cancel = t.termWriteCtx()
 		cur, found, rerr := jobs.Request(ctx, r.ID)
 		cancel()
 		if rerr == nil {
