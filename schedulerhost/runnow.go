@@ -85,7 +85,7 @@ func (t *termRun) runNowOnce(ctx context.Context, fenced *bool) {
 		case control.StateTaken:
 			switch {
 			case r.Token < t.token:
-				t.settle(ctx, jobs, byName[r.Job], r)
+				t.settleRequest(ctx, jobs, byName[r.Job], r)
 			case r.Token == t.token && !t.startedRequests[requestKey(r)]:
 				// Taken by this term, whose take's answer was lost.
 				if j, ok := byName[r.Job]; ok {
@@ -127,11 +127,11 @@ func (t *termRun) closeRequest(ctx context.Context, jobs *control.Jobs, r contro
 	t.h.log.Warn("run-now request not run", "request", r.ID, "job", r.Job, "by", r.By, "result", result, "why", why)
 }
 
-// settle settles request r, left taken by an earlier term (see
+// settleRequest settles request r, left taken by an earlier term (see
 // control.Jobs.Settle): not started, it is pending again and this term
 // takes it if j (r's job, nil if not in the job set) is free; started, it
 // is closed as cancelled.
-func (t *termRun) settle(ctx context.Context, jobs *control.Jobs, j *jobState, r control.RunRequest) {
+func (t *termRun) settleRequest(ctx context.Context, jobs *control.Jobs, j *jobState, r control.RunRequest) {
 	h := t.h
 	uctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
 	s, err := jobs.Settle(uctx, r, t.token, h.wallNow())
