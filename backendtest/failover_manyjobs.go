@@ -11,7 +11,8 @@ import (
 // testCrashManyJobs is the crash failover with n jobs due at each instant,
 // so that claims, finishes and the catch-up read go in batches across a
 // real loss: no tick of any job starts twice, and each job gets exactly
-// one catch-up run (MisfireRunOnce).
+// one catch-up run in each of b's terms (MisfireRunOnce; b has one term
+// but on a machine so loaded that it lost its lease).
 func testCrashManyJobs(t *testing.T, h FailoverHarness, n int) {
 	newC := h.NewElection(t, h.Timing)
 	var rec runRecord
@@ -74,7 +75,13 @@ func testCrashManyJobs(t *testing.T, h FailoverHarness, n int) {
 		tick int64
 	}
 	seen := map[key]recordedRun{}
-	catchUps := map[string]int{}
+	// A loaded machine can end b's term and give b another: each of its
+	// terms runs one catch-up per job, so they are counted per term.
+	type termKey struct {
+		job   string
+		token uint64
+	}
+	catchUps, termCatchUps := map[string]int{}, map[termKey]int{}
 	byA, byB := map[string]int{}, map[string]int{}
 	for _, r := range rec.snapshot() {
 		tk := r.job
@@ -86,6 +93,9 @@ func testCrashManyJobs(t *testing.T, h FailoverHarness, n int) {
 		switch {
 		case r.by == "b" && r.catchUp:
 			catchUps[tk]++
+			if termCatchUps[termKey{tk, r.token}]++; termCatchUps[termKey{tk, r.token}] == 2 {
+				t.Errorf("job %s: two catch-up runs in b's term with token %d", tk, r.token)
+			}
 		case r.by == "b":
 			byB[tk]++
 		default:
@@ -95,9 +105,9 @@ func testCrashManyJobs(t *testing.T, h FailoverHarness, n int) {
 	bad := 0
 	for i := range n {
 		job := fmt.Sprintf("job-%04d", i)
-		if catchUps[job] != 1 || byA[job] == 0 || byB[job] == 0 {
+		if catchUps[job] == 0 || byA[job] == 0 || byB[job] == 0 {
 			if bad++; bad <= 5 {
-				t.Errorf("job %s: %d catch-up runs (want 1), %d runs by a, %d regular runs by b (want some of each)", job, catchUps[job], byA[job], byB[job])
+				t.Errorf("job %s: %d catch-up runs (want one per term of b), %d runs by a, %d regular runs by b (want some of each)", job, catchUps[job], byA[job], byB[job])
 			}
 		}
 	}
