@@ -154,7 +154,9 @@ func runLock(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // runLocked runs argv under term and returns its exit status (128+N when
 // signal N ended it), forwarding sigs to its process group, and stopping
 // it when the term ends: SIGTERM, then SIGKILL after grace, bounded on a
-// loss by the term's election.GoneBy. The error says why the command was
+// loss by the term's election.GoneBy, to every process it started, in its
+// group or not (execjob.Procs). When it exits, what it left running is
+// killed. The error says why the command was
 // stopped, if it was.
 func runLocked(term election.Term, name, id string, argv []string, grace time.Duration, sigs <-chan os.Signal, stdout, stderr io.Writer) (int, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
@@ -164,13 +166,14 @@ func runLocked(term election.Term, name, id string, argv []string, grace time.Du
 		execjob.EnvElection+"="+name,
 		execjob.EnvInstance+"="+id,
 	)
-	// If baton lock dies, the guard kills the command's group.
-	guard, pgid, err := execjob.StartGuarded(cmd, func(err error) {
+	// If baton lock dies, the guard kills the command's processes.
+	procs, err := execjob.StartRun(cmd, func(err error) {
 		fmt.Fprintf(stderr, "baton lock %s: %v: the command would outlive baton lock\n", name, err)
 	})
 	if err != nil {
 		return 127, fmt.Errorf("baton lock %s: %w", name, err)
 	}
+	pgid := procs.Pgid()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	var why error
@@ -190,7 +193,7 @@ func runLocked(term election.Term, name, id string, argv []string, grace time.Du
 				wait = min(grace, left)
 			}
 			if isLost && wait <= 0 {
-				_ = syscall.Kill(-pgid, syscall.SIGKILL)
+				procs.Kill()
 				why = fmt.Errorf("baton lock %s: lock lost (%v): SIGKILL to the command at once", name, cause)
 				fmt.Fprintln(stderr, why)
 				continue
@@ -200,7 +203,7 @@ func runLocked(term election.Term, name, id string, argv []string, grace time.Du
 				why = fmt.Errorf("%w, SIGKILL after %v (margin left %v)", why, wait.Round(time.Millisecond), left.Round(time.Millisecond))
 			}
 			fmt.Fprintln(stderr, why)
-			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			procs.Signal(syscall.SIGTERM)
 			t := time.NewTimer(wait)
 			defer t.Stop()
 			kill = t.C
@@ -211,10 +214,9 @@ func runLocked(term election.Term, name, id string, argv []string, grace time.Du
 		case <-kill:
 			kill = nil
 			why = fmt.Errorf("%w; %s", why, killWhy)
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			procs.Kill()
 		case <-done:
-			guard.Release()
-			_ = syscall.Kill(-pgid, syscall.SIGKILL) // what it left behind in its group
+			procs.Close() // what it left running, in its group or not
 			st := cmd.ProcessState
 			if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 				return 128 + int(ws.Signal()), why

@@ -371,10 +371,49 @@ func TestLock_LostCommandGoneBeforeNextHolder(t *testing.T) {
 			var gaps []string
 			for i := range 3 {
 				t.Run(fmt.Sprintf("trial-%d", i), func(t *testing.T) {
-					gaps = append(gaps, lockLossTrial(t, addr, flags, fmt.Sprintf("lockloss-%s-%d", b.name, i)).Round(time.Millisecond).String())
+					gaps = append(gaps, lockLossTrial(t, addr, flags, fmt.Sprintf("lockloss-%s-%d", b.name, i), killtest.Script).Round(time.Millisecond).String())
 				})
 			}
 			t.Logf("new start less the old command's last heartbeat, by trial: %s", strings.Join(gaps, ", "))
+		})
+	}
+}
+
+// On a lost lock, what the command started in a session of its own
+// (setsid, a double fork) is gone too before the next holder's command
+// starts: in a cgroup of the run's where the machine allows one, else
+// by the fallback (the subreaper and a search of /proc), forced here with
+// BATON_CGROUPS=off (issue 50, section 2).
+func TestLock_LostEscapedGoneBeforeNextHolder(t *testing.T) {
+	backends := map[string]func(t *testing.T) (string, func(string) []string){
+		"etcd": func(t *testing.T) (string, func(string) []string) {
+			srv := etcdtest.Start(t)
+			return srv.Addr(), func(a string) []string { return []string{"--backend=etcd", "--endpoints=http://" + a} }
+		},
+		"redis": func(t *testing.T) (string, func(string) []string) {
+			srv := redistest.Start(t)
+			return srv.Addr(), func(a string) []string { return []string{"--backend=redis", "--redis-addr=" + a} }
+		},
+	}
+	for _, name := range []string{"etcd", "redis"} {
+		t.Run(name, func(t *testing.T) {
+			addr, flags := backends[name](t)
+			for _, mode := range []string{"cgroup", "fallback"} {
+				t.Run(mode, func(t *testing.T) {
+					env := []string{"BATON_CGROUPS=on"}
+					if mode == "fallback" {
+						env = []string{"BATON_CGROUPS=off"}
+					}
+					var gaps []string
+					for i := range 3 {
+						t.Run(fmt.Sprintf("trial-%d", i), func(t *testing.T) {
+							lock := fmt.Sprintf("lockesc-%s-%s-%d", name, mode, i)
+							gaps = append(gaps, lockLossTrial(t, addr, flags, lock, killtest.EscapeScript, env...).Round(time.Millisecond).String())
+						})
+					}
+					t.Logf("new start less the old command's last heartbeat, by trial: %s", strings.Join(gaps, ", "))
+				})
+			}
 		})
 	}
 }
@@ -408,7 +447,7 @@ func startLock(t *testing.T, env []string, args ...string) *lockProc {
 	return p
 }
 
-func lockLossTrial(t *testing.T, addr string, flags func(string) []string, name string) time.Duration {
+func lockLossTrial(t *testing.T, addr string, flags func(string) []string, name, script string, extraEnv ...string) time.Duration {
 	dir := t.TempDir()
 	file, pids := filepath.Join(dir, "beats"), filepath.Join(dir, "pids")
 	if err := os.Mkdir(pids, 0o755); err != nil {
@@ -419,9 +458,9 @@ func lockLossTrial(t *testing.T, addr string, flags func(string) []string, name 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { proxy.Close() })
-	env := append(os.Environ(), "F="+file, "P="+pids)
+	env := append(append(os.Environ(), "F="+file, "P="+pids), extraEnv...)
 	args := func(a, id string) []string {
-		return append(append([]string{"lock"}, flags(a)...), "--ttl=2s", "--id="+id, name, "--", "sh", "-c", killtest.Script)
+		return append(append([]string{"lock"}, flags(a)...), "--ttl=2s", "--id="+id, name, "--", "sh", "-c", script)
 	}
 	old := startLock(t, env, args(proxy.Addr(), "old")...)
 	t.Cleanup(func() {
@@ -464,6 +503,9 @@ func lockLossTrial(t *testing.T, addr string, flags func(string) []string, name 
 		}
 		return false
 	})
+	if left := killtest.Survivors(t, "F="+file, "BATON_TOKEN="+strconv.FormatUint(oldTok, 10)); len(left) > 0 {
+		t.Errorf("processes of the old holder (token %d) alive after the next holder's command started: %s", oldTok, left)
+	}
 	if pid := recs[oldTok].PID; pid > 0 {
 		testenv.WaitFor(t, 20*time.Second, "the end of the old command", func() bool { return !killtest.Alive(pid) })
 	}

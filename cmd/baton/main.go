@@ -20,9 +20,15 @@ import (
 	"io"
 
 	"github.com/batonhq/baton/internal/cli"
+	"github.com/batonhq/baton/internal/execjob"
 )
 
-func main() { cli.Main(run) }
+// Every child process of baton is started by internal/execjob, so it may
+// be a subreaper where runs get no cgroup (execjob.AllowSubreaper).
+func main() {
+	execjob.AllowSubreaper()
+	cli.Main(run)
+}
 
 // baton is the program's shared part: no built-in jobs, --config is
 // required.

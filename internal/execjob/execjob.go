@@ -23,7 +23,6 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/batonhq/baton/election"
@@ -163,13 +162,14 @@ func (c *Command) Run(ctx context.Context) error {
 		return fmt.Errorf("execjob: not started: %w", context.Cause(ctx))
 	}
 	// If this process dies, nothing here can stop the job: the guard
-	// kills its process group then (guard.go).
-	guard, pgid, err := StartGuarded(cmd, func(err error) {
+	// kills its processes then (guard.go).
+	procs, err := StartRun(cmd, func(err error) {
 		log.Warn("the job runs without a guard: it would outlive this process", "err", err)
 	})
 	if err != nil {
 		return fmt.Errorf("execjob: start: %w", err)
 	}
+	logWhereOnce(log, procs)
 
 	exited := make(chan struct{})
 	var wg sync.WaitGroup
@@ -179,15 +179,14 @@ func (c *Command) Run(ctx context.Context) error {
 			return
 		case <-ctx.Done():
 		}
-		stop(ctx, log, pgid, grace, exited)
+		stop(ctx, log, procs, grace, exited)
 	})
 	err = cmd.Wait()
 	close(exited)
 	wg.Wait()
-	guard.Release()
-	// Kill whatever the shell left running in its group; ESRCH when none.
-	if kerr := syscall.Kill(-pgid, syscall.SIGKILL); kerr == nil {
-		log.Warn("killed processes left in the job's process group", "pgid", pgid)
+	// Kill whatever the shell left running, in its group or not.
+	if n := procs.Close(); n > 0 {
+		log.Warn("killed processes the job left running", "processes", n, "in", procs.Where())
 	}
 	stdout.Flush()
 	stderr.Flush()
@@ -198,6 +197,20 @@ func (c *Command) Run(ctx context.Context) error {
 		return fmt.Errorf("execjob: %w", err)
 	}
 	return nil
+}
+
+var whereOnce sync.Once
+
+// logWhereOnce logs, at the first run of this process, how the runs'
+// processes are tracked, and why not in a cgroup if they are not.
+func logWhereOnce(log *slog.Logger, p *Procs) {
+	whereOnce.Do(func() {
+		if _, err := CgroupSupport(); err != nil {
+			log.Info("command jobs: no cgroup per run, so their processes are found by process group and BATON_RUN_TAG", "why", err)
+			return
+		}
+		log.Debug("command jobs: a cgroup per run", "first", p.Where())
+	})
 }
 
 func catchUp(t schedulerhost.Tick) string {

@@ -653,7 +653,7 @@ func (w *warnings) Handle(_ context.Context, r slog.Record) error {
 func TestCommand_GuardLeavesNothing(t *testing.T) {
 	for script, want := range map[string]string{
 		"true":           "",
-		"sleep 600 &":    "killed processes left in the job's process group",
+		"sleep 600 &":    "killed processes the job left running",
 		"echo a; exit 3": "",
 	} {
 		w := &warnings{}

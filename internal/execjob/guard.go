@@ -10,24 +10,36 @@ import (
 // guardScript waits on file descriptor 3, the read end of a pipe whose
 // only write end this process holds. When this process dies (SIGKILL, a
 // crash, the OOM killer), the kernel closes the write end, the read
-// returns nothing, and the guard sends SIGKILL to its process group,
-// which is the job's: a job that traps SIGTERM, and whatever it started
-// in the background, do not outlive the process that leads. A "q" line
-// (Guard.Release) lets the guard exit without killing. The guard ignores
-// the signals a job or a graceful stop sends the group.
-const guardScript = `trap '' HUP INT TERM; read -r x <&3; [ "$x" = q ] || kill -KILL 0`
+// returns nothing, and the guard kills the run: its cgroup through
+// cgroup.kill ($K, when the run has one: the guard is in it too), else
+// twice over (forks in flight) every process whose environment holds the
+// run's tag ($T, EnvRunTag=TAG), then its process group: a job that traps SIGTERM, and whatever it
+// started, in a session of its own or not, do not outlive the process
+// that leads. A "q" line (Guard.Release) lets the guard exit without
+// killing. The guard ignores the signals a job or a graceful stop sends.
+const guardScript = `trap '' HUP INT TERM; read -r x <&3; [ "$x" = q ] && exit 0
+[ -n "$K" ] && echo 1 > "$K"
+for pass in 1 2; do
+	for d in /proc/[0-9]*; do
+		case "$(tr '\0' '\n' < "$d/environ" 2>/dev/null)" in
+		*"$T"*) kill -KILL "${d#/proc/}" 2>/dev/null;;
+		esac
+	done
+done
+kill -KILL 0`
 
 // Guard is a process that leads a job's process group and kills the
-// group if this process dies. It is this process's child, so nothing is
-// left to reap when it is released.
+// job's processes if this process dies. It is this process's child, so
+// nothing is left to reap when it is released.
 type Guard struct {
 	cmd *exec.Cmd
 	w   *os.File
 }
 
-// StartGuard starts a guard leading a new process group; start the job in
-// it (Pgid) afterwards.
-func StartGuard() (*Guard, error) {
+// startGuard starts a guard leading a new process group, in the run's
+// cgroup cg if it has one, that kills the run marked with tag (NAME=TAG)
+// when this process dies; start the job in its group (Pgid) afterwards.
+func startGuard(cg *cgroup, tag string) (*Guard, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -35,7 +47,9 @@ func StartGuard() (*Guard, error) {
 	defer r.Close()
 	cmd := exec.Command("/bin/sh", "-c", guardScript)
 	cmd.ExtraFiles = []*os.File{r}
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "T=" + tag, "K=" + cg.killFile()}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cg.into(cmd.SysProcAttr)
 	if err := cmd.Start(); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("execjob: start a guard: %w", err)
@@ -45,32 +59,6 @@ func StartGuard() (*Guard, error) {
 
 // Pgid is the guard's process group, the job's.
 func (g *Guard) Pgid() int { return g.cmd.Process.Pid }
-
-// StartGuarded starts cmd in a process group that a new guard leads, so
-// that no moment after cmd's start finds it unguarded. If the guard
-// cannot start, unguarded is told why and cmd leads a group of its own.
-// It returns the guard (nil without one: Release it once cmd has exited)
-// and cmd's process group.
-func StartGuarded(cmd *exec.Cmd, unguarded func(error)) (*Guard, int, error) {
-	g, err := StartGuard()
-	if err != nil {
-		unguarded(err)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	} else {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: g.Pgid()}
-	}
-	if err := cmd.Start(); err != nil {
-		g.Release()
-		return nil, 0, err
-	}
-	if afterStart != nil {
-		afterStart()
-	}
-	if g == nil {
-		return nil, cmd.Process.Pid, nil
-	}
-	return g, g.Pgid(), nil
-}
 
 // Release tells the guard to exit without killing, and waits for it.
 // Call it once, after the job's shell has exited and before the group's

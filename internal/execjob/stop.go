@@ -9,9 +9,9 @@ import (
 	"github.com/batonhq/baton/election"
 )
 
-// stop ends the process group pgid of a run whose context ctx has ended,
-// and returns when the shell has exited (exited closed) or SIGKILL was
-// sent.
+// stop ends the processes of a run whose context ctx has ended (procs:
+// its process group and all that left it), and returns when the shell has
+// exited (exited closed) or every process was SIGKILLed and is gone.
 //
 // A graceful stop (the term still holds: a shutdown timeout, a job's
 // timeout) gets SIGTERM, then SIGKILL after grace. A lost term gets
@@ -19,25 +19,26 @@ import (
 // (election.GoneBy): SIGTERM and SIGKILL when the margin left allows, at
 // the latest, else SIGKILL at once. A term lost during a graceful stop's
 // grace shortens it the same way.
-func stop(ctx context.Context, log *slog.Logger, pgid int, grace time.Duration, exited <-chan struct{}) {
-	kill := func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) }
+func stop(ctx context.Context, log *slog.Logger, procs *Procs, grace time.Duration, exited <-chan struct{}) {
+	kill := func() { procs.Kill() }
+	pgid := procs.Pgid()
 	wait := grace
 	leaseDone := election.LeaseDone(ctx)
 	if goneBy, lost := election.GoneBy(ctx); lost {
 		left := time.Until(goneBy)
 		if left <= 0 {
-			log.Warn("term lost: SIGKILL to the process group at once", "pgid", pgid, "margin_left", left.Round(time.Millisecond), "err", context.Cause(ctx))
+			log.Warn("term lost: SIGKILL to the job's processes at once", "pgid", pgid, "margin_left", left.Round(time.Millisecond), "err", context.Cause(ctx))
 			kill()
 			return
 		}
 		wait = min(grace, left)
 		leaseDone = nil
-		log.Warn("term lost: SIGTERM to the process group, SIGKILL after "+wait.Round(time.Millisecond).String()+" (margin left "+left.Round(time.Millisecond).String()+")",
+		log.Warn("term lost: SIGTERM to the job's processes, SIGKILL after "+wait.Round(time.Millisecond).String()+" (margin left "+left.Round(time.Millisecond).String()+")",
 			"pgid", pgid, "kill_grace", grace, "margin_left", left.Round(time.Millisecond), "err", context.Cause(ctx))
 	} else {
-		log.Info("run cancelled: sending SIGTERM to the process group", "pgid", pgid, "kill_grace", grace, "err", context.Cause(ctx))
+		log.Info("run cancelled: sending SIGTERM to the job's processes", "pgid", pgid, "kill_grace", grace, "err", context.Cause(ctx))
 	}
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	procs.Signal(syscall.SIGTERM)
 	end := time.Now().Add(wait)
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -46,7 +47,7 @@ func stop(ctx context.Context, log *slog.Logger, pgid int, grace time.Duration, 
 		case <-exited:
 			return
 		case <-timer.C:
-			log.Warn("still running after the kill grace: sending SIGKILL to the process group", "pgid", pgid, "kill_grace", wait.Round(time.Millisecond))
+			log.Warn("still running after the kill grace: sending SIGKILL to the job's processes", "pgid", pgid, "kill_grace", wait.Round(time.Millisecond))
 			kill()
 			return
 		case <-leaseDone:
@@ -57,7 +58,7 @@ func stop(ctx context.Context, log *slog.Logger, pgid int, grace time.Duration, 
 			}
 			left := time.Until(goneBy)
 			if left <= 0 {
-				log.Warn("term lost: SIGKILL to the process group at once", "pgid", pgid, "margin_left", left.Round(time.Millisecond), "err", context.Cause(ctx))
+				log.Warn("term lost: SIGKILL to the job's processes at once", "pgid", pgid, "margin_left", left.Round(time.Millisecond), "err", context.Cause(ctx))
 				kill()
 				return
 			}

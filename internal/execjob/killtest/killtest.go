@@ -44,6 +44,20 @@ echo "start $BATON_TOKEN $$ ${alive:-none}" >> "$F"
 trap 'echo "term $BATON_TOKEN $(date +%s%N)" >> "$F"' TERM
 while [ ! -e "$P/stop" ]; do echo "hb $BATON_TOKEN $(date +%s%N)" >> "$F"; sleep 0.02; done`
 
+// EscapeScript is Script whose command, once started, leaves two
+// processes outside its process group that beat as it does, under its
+// token, and ignore SIGTERM: one started with setsid (a session of its
+// own, still the shell's child), and one that double-forks into a new
+// session, as a daemon does (its parent exits, so it is nobody's child in
+// the run). Each writes its pid to P/TOKEN-setsid.pid or
+// P/TOKEN-daemon.pid, so that a later command's start sees it alive.
+var EscapeScript = strings.Replace(Script, "\ntrap 'echo", "\n"+escapees+"trap 'echo", 1)
+
+const escapees = `esc='trap "" TERM HUP INT; echo $$ > "$P/$BATON_TOKEN-$1.pid"; while [ ! -e "$P/stop" ]; do echo "hb $BATON_TOKEN $(date +%s%N)" >> "$F"; sleep 0.02; done'
+setsid sh -c "$esc" sh setsid </dev/null >/dev/null 2>&1 &
+(setsid sh -c 'sh -c "$1" sh daemon & exit 0' sh "$esc" </dev/null >/dev/null 2>&1 &)
+`
+
 // Record is what one trial's file says about each token's command.
 type Record struct {
 	PID            int
@@ -152,23 +166,34 @@ func ReportHandover(t testing.TB, file string, old, next uint64, cut time.Time) 
 // the backend is cut while its command runs. In every trial the old
 // command must be gone before the new leader's starts.
 func RunLostTerm(t *testing.T, trials int, newElection func(t *testing.T) func(t *testing.T, name string) backendtest.Candidate) {
+	runLostTerm(t, trials, newElection, Script)
+}
+
+// RunLostTermEscaping is RunLostTerm with EscapeScript: the processes the
+// command leaves in a session of their own must be gone too, by /proc,
+// when the next leader's command starts.
+func RunLostTermEscaping(t *testing.T, trials int, newElection func(t *testing.T) func(t *testing.T, name string) backendtest.Candidate) {
+	runLostTerm(t, trials, newElection, EscapeScript)
+}
+
+func runLostTerm(t *testing.T, trials int, newElection func(t *testing.T) func(t *testing.T, name string) backendtest.Candidate, script string) {
 	var gaps []string
 	for i := range trials {
 		t.Run(fmt.Sprintf("trial-%d", i), func(t *testing.T) {
-			gaps = append(gaps, lostTermTrial(t, newElection(t)).Round(time.Millisecond).String())
+			gaps = append(gaps, lostTermTrial(t, newElection(t), script).Round(time.Millisecond).String())
 		})
 	}
 	t.Logf("new start less the old command's last heartbeat, by trial: %s", strings.Join(gaps, ", "))
 }
 
-func lostTermTrial(t *testing.T, candidate func(t *testing.T, name string) backendtest.Candidate) time.Duration {
+func lostTermTrial(t *testing.T, candidate func(t *testing.T, name string) backendtest.Candidate, script string) time.Duration {
 	dir := t.TempDir()
 	file, pids := filepath.Join(dir, "beats"), filepath.Join(dir, "pids")
 	if err := os.Mkdir(pids, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	a := startNode(t, candidate(t, "a"), "a", file, pids)
-	b := startNode(t, candidate(t, "b"), "b", file, pids)
+	a := startNode(t, candidate(t, "a"), "a", file, pids, script)
+	b := startNode(t, candidate(t, "b"), "b", file, pids, script)
 	t.Cleanup(func() { _ = os.WriteFile(filepath.Join(pids, "stop"), nil, 0o644) }) // before the nodes stop
 	var leader *node
 	wait(t, 20*time.Second, "a leader's command to beat for 500 ms", func() bool {
@@ -207,6 +232,11 @@ func lostTermTrial(t *testing.T, candidate func(t *testing.T, name string) backe
 		}
 		return false
 	})
+	// Nothing the old command started may run once the next one has
+	// begun: by /proc, not by the heartbeats of what is left.
+	if left := Survivors(t, "F="+file, "BATON_TOKEN="+strconv.FormatUint(old, 10)); len(left) > 0 {
+		t.Errorf("processes of the old term (token %d) alive after the next leader's command started: %s", old, left)
+	}
 	// The old command's heartbeats after the new start, if any, are
 	// written once its process is gone.
 	if pid := recs[old].PID; pid > 0 {
@@ -224,6 +254,41 @@ func Alive(pid int) bool {
 	s := string(raw)
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || !strings.HasPrefix(s[i+1:], " Z")
+}
+
+// Survivors lists the live processes (zombies aside) whose environment
+// holds every one of entries (NAME=VALUE), each as "PID (COMM)": the
+// processes of a run, however they left its process group or session.
+func Survivors(t testing.TB, entries ...string) []string {
+	t.Helper()
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatalf("survivors: %v", err)
+	}
+	var left []string
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err != nil || !Alive(pid) {
+			continue
+		}
+		env := map[string]bool{}
+		for _, e := range strings.Split(string(raw), "\x00") {
+			env[e] = true
+		}
+		all := true
+		for _, e := range entries {
+			all = all && env[e]
+		}
+		if all {
+			comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+			left = append(left, fmt.Sprintf("%d (%s)", pid, strings.TrimSpace(string(comm))))
+		}
+	}
+	return left
 }
 
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }
@@ -246,7 +311,7 @@ type node struct {
 	done    chan error
 }
 
-func startNode(t *testing.T, c backendtest.Candidate, name, file, pids string) *node {
+func startNode(t *testing.T, c backendtest.Candidate, name, file, pids, script string) *node {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	if os.Getenv("BATON_TEST_LOG") != "" {
@@ -256,7 +321,7 @@ func startNode(t *testing.T, c backendtest.Candidate, name, file, pids string) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := &execjob.Command{Job: "trap", Script: Script, Instance: name, Logger: log,
+	cmd := &execjob.Command{Job: "trap", Script: script, Instance: name, Logger: log,
 		Env: append(os.Environ(), "F="+file, "P="+pids)} // KillGrace: the default, 5 s
 	host, err := schedulerhost.New(schedulerhost.Config{Instance: name, Logger: log,
 		ShutdownTimeout: time.Second, KillGrace: time.Second,
