@@ -18,6 +18,7 @@ import (
 
 	"github.com/batonhq/baton/internal/consultest"
 	"github.com/batonhq/baton/internal/etcdtest"
+	"github.com/batonhq/baton/internal/execjob"
 	"github.com/batonhq/baton/internal/execjob/killtest"
 	"github.com/batonhq/baton/internal/faultproxy"
 	"github.com/batonhq/baton/internal/kubetest"
@@ -403,6 +404,14 @@ func TestLock_LostEscapedGoneBeforeNextHolder(t *testing.T) {
 					env := []string{"BATON_CGROUPS=on"}
 					if mode == "fallback" {
 						env = []string{"BATON_CGROUPS=off"}
+					} else if _, err := execjob.CgroupSupport(); err != nil {
+						t.Skipf("no cgroup per run here: %v", err)
+					}
+					// The command runs in a cgroup of its own, or not.
+					t.Setenv("BATON_CGROUPS", strings.TrimPrefix(env[0], "BATON_CGROUPS="))
+					out, errOut, code := runBaton(t, append(append([]string{"lock"}, flags(addr)...), "cg-"+name+"-"+mode, "--", "grep", "^0::", "/proc/self/cgroup")...)
+					if code != 0 || strings.Contains(out, "/baton-") != (mode == "cgroup") {
+						t.Errorf("baton lock's command ran in cgroup %q (status %d, %s); want one of its own: %v", out, code, errOut, mode == "cgroup")
 					}
 					var gaps []string
 					for i := range 3 {

@@ -71,6 +71,14 @@ func (c *cgroup) into(attr *syscall.SysProcAttr) {
 	}
 }
 
+// path is c's directory, "" for nil.
+func (c *cgroup) path() string {
+	if c == nil {
+		return ""
+	}
+	return c.dir
+}
+
 // killFile is c's cgroup.kill, "" without one.
 func (c *cgroup) killFile() string {
 	if c == nil {

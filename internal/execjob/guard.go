@@ -10,19 +10,30 @@ import (
 // guardScript waits on file descriptor 3, the read end of a pipe whose
 // only write end this process holds. When this process dies (SIGKILL, a
 // crash, the OOM killer), the kernel closes the write end, the read
-// returns nothing, and the guard kills the run: its cgroup through
-// cgroup.kill ($K, when the run has one: the guard is in it too), else
-// twice over (forks in flight) every process whose environment holds the
-// run's tag ($T, EnvRunTag=TAG), then its process group: a job that traps SIGTERM, and whatever it
+// returns nothing, and the guard kills the run: when the run has a
+// cgroup ($D; the guard is outside it), every process in it through
+// cgroup.kill (or by pid), then removes it once empty; else twice over
+// (forks in flight) every process whose environment holds the run's tag
+// ($T, EnvRunTag=TAG), then its process group: a job that traps SIGTERM, and whatever it
 // started, in a session of its own or not, do not outlive the process
 // that leads. A "q" line (Guard.Release) lets the guard exit without
 // killing. The guard ignores the signals a job or a graceful stop sends.
 const guardScript = `trap '' HUP INT TERM; read -r x <&3; [ "$x" = q ] && exit 0
-[ -n "$K" ] && echo 1 > "$K"
+if [ -n "$D" ]; then
+	for i in $(seq 500); do
+		grep -q 'populated 1' "$D/cgroup.events" || break
+		echo 1 > "$D/cgroup.kill" 2>/dev/null || kill -KILL $(cat "$D/cgroup.procs") 2>/dev/null
+		sleep 0.02
+	done
+	rmdir "$D"
+	exit 0
+fi
+nl='
+'
 for pass in 1 2; do
 	for d in /proc/[0-9]*; do
-		case "$(tr '\0' '\n' < "$d/environ" 2>/dev/null)" in
-		*"$T"*) kill -KILL "${d#/proc/}" 2>/dev/null;;
+		case "$nl$( { tr '\0' '\n' < "$d/environ"; } 2>/dev/null)$nl" in
+		*"$nl$T$nl"*) kill -KILL "${d#/proc/}" 2>/dev/null;;
 		esac
 	done
 done
@@ -36,8 +47,8 @@ type Guard struct {
 	w   *os.File
 }
 
-// startGuard starts a guard leading a new process group, in the run's
-// cgroup cg if it has one, that kills the run marked with tag (NAME=TAG)
+// startGuard starts a guard leading a new process group, outside the
+// run's cgroup cg if it has one, that kills the run marked with tag (NAME=TAG)
 // when this process dies; start the job in its group (Pgid) afterwards.
 func startGuard(cg *cgroup, tag string) (*Guard, error) {
 	r, w, err := os.Pipe()
@@ -47,9 +58,8 @@ func startGuard(cg *cgroup, tag string) (*Guard, error) {
 	defer r.Close()
 	cmd := exec.Command("/bin/sh", "-c", guardScript)
 	cmd.ExtraFiles = []*os.File{r}
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "T=" + tag, "K=" + cg.killFile()}
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "T=" + tag, "D=" + cg.path()}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cg.into(cmd.SysProcAttr)
 	if err := cmd.Start(); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("execjob: start a guard: %w", err)

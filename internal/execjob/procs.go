@@ -129,7 +129,9 @@ func (p *Procs) Where() string {
 // Signal sends sig to every process of the run (the guard ignores the
 // ones a stop sends).
 func (p *Procs) Signal(sig syscall.Signal) {
-	_ = syscall.Kill(-p.pgid, sig)
+	if p.cg == nil {
+		_ = syscall.Kill(-p.pgid, sig)
+	}
 	for _, pid := range p.pids() {
 		signalPid(pid, sig)
 	}
@@ -139,9 +141,7 @@ func (p *Procs) Signal(sig syscall.Signal) {
 // (or killWait has passed). It returns how many it found.
 func (p *Procs) Kill() int {
 	if p.cg != nil {
-		n := p.cg.kill(killWait)
-		_ = syscall.Kill(-p.pgid, syscall.SIGKILL) // none left in it, unless one moved itself out of the cgroup
-		return n
+		return p.cg.kill(killWait) // the guard, outside it, lives on until Close
 	}
 	return p.killScan(killWait)
 }
