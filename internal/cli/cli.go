@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/batonhq/baton/internal/execjob"
 	"github.com/batonhq/baton/internal/jobsfile"
 )
 
@@ -91,8 +92,11 @@ var ErrExitNow = errors.New("second signal: exiting now")
 
 // WatchSecondSignal returns a context that ends, with cause ErrExitNow, at
 // the second SIGINT or SIGTERM from now on (the first one is main's, which
-// ends the command's ctx). A goroutine owned by the returned stop function
-// waits for the signals; stop ends it and waits for it.
+// ends the command's ctx). Before it ends, every process of the command
+// jobs' runs, in their process groups or not, is killed and gone
+// (execjob.KillAll): the exit cannot wait for the runs' own stops, and
+// nothing of a run may outlive it. A goroutine owned by the returned stop
+// function waits for the signals; stop ends it and waits for it.
 func WatchSecondSignal(name string, stderr io.Writer) (now context.Context, stop func()) {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
@@ -106,7 +110,8 @@ func WatchSecondSignal(name string, stderr io.Writer) (now context.Context, stop
 				return
 			case s := <-sigs:
 				if seen++; seen == 2 {
-					fmt.Fprintf(stderr, "%s: second signal (%v): exiting now\n", name, s)
+					n := execjob.KillAll()
+					fmt.Fprintf(stderr, "%s: second signal (%v): killed the %d processes of the runs in flight; exiting now\n", name, s, n)
 					cancel(ErrExitNow)
 					return
 				}
