@@ -1,4 +1,19 @@
 package baton
 
+import (
+	"context"
+	"os"
+)
+
 // RunMain is Main up to its exit, for tests.
-var RunMain = runMain
+func RunMain(ctx context.Context, cfg Config, sigs ...os.Signal) error {
+	_, err := runMain(ctx, cfg, sigs...)
+	return err
+}
+
+// RunMainStopped is Main up to its exit, for tests, with a channel closed
+// once the instance has stopped.
+var RunMainStopped = runMain
+
+// ErrExitNow is RunMain's error after a second signal.
+var ErrExitNow = errExitNow
