@@ -202,4 +202,15 @@ func TestSystemd(t *testing.T) {
 	if !strings.Contains(keys["ExecReload"], "-HUP") {
 		t.Errorf("ExecReload %q: SIGHUP re-reads the jobs", keys["ExecReload"])
 	}
+	// A cgroup per command job's run needs the unit's cgroup delegated
+	// and writable; baton stops its jobs itself, after the drain.
+	if keys["Delegate"] != "yes" {
+		t.Errorf("Delegate %q: want yes, so that each run gets a cgroup of its own", keys["Delegate"])
+	}
+	if v := keys["ProtectControlGroups"]; v != "" && v != "no" {
+		t.Errorf("ProtectControlGroups %q: makes /sys/fs/cgroup read-only, so runs get no cgroup", v)
+	}
+	if keys["KillMode"] != "mixed" {
+		t.Errorf("KillMode %q: want mixed, SIGTERM to baton alone (its jobs are stopped after the drain)", keys["KillMode"])
+	}
 }
