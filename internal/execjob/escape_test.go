@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,9 +44,17 @@ func modes(t *testing.T, f func(t *testing.T, cgroup bool)) {
 	})
 }
 
-// marker is an environment entry unique to one test's commands.
+// marker is an environment entry unique to one test's commands. What
+// carries it is killed when the test ends, failed or not.
 func marker(t *testing.T) string {
-	return "BATON_TEST_RUN=" + strconv.Itoa(os.Getpid()) + "-" + strings.ReplaceAll(t.Name(), "/", "-")
+	m := "BATON_TEST_RUN=" + strconv.Itoa(os.Getpid()) + "-" + strings.ReplaceAll(t.Name(), "/", "-")
+	t.Cleanup(func() {
+		for _, p := range killtest.Survivors(t, m) {
+			pid, _ := strconv.Atoi(strings.Fields(p)[0])
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	return m
 }
 
 // waitEscaped waits until the job's two escaped processes and its shell
@@ -184,7 +193,13 @@ func TestCommand_SubreaperHelper(t *testing.T) {
 	execjob.AllowSubreaper()
 	l := newLines()
 	orphaning := &execjob.Command{Job: "orphans", Logger: slog.New(l),
-		Script: `(setsid sh -c 'sleep 0.2; echo "orphan ppid $(cut -d" " -f4 /proc/$$/stat)" >&2' &) ; sleep 0.5`}
+		Env: append(os.Environ(), "H="+strconv.Itoa(os.Getpid())),
+		// The orphan waits (up to 10 s) to be reparented, says to whom,
+		// and lets the job end.
+		Script: `M=$(mktemp -u); export M
+(setsid sh -c 'i=0; while [ "$(cut -d" " -f4 /proc/$$/stat)" != "$H" ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done
+echo "orphan ppid $(cut -d" " -f4 /proc/$$/stat)" >&2; : > "$M"' &)
+i=0; until [ -e "$M" ] || [ $i -ge 1500 ]; do sleep 0.01; i=$((i+1)); done; rm -f "$M"`}
 	statuses := make(chan error, 20)
 	for range 10 {
 		go func() { statuses <- orphaning.Run(context.Background()) }()
@@ -205,8 +220,10 @@ func TestCommand_SubreaperHelper(t *testing.T) {
 			fmt.Printf("unexpected status: %v\n", err)
 		}
 	}
-	time.Sleep(300 * time.Millisecond) // the orphans' ends
 	fmt.Printf("oks %d threes %d\n", oks, threes)
+	for end := time.Now().Add(10 * time.Second); len(children(os.Getpid())) > 0 && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond) // the orphans' ends, and the reaper's
+	}
 	l.mu.Lock()
 	for _, s := range l.got {
 		fmt.Println(s)
@@ -239,7 +256,9 @@ func children(pid int) []string {
 // taking a command's exit status from os/exec: ten jobs that exit 3,
 // beside ten that orphan a process each, all report status 3.
 func TestCommand_SubreaperReapsOnlyOrphans(t *testing.T) {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCommand_SubreaperHelper$", "-test.count=1", "-test.v")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestCommand_SubreaperHelper$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(), subreaperHelperEnv+"=1", execjob.EnvCgroups+"=off")
 	out, err := cmd.CombinedOutput()
 	if err != nil {

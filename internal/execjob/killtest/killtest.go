@@ -51,9 +51,10 @@ while [ ! -e "$P/stop" ]; do echo "hb $BATON_TOKEN $(date +%s%N)" >> "$F"; sleep
 // session, as a daemon does (its parent exits, so it is nobody's child in
 // the run). Each writes its pid to P/TOKEN-setsid.pid or
 // P/TOKEN-daemon.pid, so that a later command's start sees it alive.
+// They end with the trial (P/stop), or when P is gone (a failed trial).
 var EscapeScript = strings.Replace(Script, "\ntrap 'echo", "\n"+escapees+"trap 'echo", 1)
 
-const escapees = `esc='trap "" TERM HUP INT; echo $$ > "$P/$BATON_TOKEN-$1.pid"; while [ ! -e "$P/stop" ]; do echo "hb $BATON_TOKEN $(date +%s%N)" >> "$F"; sleep 0.02; done'
+const escapees = `esc='trap "" TERM HUP INT; echo $$ > "$P/$BATON_TOKEN-$1.pid"; while [ ! -e "$P/stop" ] && [ -d "$P" ]; do echo "hb $BATON_TOKEN $(date +%s%N)" >> "$F"; sleep 0.02; done'
 setsid sh -c "$esc" sh setsid </dev/null >/dev/null 2>&1 &
 (setsid sh -c 'sh -c "$1" sh daemon & exit 0' sh "$esc" </dev/null >/dev/null 2>&1 &)
 `
