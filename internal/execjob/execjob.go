@@ -1,11 +1,13 @@
 // Package execjob runs a shell command as a scheduled job: /bin/sh -c in a
-// process group of its own, its output logged line by line, with the
-// run's identity in its environment, and stopped when the run is
-// cancelled.
+// process group of its own (and on Linux a cgroup of its own where one can
+// be made: Procs), its output logged line by line, with the run's
+// identity in its environment, and stopped when the run is cancelled.
+// Stopping a run stops every process it started, in its process group or
+// not (setsid, a double fork, a daemon).
 //
 // A graceful stop (the lease still held: a shutdown timeout, a job's
 // timeout) sends SIGTERM, then SIGKILL after KillGrace. A lost term's
-// process group is gone before the backend could give the lease to
+// processes are gone before the backend could give the lease to
 // another instance (election.GoneBy): when the term ended at its local
 // deadline, SIGTERM, then SIGKILL after the smaller of KillGrace and what
 // is left until then (half the SafetyMargin after the deadline); when the
@@ -53,7 +55,7 @@ const (
 const DefaultKillGrace = 5 * time.Second
 
 // MinSafetyMargin is the smallest lease SafetyMargin command jobs work
-// with. A lost term's process group is killed by half the margin after
+// with. A lost term's processes are killed by half the margin after
 // the local deadline (election.GoneBy); 50 ms is what a loaded machine
 // may take to notice the deadline and deliver SIGKILL.
 const MinSafetyMargin = 100 * time.Millisecond
@@ -98,11 +100,12 @@ var afterStart func()
 // been logged. The fencing token and tick come from ctx
 // (election.TokenFromContext, schedulerhost.TickFromContext).
 //
-// When ctx ends before the command exits, Run sends SIGTERM to the
-// command's process group, and SIGKILL KillGrace later if the shell has not
-// exited by then; on a lost term, sooner or at once (see the package doc).
-// When the shell exits, whatever is left of its process
-// group is killed, so a job leaves no processes behind. Run returns nil if
+// When ctx ends before the command exits, Run sends SIGTERM to every
+// process of the run (Procs), and SIGKILL KillGrace later if the shell has
+// not exited by then; on a lost term, sooner or at once (see the package
+// doc). When the shell exits, whatever it left running is killed, so a
+// job leaves no processes behind (what the fallback of Procs cannot find
+// aside, and work started on other machines). Run returns nil if
 // the shell exited with status 0, an error wrapping *exec.ExitError
 // otherwise.
 func (c *Command) Run(ctx context.Context) error {
