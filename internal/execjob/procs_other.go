@@ -19,6 +19,7 @@ func CgroupSupport() (string, error) { return "", errors.New("cgroups are Linux'
 func newRunCgroup(string) *cgroup           { return nil }
 func (c *cgroup) into(*syscall.SysProcAttr) {}
 func (c *cgroup) killFile() string          { return "" }
+func (c *cgroup) path() string              { return "" }
 func (c *cgroup) kill(time.Duration) int    { return 0 }
 func (c *cgroup) remove()                   {}
 func (c *cgroup) procs() []int              { return nil }
