@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -209,7 +210,12 @@ func cgroup2Mount() (mount, root string, err error) {
 		return "", "", err
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
+	return parseMountinfo(f)
+}
+
+// parseMountinfo finds the cgroup2 mount in a mountinfo file.
+func parseMountinfo(r io.Reader) (mount, root string, err error) {
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
 		pre, post, ok := strings.Cut(sc.Text(), " - ")
