@@ -8,12 +8,13 @@ attempt in ATTEMPTS and answers 500 to its first FAIL_FIRST attempts.
 "nap" works 1.5 s and notices its client's disconnect (a sidecar that
 lost its term aborts the request): it then stops and ends its run at
 once. "slow" ignores the disconnect and works 3 s; its side effect is
-fenced: FENCE holds the highest token any request to any of the apps
-carried, and the effect is applied ("X", then "E") only if the run's
-token is not below it, refused ("R") otherwise. Every request records
-its token in FENCE when it arrives, and every line is written under one
-lock shared by the apps (FENCE.lock), so the lines' order is the
-fence's.
+fenced with the shipped receiver module (receivers/python/baton_fence.py):
+a FileFence in FENCE.json, shared by the apps, holds the highest token a
+request to any of them carried (every request records its token there
+when it arrives), and the effect is applied ("X", then "E") only if the
+fence accepts the run's token, refused ("R", StaleToken) otherwise. Every
+line is written under one lock shared by the apps (FENCE.lock), so the
+lines' order is the fence's.
 
 GET /healthz answers 200.
 
@@ -29,13 +30,17 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "receivers", "python"))
+from baton_fence import FileFence, StaleToken, token_from_headers  # noqa: E402
+
 RUNS, ATTEMPTS, FAIL_FIRST, FENCE = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 PORT = int(sys.argv[5]) if len(sys.argv) > 5 else 0
 lock = threading.Lock()
 
 
 class fenced:
-    """Holds the apps' shared lock; fence() reads FENCE's highest token."""
+    """Holds the apps' shared lock (FENCE.lock), which orders the lines;
+    the FileFence takes its own lock (FENCE.json.lock) inside it."""
 
     def __enter__(self):
         lock.acquire()
@@ -46,19 +51,6 @@ class fenced:
     def __exit__(self, *exc):
         os.close(self.fd)
         lock.release()
-
-    def fence(self):
-        try:
-            with open(FENCE) as f:
-                return int(f.read().strip() or 0)
-        except FileNotFoundError:
-            return 0
-
-    def see(self, token):
-        if token > self.fence():
-            with open(FENCE + ".tmp", "w") as f:
-                f.write("%d\n" % token)
-            os.replace(FENCE + ".tmp", FENCE)
 
 
 def write(path, line):
@@ -107,8 +99,13 @@ class Handler(BaseHTTPRequestHandler):
         def record(kind, last=catch_up):
             append(RUNS, line(kind, last))
 
-        with fenced() as f:
-            f.see(int(token))
+        election, tok = token_from_headers(h)
+        fence = FileFence(FENCE + ".json", election)
+        with fenced():
+            try:
+                fence.write("app", election, tok, lambda: None)  # records the token
+            except StaleToken:
+                pass  # a late request: its run still starts; slow's effect is refused
             if job != "flaky":
                 write(RUNS, line("S"))
         code = 200
@@ -127,12 +124,15 @@ class Handler(BaseHTTPRequestHandler):
             record("E")
         elif job == "slow":
             time.sleep(3)  # the disconnect ignored
-            with fenced() as f:
-                if int(token) < f.fence():
+            def apply():
+                write(RUNS, line("X", "applied"))
+                write(RUNS, line("E"))
+
+            with fenced():
+                try:
+                    fence.write("app", election, tok, apply)
+                except StaleToken:
                     write(RUNS, line("R", "stale"))
-                else:
-                    write(RUNS, line("X", "applied"))
-                    write(RUNS, line("E"))
         else:
             record("E")
         body = b"not yet\n" if code == 500 else b""
