@@ -42,7 +42,7 @@ func TestFence(t *testing.T) {
 	eachBackend(t, "etcd,postgres", func(t *testing.T, name string) {
 		for _, guarded := range []bool{true, false} {
 			label := map[bool]string{true: "guarded", false: "unguarded"}[guarded]
-			t.Run(label, func(t *testing.T) { runFence(t, name, guarded) })
+			t.Run(label, func(t *testing.T) { runFence(t, name, guarded, sqlRig(t)) })
 		}
 	})
 }
@@ -154,20 +154,51 @@ func waitFenceEvent(t *testing.T, path, kind string, d time.Duration, match func
 	return found, ok
 }
 
-// runFence runs the scenario once on the backend name, with the guard or
-// without it.
-func runFence(t *testing.T, name string, guarded bool) {
+// fenceWrite is one write the resource holds: the token and the instance
+// that wrote it.
+type fenceWrite struct {
+	token    uint64
+	instance string
+}
+
+// fenceRig is what runFence drives: the job that writes, and the
+// resource it writes to.
+type fenceRig struct {
+	label string // the job's kind, in the artifacts directory's name
+	// setup prepares the nodes (sc.dir and sc.be are set) and returns the
+	// jobs file; the job appends its lines to events.
+	setup func(t *testing.T, sc *scenario, events string, guarded bool) string
+	// read returns the resource's writes, oldest first, and its current
+	// value.
+	read func(t *testing.T) (log []fenceWrite, state fenceWrite)
+}
+
+// sqlRig is the command job e2e/internal/fencewriter writing to a
+// PostgreSQL table of its own.
+func sqlRig(t *testing.T) fenceRig {
 	srv := testdb.OpenT(t, testdb.Postgres)
 	table := testdb.NewName("fence_e2e_")
 	fenceTables(t, srv, table)
 	bin := fenceWriterBin(t)
-	label := map[bool]string{true: "fence", false: "nofence"}[guarded]
+	return fenceRig{
+		label: "sql",
+		setup: func(t *testing.T, sc *scenario, events string, guarded bool) string {
+			return electionHead(sc.be) + fmt.Sprintf("  - name: fenced\n    schedule: \"*/2 * * * * *\"\n    command: |\n      exec '%s' -dsn '%s' -table %s -events '%s' -hold '%s' -guard=%t\n",
+				bin, srv.DSN, table, events, sc.dir, guarded)
+		},
+		read: func(t *testing.T) ([]fenceWrite, fenceWrite) { return readFenceTable(t, srv, table) },
+	}
+}
+
+// runFence runs the scenario once on the backend name, with the guard or
+// without it.
+func runFence(t *testing.T, name string, guarded bool, rig fenceRig) {
+	label := map[bool]string{true: "fence-", false: "nofence-"}[guarded] + rig.label
 	sc := &scenario{}
 	var events string
 	l := startCluster(t, name, sc, clusterOpts{label: label, nodes: 2, jobs: func(be *backend, sc *scenario) string {
 		events = filepath.Join(sc.dir, "fence-events.log")
-		return electionHead(be) + fmt.Sprintf("  - name: fenced\n    schedule: \"*/2 * * * * *\"\n    command: |\n      exec '%s' -dsn '%s' -table %s -events '%s' -hold '%s' -guard=%t\n",
-			bin, srv.DSN, table, events, sc.dir, guarded)
+		return rig.setup(t, sc, events, guarded)
 	}})
 	release := func(tok uint64) {
 		if err := os.WriteFile(filepath.Join(sc.dir, fmt.Sprintf("go.%d", tok)), nil, 0o644); err != nil {
@@ -197,7 +228,7 @@ func runFence(t *testing.T, name string, guarded bool) {
 	l.mu.Unlock()
 	_ = syscall.Kill(old.pid, syscall.SIGSTOP)
 	_ = l.signal(syscall.SIGSTOP)
-	sc.note(fStopLeader, l.id, "node pid %d and its job's pid %d (token %d), its write in flight", l.pid(), old.pid, t1)
+	sc.note(fStopLeader, l.id, "node pid %d and its writer's pid %d (token %d: the job, or the app behind a sidecar), its write in flight", l.pid(), old.pid, t1)
 
 	// 2. A new leader, with a greater token, runs the job and writes.
 	l2 := sc.waitNewLeader(l)
@@ -235,16 +266,14 @@ func runFence(t *testing.T, name string, guarded bool) {
 		t.Fatalf("%s: the resumed run (pid %d, token %d) neither wrote nor was refused within 1 min", name, old.pid, t1)
 	}
 	sc.note("info-late-write", l.id, "token %d: %s %s", t1, outcome.kind, outcome.detail)
-	checkFenceTable(t, sc, srv, table, guarded, t1, t2)
+	log, state := rig.read(t)
+	checkFence(t, sc, log, state, guarded, t1, t2)
 	sc.stopAll()
 }
 
-// checkFenceTable reads the verdict from the table itself: its writes
-// log, in commit order of the state row's writers, and the state row.
-// Guarded: no write of the old token t1 at all, and the state row holds
-// the newest token. Unguarded: a write of t1 committed after one of t2,
-// the stale write landing.
-func checkFenceTable(t *testing.T, sc *scenario, srv *testdb.Server, table string, guarded bool, t1, t2 uint64) {
+// readFenceTable reads the job's table: its writes log, in commit order,
+// and the state row.
+func readFenceTable(t *testing.T, srv *testdb.Server, table string) ([]fenceWrite, fenceWrite) {
 	t.Helper()
 	ctx := context.Background()
 	rows, err := srv.Admin.QueryContext(ctx, `SELECT token, instance FROM `+table+`_writes ORDER BY seq`)
@@ -252,17 +281,36 @@ func checkFenceTable(t *testing.T, sc *scenario, srv *testdb.Server, table strin
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	var log []string
-	var oldWrites, oldAfterNew int
-	var sawNew bool
+	var log []fenceWrite
 	for rows.Next() {
-		var tok uint64
-		var inst string
-		if err := rows.Scan(&tok, &inst); err != nil {
+		var w fenceWrite
+		if err := rows.Scan(&w.token, &w.instance); err != nil {
 			t.Fatal(err)
 		}
-		log = append(log, fmt.Sprintf("%d/%s", tok, inst))
-		switch tok {
+		log = append(log, w)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var state fenceWrite
+	if err := srv.Admin.QueryRowContext(ctx, `SELECT token, instance FROM `+table+` WHERE id = 1`).Scan(&state.token, &state.instance); err != nil {
+		t.Fatalf("%s: state row: %v", table, err)
+	}
+	return log, state
+}
+
+// checkFence gives the verdict from the resource's own contents: its
+// writes, oldest first, and its current value. Guarded: no write of the
+// old token t1 at all, and the value is the new term's. Unguarded: a
+// write of t1 after one of t2, the stale write landing.
+func checkFence(t *testing.T, sc *scenario, log []fenceWrite, state fenceWrite, guarded bool, t1, t2 uint64) {
+	t.Helper()
+	var oldWrites, oldAfterNew int
+	var sawNew bool
+	var shown []string
+	for _, w := range log {
+		shown = append(shown, fmt.Sprintf("%d/%s", w.token, w.instance))
+		switch w.token {
 		case t2:
 			sawNew = true
 		case t1:
@@ -272,30 +320,22 @@ func checkFenceTable(t *testing.T, sc *scenario, srv *testdb.Server, table strin
 			}
 		}
 	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	var state uint64
-	var stateInst string
-	if err := srv.Admin.QueryRowContext(ctx, `SELECT token, instance FROM `+table+` WHERE id = 1`).Scan(&state, &stateInst); err != nil {
-		t.Fatalf("%s: state row: %v", table, err)
-	}
-	sc.note("info-table", table, "writes log (token/instance) %v; state row token %d by %s", log, state, stateInst)
+	sc.note("info-resource", sc.be.name, "writes (token/instance) %v; value token %d by %s", shown, state.token, state.instance)
 	if !sawNew {
-		t.Errorf("%s: the writes log has no write of the new token %d: %v", sc.be.name, t2, log)
+		t.Errorf("%s: the resource has no write of the new token %d: %v", sc.be.name, t2, shown)
 	}
 	if guarded {
 		if oldWrites > 0 {
-			t.Errorf("%s: guarded: %d write(s) of the old token %d reached the table (%d after token %d's): %v",
-				sc.be.name, oldWrites, t1, oldAfterNew, t2, log)
+			t.Errorf("%s: guarded: %d write(s) of the old token %d reached the resource (%d after token %d's): %v",
+				sc.be.name, oldWrites, t1, oldAfterNew, t2, shown)
 		}
-		if state < t2 {
-			t.Errorf("%s: guarded: the state row holds token %d (by %s), older than the new term's %d", sc.be.name, state, stateInst, t2)
+		if state.token < t2 {
+			t.Errorf("%s: guarded: the resource holds token %d (by %s), older than the new term's %d", sc.be.name, state.token, state.instance, t2)
 		}
 		return
 	}
 	if oldAfterNew == 0 {
-		t.Errorf("%s: unguarded: no write of the old token %d after the new token %d's in the writes log: %v (the scenario did not deliver the late write)",
-			sc.be.name, t1, t2, log)
+		t.Errorf("%s: unguarded: no write of the old token %d after the new token %d's: %v (the scenario did not deliver the late write)",
+			sc.be.name, t1, t2, shown)
 	}
 }
