@@ -28,7 +28,15 @@
 // was answered 200, and every run now accepted runs at most once and is
 // done once the faults end. TestSidecar's app has an endpoint that
 // ignores its client's disconnect and fences its side effect with the
-// token, and the suite kills the app beside the leading sidecar.
+// token (the shipped Python receiver, receivers/python/baton_fence.py),
+// and the suite kills the app beside the leading sidecar. TestFence
+// pauses a leader mid-write (fence_test.go): its job's write is held,
+// node and job are SIGSTOPped past the TTL, a new leader writes, and the
+// held write resumes late; the PostgreSQL table it writes through
+// package fence's SQL guard shows it refused, and without the guard
+// shows it landing. TestFenceSidecarNode does the same behind `baton
+// run` sidecars, with a Node.js app writing a file through
+// receivers/node/baton-fence.js.
 //
 // The suite is the slow tier: it runs only with BATON_E2E=1, so that
 // `go test ./...` from the repository root stays fast and skips it with a
