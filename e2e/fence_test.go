@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -108,25 +107,28 @@ type fenceEvent struct {
 
 func readFenceEvents(t *testing.T, path string) []fenceEvent {
 	t.Helper()
-	f, err := os.Open(path)
+	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
 		return nil
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	var out []fenceEvent
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		fs := strings.SplitN(s.Text(), " ", 4)
+	for line := range strings.Lines(string(b)) {
+		text, done := strings.CutSuffix(line, "\n")
+		if !done {
+			break // a line being written
+		}
+		fs := strings.SplitN(text, " ", 4)
 		if len(fs) < 3 {
-			continue // a line being written
+			t.Errorf("%s: %q: want KIND TOKEN PID", path, text)
+			continue
 		}
 		tok, err1 := strconv.ParseUint(fs[1], 10, 64)
 		pid, err2 := strconv.Atoi(fs[2])
 		if err1 != nil || err2 != nil {
-			t.Errorf("%s: %q: want KIND TOKEN PID", path, s.Text())
+			t.Errorf("%s: %q: want KIND TOKEN PID", path, text)
 			continue
 		}
 		ev := fenceEvent{kind: fs[0], token: tok, pid: pid}
