@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,6 +30,7 @@ type Client struct {
 	http      *http.Client
 	token     string
 	tokenFile string
+	tokenFunc func() (string, error)
 	timeout   time.Duration
 
 	mu        sync.Mutex
@@ -51,6 +50,18 @@ type ClientConfig struct {
 	// CAFile is a PEM file of the CAs that sign the server's certificate;
 	// empty means the system's roots.
 	CAFile string
+	// CAData is PEM CAs given inline, used as well as CAFile.
+	CAData []byte
+	// CertFile and KeyFile, or CertData and KeyData (PEM), are a client
+	// certificate the client presents.
+	CertFile, KeyFile string
+	CertData, KeyData []byte
+	// InsecureSkipVerify trusts any server certificate. Only a
+	// kubeconfig that asks for it, and a caller that allows it, set it.
+	InsecureSkipVerify bool
+	// TokenFunc, if set, gives the bearer token for each request instead
+	// of Token and TokenFile (an exec credential plugin: kubeconfig.go).
+	TokenFunc func() (string, error)
 	// Timeout bounds each request but watches. Zero means 10 s.
 	Timeout time.Duration
 }
@@ -92,17 +103,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
 		return nil, fmt.Errorf("kube: Server %q: want an http(s)://host:port URL", cfg.Server)
 	}
-	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if cfg.CAFile != "" {
-		pem, err := os.ReadFile(cfg.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("kube: CAFile %q: %w", cfg.CAFile, err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("kube: CAFile %q: no PEM certificate in it", cfg.CAFile)
-		}
-		tlsCfg.RootCAs = pool
+	tlsCfg, err := cfg.tlsConfig()
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 10 * time.Second
@@ -112,6 +115,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		http:      &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg, ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 8}},
 		token:     cfg.Token,
 		tokenFile: cfg.TokenFile,
+		tokenFunc: cfg.TokenFunc,
 	}
 	if cfg.TokenFile != "" {
 		if _, err := c.bearer(); err != nil {
@@ -126,6 +130,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
 
 func (c *Client) bearer() (string, error) {
+	if c.tokenFunc != nil {
+		return c.tokenFunc()
+	}
 	if c.tokenFile == "" {
 		return c.token, nil
 	}

@@ -4,7 +4,8 @@
 // in the server's directory), stopped by Close.
 //
 // The server authenticates one static bearer token (Token) in the
-// system:masters group and authorizes with RBAC, so tests can also make
+// system:masters group, and client certificates its CA signs
+// (ClientCert), and authorizes with RBAC, so tests can also make
 // tokens for users that hold only the Role a deployment grants
 // (Options.Users). It serves TLS with a certificate from a throwaway CA
 // (CAFile).
@@ -72,6 +73,7 @@ type Server struct {
 	apiArgs, etcdArgs []string
 	etcdURL           string
 	pool              *x509.CertPool
+	ca                *testcerts.CA
 	second            []*exec.Cmd // more API servers on the same etcd
 	secondDone        []chan struct{}
 }
@@ -139,7 +141,7 @@ func Start(ctx context.Context, dir string, opts Options) (*Server, error) {
 	s := &Server{URL: fmt.Sprintf("https://127.0.0.1:%d", ports[2]), CAFile: ca.CertFile, Dir: dir}
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	s.apiBin, s.etcdBin, s.etcdURL, s.pool = api, etcd, etcdURL, ca.Pool()
+	s.apiBin, s.etcdBin, s.etcdURL, s.pool, s.ca = api, etcd, etcdURL, ca.Pool(), ca
 	s.etcdArgs = []string{"--name", "kubetest", "--data-dir", filepath.Join(dir, "etcd"),
 		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
 		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
@@ -156,7 +158,7 @@ func Start(ctx context.Context, dir string, opts Options) (*Server, error) {
 		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
 		"--secure-port", fmt.Sprint(ports[2]),
 		"--tls-cert-file", pair.CertFile, "--tls-private-key-file", pair.KeyFile,
-		"--token-auth-file", tokenFile,
+		"--token-auth-file", tokenFile, "--client-ca-file", ca.CertFile,
 		"--authorization-mode", "RBAC",
 		"--service-account-issuer", s.URL,
 		"--service-account-key-file", saKey, "--service-account-signing-key-file", saKey,
@@ -181,6 +183,13 @@ func (s *Server) HTTPClient() *http.Client {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(pem)
 	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+}
+
+// ClientCert issues a client certificate the server accepts: the user
+// cn in groups (system:masters makes it an administrator). Its files
+// are in Dir.
+func (s *Server) ClientCert(cn string, groups ...string) (testcerts.Pair, error) {
+	return s.ca.ClientIn(cn, groups...)
 }
 
 // Close stops both processes (SIGKILL: the state is thrown away), and

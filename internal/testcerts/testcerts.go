@@ -104,6 +104,15 @@ func (ca *CA) Client(cn string) (Pair, error) {
 	return ca.issue(cn+"-client", tmpl)
 }
 
+// ClientIn is Client with the subject's organizations set to groups
+// (a kube-apiserver takes them as the user's groups).
+func (ca *CA) ClientIn(cn string, groups ...string) (Pair, error) {
+	tmpl := ca.leaf(cn)
+	tmpl.Subject.Organization = groups
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	return ca.issue(cn+"-client", tmpl)
+}
+
 // Pool returns a certificate pool holding only this CA.
 func (ca *CA) Pool() *x509.CertPool {
 	p := x509.NewCertPool()
