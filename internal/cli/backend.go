@@ -56,6 +56,8 @@ type BackendFlags struct {
 	// Kubernetes API server, token, CA and namespace.
 	kubeServer, kubeTokenFile, kubeCACert, kubeNamespace string
 	kubeInsecureHTTP                                     bool
+	kubeconfig, kubeContext                              string
+	kubeInsecureSkipVerify                               bool
 	kubeTokenFrom                                        string // where openKube took the token from, for Explain
 }
 
@@ -111,7 +113,10 @@ func (b *BackendFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&b.kubeTokenFile, "kube-token-file", "", "kube: file holding a bearer token, read again every minute (default in a pod:\nits service account's)")
 	fs.StringVar(&b.kubeCACert, "kube-cacert", "", "kube: CA certificate (PEM) of the API server (default in a pod: its service\naccount's; else the system roots)")
 	fs.BoolVar(&b.kubeInsecureHTTP, "kube-insecure-http", false, "kube: allow an http:// --kube-server, which sends the bearer token in clear\n(only behind a local proxy such as kubectl proxy)")
-	fs.StringVar(&b.kubeNamespace, "kube-namespace", "", "kube: namespace of the election's Lease, which is named after the election\n(default in a pod: its own; else default)")
+	fs.StringVar(&b.kubeconfig, "kubeconfig", "", "kube: kubeconfig file(s), as kubectl's --kubeconfig (default outside a pod\nwithout --kube-server: $KUBECONFIG, else ~/.kube/config)")
+	fs.StringVar(&b.kubeContext, "kube-context", "", "kube: the kubeconfig's context to use (default: its current-context)")
+	fs.BoolVar(&b.kubeInsecureSkipVerify, "kube-insecure-skip-tls-verify", false, "kube: accept a kubeconfig cluster with insecure-skip-tls-verify: true\n(refused without it: anyone on the path could take the credentials)")
+	fs.StringVar(&b.kubeNamespace, "kube-namespace", "", "kube: namespace of the election's Lease, which is named after the election\n(default: the kubeconfig context's; in a pod: its own; else default)")
 }
 
 // readSecret returns the contents of the file at path without trailing
