@@ -43,7 +43,7 @@ func New(cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{c: cfg.Client, ns: cfg.Namespace, name: cfg.Name, terms: cfg.Name + "-terms",
+	return &Backend{c: cfg.Client.forElection(cfg.Name), ns: cfg.Namespace, name: cfg.Name, terms: cfg.Name + "-terms",
 		timing: cfg.Timing, history: cfg.History, log: cfg.Logger.With("backend", "kube", "lease", cfg.Namespace+"/"+cfg.Name)}, nil
 }
 
@@ -151,8 +151,9 @@ func (b *Backend) try(ctx context.Context, id string, identity []byte, ob *obser
 		return nil, 0, err
 	}
 	var prev uint64
+	var prevHolder string
 	if cur != nil {
-		prev = cur.token()
+		prev, prevHolder = cur.token(), cur.holder()
 	}
 	token := max(prev, floor) + 1
 	sent := time.Now()
@@ -191,6 +192,7 @@ func (b *Backend) try(ctx context.Context, id string, identity []byte, ob *obser
 		return nil, 0, err
 	}
 	log.Debug("lease acquired", "token", token, "resource_version", took.resourceVersion())
+	l.announce(b, took, id, prevHolder, token)
 	return l, 0, nil
 }
 

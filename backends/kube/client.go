@@ -32,6 +32,7 @@ type Client struct {
 	tokenFile string
 	tokenFunc func() (string, error)
 	timeout   time.Duration
+	labels    map[string]string // set on the objects create makes (events.go)
 
 	mu        sync.Mutex
 	fileToken string

@@ -26,6 +26,8 @@ type lease struct {
 	mu   sync.Mutex
 	last *object // the Lease as this term last wrote or read it
 
+	announcer // the Event of the term's start (events.go)
+
 	// What client-go candidates see: they compare the record with
 	// renewTime cut to whole seconds, so a renewal in the same second as
 	// the one before looks like no renewal to them, and they count the
@@ -164,6 +166,7 @@ func (l *lease) reread(ctx context.Context) (over, err error) {
 
 // release frees the Lease as client-go does, if it is still this term's.
 func (l *lease) release(ctx context.Context) error {
+	l.announcer.stop()
 	for range 3 {
 		o := l.current()
 		o.free(time.Now())

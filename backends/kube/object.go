@@ -180,6 +180,7 @@ func (c *Client) get(ctx context.Context, k kind, ns, name string) (*object, err
 }
 
 func (c *Client) create(ctx context.Context, k kind, ns string, o *object) (*object, error) {
+	c.label(o)
 	var out object
 	if err := c.do(ctx, http.MethodPost, k.collection(ns), o, &out); err != nil {
 		return nil, err
