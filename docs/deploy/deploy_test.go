@@ -88,6 +88,12 @@ func TestKubernetes(t *testing.T) {
 	data, _ := get(cm, "data", "baton.yaml").(string)
 	f, set := config(t, "baton.yaml", []byte(data))
 
+	hardened(t, "kubernetes.yaml", dep, "baton")
+	if pdb := docs["PodDisruptionBudget"]; pdb == nil {
+		t.Error("kubernetes.yaml: no PodDisruptionBudget")
+	} else {
+		pdbFor(t, "kubernetes.yaml", []map[string]any{dep, pdb})
+	}
 	if r, _ := get(dep, "spec", "replicas").(int); r < 2 {
 		t.Errorf("replicas %d: want at least 2, the point of an election", r)
 	}

@@ -24,11 +24,12 @@ import (
 // The collection each kind of the kube-*.yaml files is created in,
 // namespace default.
 var kubePaths = map[string]string{
-	"ServiceAccount": "/api/v1/namespaces/default/serviceaccounts",
-	"Role":           "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
-	"RoleBinding":    "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
-	"ConfigMap":      "/api/v1/namespaces/default/configmaps",
-	"Deployment":     "/apis/apps/v1/namespaces/default/deployments",
+	"ServiceAccount":      "/api/v1/namespaces/default/serviceaccounts",
+	"Role":                "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
+	"RoleBinding":         "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
+	"ConfigMap":           "/api/v1/namespaces/default/configmaps",
+	"Deployment":          "/apis/apps/v1/namespaces/default/deployments",
+	"PodDisruptionBudget": "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
 }
 
 // kube-lock.yaml is accepted by a real kube-apiserver (server-side dry
@@ -41,10 +42,13 @@ func TestKubeLock(t *testing.T) {
 	srv := kubetest.StartT(t, kubetest.Options{Users: map[string]string{token: "system:serviceaccount:default:nightly-report"}})
 	var kinds []string
 	var lockName string
-	for _, d := range applyDocs(t, srv, "kube-lock.yaml") {
+	docs := applyDocs(t, srv, "kube-lock.yaml")
+	pdbFor(t, "kube-lock.yaml", docs)
+	for _, d := range docs {
 		kind, _ := d["kind"].(string)
 		kinds = append(kinds, kind)
 		if kind == "Deployment" {
+			hardened(t, "kube-lock.yaml", d, "report")
 			cmd, _ := get(d, "spec", "template", "spec", "containers", 0, "command").([]any)
 			i := slices.Index(cmd, any("--"))
 			if len(cmd) < 3 || cmd[0] != "baton" || cmd[1] != "lock" || i < 1 {
@@ -53,7 +57,7 @@ func TestKubeLock(t *testing.T) {
 			lockName, _ = cmd[i-1].(string)
 		}
 	}
-	if want := []string{"ServiceAccount", "Role", "RoleBinding", "Deployment"}; !slices.Equal(kinds, want) {
+	if want := []string{"ServiceAccount", "Role", "RoleBinding", "Deployment", "PodDisruptionBudget"}; !slices.Equal(kinds, want) {
 		t.Fatalf("kube-lock.yaml holds %v, want %v", kinds, want)
 	}
 
@@ -78,6 +82,9 @@ func TestKubeLock(t *testing.T) {
 			t.Errorf("term %d: token %d after %d", i, l.Token(), last)
 		}
 		last = l.Token()
+		// The new leader's Event on the Lease, created as the
+		// ServiceAccount (the Role's create on events).
+		leaderEvent(t, srv, lockName, fmt.Sprintf("pod-%d became leader with fencing token %d", i, last))
 		if err := l.Release(ctx); err != nil {
 			t.Errorf("term %d: release: %v", i, err)
 		}

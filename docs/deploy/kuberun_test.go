@@ -29,11 +29,14 @@ func TestKubeRun(t *testing.T) {
 	srv := kubetest.StartT(t, kubetest.Options{Users: map[string]string{token: "system:serviceaccount:default:billing-baton"}})
 	var cfgData string
 	var grace int
-	for _, d := range applyDocs(t, srv, "kube-run.yaml") {
+	docs := applyDocs(t, srv, "kube-run.yaml")
+	pdbFor(t, "kube-run.yaml", docs)
+	for _, d := range docs {
 		switch d["kind"] {
 		case "ConfigMap":
 			cfgData, _ = get(d, "data", "baton.yaml").(string)
 		case "Deployment":
+			hardened(t, "kube-run.yaml", d, "baton")
 			grace, _ = get(d, "spec", "template", "spec", "terminationGracePeriodSeconds").(int)
 			if sa := get(d, "spec", "template", "spec", "serviceAccountName"); sa != "billing-baton" {
 				t.Errorf("the Deployment's serviceAccountName %v, want billing-baton", sa)
