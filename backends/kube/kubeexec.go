@@ -46,6 +46,7 @@ type execPlugin struct {
 	cfg    kcExec
 	server string
 
+	running sync.Mutex // held while the plugin runs: one run at a time
 	mu      sync.Mutex
 	tok     string
 	expires time.Time // zero: never
@@ -65,20 +66,43 @@ func newExecPlugin(cfg kcExec, dir, server string) (*execPlugin, error) {
 }
 
 func (p *execPlugin) token() (string, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.tok != "" && (p.expires.IsZero() || time.Until(p.expires) > execEarly) {
-		return p.tok, nil
+	if tok, fresh, valid := p.cached(); fresh {
+		return tok, nil
+	} else if valid && !p.running.TryLock() {
+		return tok, nil // another request runs the plugin; this token still holds
+	} else if !valid {
+		p.running.Lock()
+	}
+	defer p.running.Unlock()
+	if tok, fresh, _ := p.cached(); fresh {
+		return tok, nil // the run this request waited for got one
 	}
 	tok, exp, err := p.run()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if err != nil {
-		if p.tok != "" && time.Now().Before(p.expires) {
+		if p.tok != "" && (p.expires.IsZero() || time.Now().Before(p.expires)) {
 			return p.tok, nil // still valid a little longer
 		}
 		return "", err
 	}
 	p.tok, p.expires = tok, exp
 	return tok, nil
+}
+
+// cached is the token in hand: fresh while more than execEarly from its
+// expiry, valid until then.
+func (p *execPlugin) cached() (tok string, fresh, valid bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tok == "" {
+		return "", false, false
+	}
+	if p.expires.IsZero() {
+		return p.tok, true, true
+	}
+	left := time.Until(p.expires)
+	return p.tok, left > execEarly, left > 0
 }
 
 // run runs the plugin once: its ExecCredential's token and expiry.
