@@ -76,7 +76,7 @@ type kcUser struct {
 	dir          string
 }
 
-// kcContext is one context with its file's directory.
+// kcContext is one context: its cluster, user and namespace.
 type kcContext struct{ cluster, user, namespace string }
 
 // DefaultKubeconfigPaths are the files kubectl reads: $KUBECONFIG split
