@@ -59,6 +59,7 @@ type BackendFlags struct {
 	kubeconfig, kubeContext                              string
 	kubeInsecureSkipVerify                               bool
 	kubeTokenFrom                                        string // where openKube took the token from, for Explain
+	kubeContextUsed                                      string // the kubeconfig context openKube used, for Explain
 }
 
 // DefaultRedisAddr is --redis-addr when neither it nor --redis-sentinel

@@ -75,6 +75,7 @@ func (b *BackendFlags) kubeClientConfig() (kube.ClientConfig, string, error) {
 		return kube.ClientConfig{}, "", fmt.Errorf("%s: %w", flag, err)
 	}
 	b.kubeTokenFrom = fmt.Sprintf("the user of context %q in %s", kc.Context, kc.Source)
+	b.kubeContextUsed = kc.Context
 	return kc.Client, kc.Namespace, nil
 }
 
@@ -87,6 +88,10 @@ func (b *BackendFlags) Explain(err error) error {
 		return err
 	}
 	from := b.kubeTokenFrom
+	if b.kubeContextUsed != "" && b.kubeTokenFile == "" {
+		return fmt.Errorf("%w: the API server did not accept the credentials of %s: check them with "+
+			"kubectl --context %s auth whoami (an expired token, certificate or exec plugin login)", err, from, b.kubeContextUsed)
+	}
 	if from == "" {
 		from = "no token file"
 	}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/batonhq/baton/internal/kubetest"
 )
 
 // Where the kube backend reaches the API server, in order: --kube-server,
@@ -65,5 +67,25 @@ func TestKubeOpen_Precedence(t *testing.T) {
 	b = BackendFlags{kubeconfig: insecure, kubeInsecureSkipVerify: true}
 	if cc, _, err := b.kubeClientConfig(); err != nil || !cc.InsecureSkipVerify {
 		t.Errorf("an insecure cluster with --kube-insecure-skip-tls-verify: %+v, %v", cc, err)
+	}
+}
+
+// A kubeconfig user the API server does not accept (401) is named with
+// its context, and how to check it.
+func TestNode_KubeconfigUnauthorizedNamesTheContext(t *testing.T) {
+	s := kubetest.StartT(t, kubetest.Options{})
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	cfg := "current-context: dev\nclusters: [{name: k, cluster: {server: '" + s.URL + "', certificate-authority: '" + s.CAFile + "'}}]\n" +
+		"users: [{name: u, user: {token: not-a-token}}]\ncontexts: [{name: dev, context: {cluster: k, user: u}}]\n"
+	if err := os.WriteFile(kc, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	got := runErr(t, "election:\n  name: billing-jobs\nbackend:\n  kind: kube\n  kubeconfig: "+kc+"\n"+jobsTail)
+	t.Log(got)
+	for _, want := range []string{"401 Unauthorized", `the user of context "dev"`, "kubectl --context dev auth whoami"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("error does not say %q:\n%s", want, got)
+		}
 	}
 }
