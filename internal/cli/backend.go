@@ -110,7 +110,7 @@ func (b *BackendFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&b.redisCACert, "redis-cacert", "", "redis: CA certificate (PEM) that signed the server's certificate (default: the\nsystem roots)")
 	fs.StringVar(&b.redisCert, "redis-cert", "", "redis: client certificate (PEM), for servers with tls-auth-clients")
 	fs.StringVar(&b.redisKey, "redis-key", "", "redis: key (PEM) of --redis-cert")
-	fs.StringVar(&b.kubeServer, "kube-server", "", "kube: API server URL (default in a pod: its service account's)")
+	fs.StringVar(&b.kubeServer, "kube-server", "", "kube: API server URL (default in a pod: its service account's; else the kubeconfig's)")
 	fs.StringVar(&b.kubeTokenFile, "kube-token-file", "", "kube: file holding a bearer token, read again every minute (default in a pod:\nits service account's)")
 	fs.StringVar(&b.kubeCACert, "kube-cacert", "", "kube: CA certificate (PEM) of the API server (default in a pod: its service\naccount's; else the system roots)")
 	fs.BoolVar(&b.kubeInsecureHTTP, "kube-insecure-http", false, "kube: allow an http:// --kube-server, which sends the bearer token in clear\n(only behind a local proxy such as kubectl proxy)")
