@@ -64,7 +64,7 @@ func (t *termRun) startStep(jobs *control.Jobs, req *control.RunRequest, back *b
 			s, err := t.recordStart(r, jobs, *req)
 			if err != nil {
 				*back = !errors.Is(err, errRequestMoved)
-				t.h.log.Warn("run not started: its start could not be recorded", "job", r.job.Name, "request", req.ID, "token", t.token, "err", err)
+				t.h.log.Warn("run-now request not started: its start could not be recorded", "job", r.job.Name, "request", req.ID, "token", t.token, "err", err)
 				r.over = true
 				return
 			}
