@@ -1,6 +1,7 @@
 package history
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"time"
@@ -136,17 +137,9 @@ func Check(in Input) Report {
 		}
 	}
 
-	// 4. No two terms overlap in job starts: ordered by token, the starts
-	// of one term all come before the starts of the next.
-	ordered := spansByToken(in.Starts, func(s Start) (uint64, time.Time) { return s.Token, s.At })
-	for i := 1; i < len(ordered); i++ {
-		a, b := ordered[i-1], ordered[i]
-		if !b.first.At.After(a.last.At) {
-			r.add("overlap", "term %d (%s) started a run at %s (line %d), before term %d (%s) started its last at %s (line %d)",
-				b.token, b.first.Instance, b.first.At.Format(time.RFC3339Nano), b.first.Line,
-				a.token, a.last.Instance, a.last.At.Format(time.RFC3339Nano), a.last.Line)
-		}
-	}
+	// 4. No two terms overlap in job starts: ordered by token, every start
+	// of a term comes before each later term began (checkStartOrder).
+	checkStartOrder(&r, in.Starts, terms)
 
 	// 5. Handover and failover times.
 	excused := func(from, to time.Time) bool {
@@ -241,4 +234,52 @@ func killedAfter(faults []Fault, t Term, at time.Time) bool {
 		}
 	}
 	return false
+}
+
+// checkStartOrder enforces single starter by the order of the lines:
+// ordered by token, no term starts a run once a later term has begun, by
+// its "acquired leadership" line or by its first start, whichever came
+// first, whether or not that term ever ran anything. No slack: the later
+// term took the lease only once the backend could give it away, and by
+// then the earlier term started nothing (its deadline passed, the
+// process groups of its runs killed); the earlier term's line comes after
+// its decision, and the later term's after its acquisition.
+func checkStartOrder(r *Report, starts []Start, terms []Term) {
+	spans := map[uint64]*tokenSpan[Start]{}
+	var tokens []uint64
+	for _, sp := range spansByToken(starts, func(s Start) (uint64, time.Time) { return s.Token, s.At }) {
+		spans[sp.token] = sp
+		tokens = append(tokens, sp.token)
+	}
+	began := map[uint64]Term{} // terms is in start order: a token's first term
+	for _, t := range terms {
+		if _, dup := began[t.Token]; !dup {
+			began[t.Token] = t
+			tokens = append(tokens, t.Token)
+		}
+	}
+	slices.Sort(tokens)
+	tokens = slices.Compact(tokens)
+	var latest *tokenSpan[Start] // the earlier term whose starts reach furthest
+	for _, k := range tokens {
+		sp := spans[k]
+		var from time.Time
+		var who, how string
+		if sp != nil {
+			from, who = sp.first.At, sp.first.Instance
+			how = fmt.Sprintf("started a run at %s (line %d)", sp.first.At.Format(time.RFC3339Nano), sp.first.Line)
+		}
+		if t, ok := began[k]; ok && (sp == nil || t.Start.Before(from)) {
+			from, who = t.Start, t.Instance
+			how = "began at " + t.Start.Format(time.RFC3339Nano)
+		}
+		if latest != nil && !from.After(latest.last.At) {
+			a := latest.last
+			r.add("overlap", "term %d (%s) %s, before term %d (%s) started its last run at %s (line %d)",
+				k, who, how, latest.token, a.Instance, a.At.Format(time.RFC3339Nano), a.Line)
+		}
+		if sp != nil && (latest == nil || sp.last.At.After(latest.last.At)) {
+			latest = sp
+		}
+	}
 }

@@ -196,6 +196,19 @@ var injections = []injection{
 		in.Ends = append(in.Ends, End{Job: s.Job, Tick: s.Tick, Token: s.Token, Instance: s.Instance, At: s.At.Add(time.Millisecond), Line: s.Line})
 		return true
 	}, func(rep Report) int { return rep.OutsideTerm }},
+	{"overlap", func(r *rand.Rand, in *Input) bool {
+		// A deposed term starts a run as the next term begins, before
+		// that term's first start.
+		if len(in.Terms) < 2 {
+			return false
+		}
+		i := r.IntN(len(in.Terms) - 1)
+		d, n := in.Terms[i], in.Terms[i+1]
+		at := n.Start
+		in.Starts = append(in.Starts, Start{Job: "x", Tick: at.Truncate(time.Second), Token: d.Token, Instance: d.Instance, At: at, Line: len(in.Starts) + 1})
+		in.Ends = append(in.Ends, End{Job: "x", Tick: at.Truncate(time.Second), Token: d.Token, Instance: d.Instance, At: at, Line: len(in.Starts)})
+		return true
+	}, func(rep Report) int { return rep.Overlaps }},
 	{"early-start", func(r *rand.Rand, in *Input) bool {
 		// A scheduled run writes its first line before its tick.
 		i := pick(r, len(in.Starts), func(i int) bool { return !in.Starts[i].CatchUp })
