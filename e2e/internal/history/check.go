@@ -208,7 +208,7 @@ func Check(in Input) Report {
 
 	// 4b. No two terms' runs execute at the same time, by the jobs' own
 	// records; 4c. no run starts after an acknowledged pause.
-	checkTermOverlap(&r, in.Records)
+	checkTermOverlap(&r, runLines(in))
 	checkPauses(&r, in.Starts, in.Pauses, in.Slack, in.Faults, append(slices.Clip(in.Frozen), in.ClockSteps...))
 
 	// 6. Every tick in the window is run or accounted for by the policy.

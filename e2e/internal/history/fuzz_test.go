@@ -183,6 +183,17 @@ var injections = []injection{
 		in.Records = append(in.Records, Record{Kind: "H", Job: s.Job, Tick: s.Tick, Token: s.Token, Instance: s.Instance, At: n.At.Add(time.Millisecond)})
 		return true
 	}, func(rep Report) int { return rep.TermOverlaps }},
+	{"term-overlap", func(r *rand.Rand, in *Input) bool {
+		// A run of an earlier term ends after the next term's first
+		// start, and the history keeps only the S and E lines.
+		i := pick(r, len(in.Starts), func(i int) bool { return nextStart(in, in.Starts[i].Token) != nil })
+		if i < 0 {
+			return false
+		}
+		in.Ends[i].At = nextStart(in, in.Starts[i].Token).At.Add(time.Millisecond)
+		in.Records = nil
+		return true
+	}, func(rep Report) int { return rep.TermOverlaps }},
 	{"outside-term", func(r *rand.Rand, in *Input) bool {
 		// A deposed term starts a run after the next term's first start.
 		i := pick(r, len(in.Starts), func(i int) bool { return nextStart(in, in.Starts[i].Token) != nil })

@@ -106,7 +106,7 @@ func (inj injection) apply(r *rand.Rand, in Input) (Input, Report, bool) {
 	if !inj.inject(r, &bad) {
 		return bad, Report{}, false
 	}
-	if inj.kind != "term-overlap" { // it writes its own record
+	if inj.kind != "term-overlap" { // it sets its own records
 		bad.Records = records(bad.Starts, bad.Ends)
 	}
 	return bad, Check(bad), true

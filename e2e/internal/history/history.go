@@ -146,7 +146,8 @@ type Input struct {
 	// for (ticks near the edges are not judged).
 	From, To time.Time
 	// Ends are the "E" lines: a graceful term's runs must all have ended
-	// by its release (the drain). Nil skips that check.
+	// by its release (the drain; nil skips that check), and no run's end
+	// comes after a later term's first line (Records).
 	Ends []End
 	// Misfires are ticks the instances logged as not started, and why.
 	Misfires []Misfire
@@ -193,7 +194,9 @@ type Input struct {
 	Excused []Interval
 	// Records are every line the jobs' processes (and the sidecars'
 	// applications) wrote while their runs executed (see Record): runs
-	// of two terms must never execute at the same time. Nil skips it.
+	// of two terms must never execute at the same time. The S and E
+	// lines (Starts, Ends) are judged with them, whether or not Records
+	// holds them too.
 	Records []Record
 	// Heartbeats are, by job, the time its process sleeps between two
 	// heartbeat records (H) of a run. A longer gap is a stall of its

@@ -3,6 +3,7 @@ package history
 import (
 	"bytes"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -55,6 +56,20 @@ type Pause struct {
 	Acked   time.Time
 	Resumed time.Time
 	Via     string // the instance that answered, for the report
+}
+
+// runLines returns every line the jobs wrote while their runs executed:
+// the Records, and the S and E lines (Starts, Ends), which a history may
+// hold without them.
+func runLines(in Input) []Record {
+	out := slices.Clip(in.Records)
+	for _, s := range in.Starts {
+		out = append(out, Record{Kind: "S", Job: s.Job, Tick: s.Tick, Token: s.Token, Instance: s.Instance, At: s.At, Line: s.Line})
+	}
+	for _, e := range in.Ends {
+		out = append(out, Record{Kind: "E", Job: e.Job, Tick: e.Tick, Token: e.Token, Instance: e.Instance, At: e.At, Line: e.Line})
+	}
+	return out
 }
 
 // checkTermOverlap enforces that runs of different terms never execute

@@ -36,7 +36,7 @@ type Report struct {
 	CatchUpCovers int
 	Drains        int // runs of a graceful term still going at its release
 	// TermOverlaps counts the terms whose first record came before the
-	// last record of an earlier term (Input.Records).
+	// last record of an earlier term (Input.Records, Starts and Ends).
 	TermOverlaps int
 	// AfterPause counts the runs started after an acknowledged pause.
 	AfterPause  int
