@@ -134,6 +134,14 @@ type Policy struct {
 	Every   time.Duration // the job runs on a fixed period ("@every")
 	Misfire string        // skip, run-once, run-all
 	Grace   time.Duration
+	// Epoch: the ticks are the instants that are whole multiples of
+	// Every since 1970-01-01T00:00:00Z, plus Offset, the same for every
+	// term (an "@every" anchored on the Unix epoch). Unset, they are the
+	// whole multiples of Every since Go's zero time (time.Truncate),
+	// which are the same instants for a period that divides a day, as
+	// the suite's cron schedules do; Offset is then unused.
+	Epoch  bool
+	Offset time.Duration
 }
 
 // Input is everything the checker looks at.

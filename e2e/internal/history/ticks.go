@@ -270,8 +270,7 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 		}
 		return "", nil // every term after t was skipped: nobody after it
 	}
-	from := in.From.Truncate(p.Every).Add(p.Every)
-	for t := from; !t.After(in.To); t = t.Add(p.Every) {
+	for t := firstTick(p, in.From); !t.After(in.To); t = t.Add(p.Every) {
 		if ran(t) {
 			continue
 		}
@@ -388,4 +387,18 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 				job, t.Format(time.RFC3339Nano), lead, p.Grace, next.Token, next.Instance, next.Start.Format(time.RFC3339Nano), p.Misfire, unwritten(in, job, t, p.Grace))
 		}
 	}
+}
+
+// firstTick returns the first tick of p after from (see Policy.Epoch).
+func firstTick(p Policy, from time.Time) time.Time {
+	if !p.Epoch {
+		return from.Truncate(p.Every).Add(p.Every)
+	}
+	base := time.Unix(0, 0).Add(p.Offset)
+	since := from.Sub(base)
+	k := since / p.Every
+	if since < 0 && since%p.Every != 0 {
+		k-- // the tick at or before from, before the base too
+	}
+	return base.Add((k + 1) * p.Every)
 }
