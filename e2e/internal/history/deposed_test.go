@@ -60,3 +60,50 @@ func TestCheck_DeposedTermStartsAfterTheNextBegan(t *testing.T) {
 		t.Fatalf("a's last run before c began: %v", r.Violations)
 	}
 }
+
+// The later term's beginning is the first of its line and its first
+// start (a run may start within the slack before the line); each earlier
+// term is judged by its furthest start, whichever term it is; a token
+// logged for two terms began with the first of them.
+func TestCheck_StartOrderEdges(t *testing.T) {
+	overlap := func(r Report) string { // the first overlap's detail
+		for _, v := range r.Violations {
+			if v.Kind == "overlap" {
+				return v.Detail
+			}
+		}
+		return ""
+	}
+	// b starts a run of k at 12.45 s, before its line at 12.5 s; a's last
+	// run at 12.47 s.
+	in := withOther(deposed(12.47))
+	in.Starts = append(in.Starts, Start{Job: "k", Tick: at(12), Token: 20, Instance: "b", At: at(12.45), Line: 95})
+	r := Check(in)
+	if r.Overlaps != 1 || !strings.Contains(overlap(r), "term 20 (b) started a run at "+at(12.45).Format(time.RFC3339Nano)+" (line 95)") {
+		t.Errorf("b's first start before a's last, both before b's line: %d overlaps, %v; want one, at b's start", r.Overlaps, r.Violations)
+	}
+	// a runs 1..5 and is killed at 5.2 s; c leads from 5.5 s and runs
+	// 6..10; b begins at 10.0 s, before c's run of 10.
+	in = clean()
+	in.Terms[0].Stop = at(5.2)
+	in.Terms = []Term{in.Terms[0], {Instance: "c", Token: 15, Start: at(5.5), Stop: at(10.2), Killed: true}, in.Terms[1]}
+	in.Terms[2].Start = at(10)
+	for i := range in.Starts {
+		if s := &in.Starts[i]; s.Token == 10 && s.Tick.After(at(5)) {
+			s.Token, s.Instance = 15, "c"
+		}
+	}
+	r = Check(in)
+	if r.Overlaps != 1 || !strings.Contains(overlap(r), "before term 15 (c) started its last run at "+at(10.001).Format(time.RFC3339Nano)) {
+		t.Errorf("b began before c's last start: %d overlaps, %v; want one, against c", r.Overlaps, r.Violations)
+	}
+	// Token 15 logged for x at 12.4 s and again for y at 13 s: a's run at
+	// 12.45 s came after x began.
+	in = deposed(12.45)
+	in.Terms = append(in.Terms, Term{Instance: "x", Token: 15, Start: at(12.4), Stop: at(12.45), Lost: at(12.45)},
+		Term{Instance: "y", Token: 15, Start: at(13), Stop: at(13.05), Lost: at(13.05)})
+	r = Check(in)
+	if r.Overlaps != 1 || !strings.Contains(overlap(r), "term 15 (x) began at "+at(12.4).Format(time.RFC3339Nano)) {
+		t.Errorf("a's run after the first term with token 15 began: %d overlaps, %v; want one, against x", r.Overlaps, r.Violations)
+	}
+}
