@@ -118,3 +118,17 @@ func unwritten(in Input, job string, t time.Time, grace time.Duration) string {
 	}
 	return out
 }
+
+// firstTick returns the first tick of p after from (see Policy.Epoch).
+func firstTick(p Policy, from time.Time) time.Time {
+	if !p.Epoch {
+		return from.Truncate(p.Every).Add(p.Every)
+	}
+	base := time.Unix(0, 0).Add(p.Offset)
+	since := from.Sub(base)
+	k := since / p.Every
+	if since < 0 && since%p.Every != 0 {
+		k-- // the tick at or before from, before the base too
+	}
+	return base.Add((k + 1) * p.Every)
+}

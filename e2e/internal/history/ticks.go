@@ -26,7 +26,8 @@ import (
 //     policy is skip, or one of its catch-up runs says it stands for the
 //     tick (from Start.CatchUpFrom through its own tick; run-all: its own
 //     tick only), or it logged that its catch-up failed, or that a
-//     catch-up tick's claim failed, or the term before was killed within
+//     catch-up tick's claim failed (a tick at or before its start; a
+//     later one is its loop's), or the term before was killed within
 //     the slack around the tick (its claim may have landed and the run
 //     not started: at most once) and the next term logged that it read
 //     a last claim at or after the tick. A claim is never read from a
@@ -387,18 +388,4 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 				job, t.Format(time.RFC3339Nano), lead, p.Grace, next.Token, next.Instance, next.Start.Format(time.RFC3339Nano), p.Misfire, unwritten(in, job, t, p.Grace))
 		}
 	}
-}
-
-// firstTick returns the first tick of p after from (see Policy.Epoch).
-func firstTick(p Policy, from time.Time) time.Time {
-	if !p.Epoch {
-		return from.Truncate(p.Every).Add(p.Every)
-	}
-	base := time.Unix(0, 0).Add(p.Offset)
-	since := from.Sub(base)
-	k := since / p.Every
-	if since < 0 && since%p.Every != 0 {
-		k-- // the tick at or before from, before the base too
-	}
-	return base.Add((k + 1) * p.Every)
 }
