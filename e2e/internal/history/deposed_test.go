@@ -97,6 +97,15 @@ func TestCheck_StartOrderEdges(t *testing.T) {
 	if r.Overlaps != 1 || !strings.Contains(overlap(r), "before term 15 (c) started its last run at "+at(10.001).Format(time.RFC3339Nano)) {
 		t.Errorf("b began before c's last start: %d overlaps, %v; want one, against c", r.Overlaps, r.Violations)
 	}
+	// c leads from 12.4 s and starts a run at 12.45 s, inside a's (last
+	// at 12.55 s); b begins at 12.5 s: both overlap a, whose starts
+	// reach further than c's.
+	in = deposed(12.55)
+	in.Terms = append(in.Terms, Term{Instance: "c", Token: 15, Start: at(12.4), Stop: at(12.46), Lost: at(12.46)})
+	in.Starts = append(in.Starts, Start{Job: "j", Tick: at(12), Token: 15, Instance: "c", At: at(12.45), Line: 96})
+	if r := Check(in); r.Overlaps != 2 {
+		t.Errorf("c and b each began before a's last start: %d overlaps, %v; want 2", r.Overlaps, r.Violations)
+	}
 	// Token 15 logged for x at 12.4 s and again for y at 13 s: a's run at
 	// 12.45 s came after x began.
 	in = deposed(12.45)
