@@ -127,8 +127,8 @@ func firstTick(p Policy, from time.Time) time.Time {
 	base := time.Unix(0, 0).Add(p.Offset)
 	since := from.Sub(base)
 	k := since / p.Every
-	if since < 0 && since%p.Every != 0 {
-		k-- // the tick at or before from, before the base too
+	if since%p.Every < 0 {
+		k-- // before the base: the tick at or before from, not after it
 	}
 	return base.Add((k + 1) * p.Every)
 }
