@@ -67,6 +67,8 @@ func (sc *scenario) check(from, to time.Time) string {
 		sc.sidecar.mu.Unlock()
 	} else {
 		in.Jobs["drain"] = history.Policy{Every: 3 * time.Second, Misfire: "run-once", Grace: be.grace}
+		in.Jobs["session"] = history.Policy{Every: 4 * time.Second, Misfire: "run-once", Grace: be.grace}
+		in.Jobs["interval"] = history.Policy{Every: intervalEvery, Epoch: true, Misfire: "run-once", Grace: be.grace}
 	}
 	switch {
 	case sc.lane > 0:

@@ -24,7 +24,9 @@ import (
 // on kill -9 of its node, the job's guard); and the operator's jobs
 // (operator_test.go):
 // "paused", every 3 s with a jitter of 2.5 s, and "manual", run only when
-// asked, whose start line ends with the run-now request's id.
+// asked, whose start line ends with the run-now request's id; "session",
+// whose work runs in a new session (sessionScript); and "interval", an
+// @every job on the epoch (intervalEvery).
 func jobsFile(be *backend, runs string) string {
 	rec := func(kind string) string { return runLine(kind, runs, "${BATON_CATCH_UP_FROM:-$BATON_CATCH_UP}") }
 	return electionHead(be) + fmt.Sprintf(`  - name: tick
@@ -59,8 +61,41 @@ func jobsFile(be *backend, runs string) string {
     command: |
       %[5]s
       %[2]s
-`, rec("S"), rec("E"), be.grace, indent(drainScript(runs), "      "), runLine("S", runs, "${BATON_REQUEST_ID:--}"))
+  - name: session
+    schedule: "*/4 * * * * *"
+    command: |
+      setsid sh -c '%[6]s' &
+      wait $!
+    misfire: run-once
+    misfire_grace: %[3]v
+  - name: interval
+    schedule: "@every %[7]v"
+    command: |
+      %[1]s
+      %[2]s
+    misfire: run-once
+    misfire_grace: %[3]v
+`, rec("S"), rec("E"), be.grace, indent(drainScript(runs), "      "), runLine("S", runs, "${BATON_REQUEST_ID:--}"),
+		sessionScript(runs), intervalEvery)
 }
+
+// sessionScript is the "session" job's work, which its command starts in
+// a session of its own (setsid), out of the process group that a kill of
+// the job's group reaches: a start line, 2.5 s of work, an end line. Only
+// a kill of every descendant of the run (a cgroup, or the subreaper's
+// search) keeps its end line from coming after the next term began.
+func sessionScript(runs string) string {
+	rec := func(kind string) string {
+		return strings.ReplaceAll(runLine(kind, runs, "${BATON_CATCH_UP_FROM:-$BATON_CATCH_UP}"), "'", `'"'"'`)
+	}
+	return rec("S") + "; sleep 2.5; " + rec("E")
+}
+
+// intervalEvery is the "interval" job's @every period: longer than the
+// time between two of the scenario's leadership changes, so that a phase
+// that started over with each term would never fire. Its ticks are the
+// multiples of the period since the Unix epoch, whoever leads.
+const intervalEvery = 11 * time.Second
 
 // runLine is the shell line with which a job appends its start (kind S)
 // or end (E) line to runs: the job, tick, token, instance, the time in
