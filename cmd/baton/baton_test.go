@@ -85,6 +85,18 @@ func TestHelp_ListsEveryCommand(t *testing.T) {
 	}
 }
 
+// `baton --version` answers as `baton version` does. The stamped version,
+// commit and date are checked on a release build (tools/release).
+func TestVersion_FlagAndStamps(t *testing.T) {
+	v, _, code := runBaton(t, "version")
+	if code != 0 {
+		t.Fatalf("baton version: status %d", code)
+	}
+	if out, errOut, code := runBaton(t, "--version"); code != 0 || out != v {
+		t.Errorf("baton --version: status %d, %q (stderr %q), want %q", code, out, errOut, v)
+	}
+}
+
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

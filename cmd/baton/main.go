@@ -53,7 +53,7 @@ config file (--config, $BATON_CONFIG or ./baton.yaml), else ` + defaultNode + `)
   standby    the node stops campaigning (it keeps leading until step-down)
   eligible   the node campaigns again
 
-  version    the version of this binary
+  version    this binary's version, commit and build date (also --version)
   help       this text
 
 "baton COMMAND -h" lists the flags of a command. The admin commands send the
@@ -81,7 +81,7 @@ var commands = map[string]func(ctx context.Context, args []string, stdout, stder
 		return runEligible(ctx, "eligible", a, o, e)
 	},
 	"version": func(_ context.Context, _ []string, stdout, _ io.Writer) error {
-		fmt.Fprintln(stdout, "baton", cli.Version())
+		fmt.Fprintln(stdout, cli.VersionLine())
 		return nil
 	},
 }
@@ -97,6 +97,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
+	case "--version", "-version":
+		args = []string{"version"}
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {

@@ -226,8 +226,12 @@ func (p *Program) Node(ctx context.Context, sub string, args []string, stdout, s
 // version is the module version the binary was built from, or "devel".
 func version() string { return Version() }
 
-// Version is the module version the binary was built from, or "devel".
+// Version is the version a release stamped in (version.go), else the
+// module version the binary was built from, or "devel".
 func Version() string {
+	if stampVersion != "" {
+		return stampVersion
+	}
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		return bi.Main.Version
 	}
