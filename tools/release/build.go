@@ -6,8 +6,10 @@ import (
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,10 +76,10 @@ func (a *Artifacts) Files() []string {
 // Build builds plan's artifacts into out (emptied first), one step per
 // artifact, logging each step to log.
 func Build(m Meta, plan Plan, out string, log io.Writer) (*Artifacts, error) {
-	if err := os.RemoveAll(out); err != nil {
+	work := filepath.Join(out, ".work")
+	if err := emptyOut(out, work); err != nil {
 		return nil, err
 	}
-	work := filepath.Join(out, ".work")
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return nil, err
 	}
@@ -146,6 +148,22 @@ func Build(m Meta, plan Plan, out string, log io.Writer) (*Artifacts, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// emptyOut empties out, which must be missing, empty, or a folder an
+// earlier build wrote (it holds work): never a folder of something else.
+func emptyOut(out, work string) error {
+	entries, err := os.ReadDir(out)
+	if errors.Is(err, fs.ErrNotExist) || err == nil && len(entries) == 0 {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("out %s: %w", out, err)
+	}
+	if _, err := os.Stat(work); err != nil {
+		return fmt.Errorf("out %s: not empty, and not a folder this program wrote (no %s): refusing to empty it", out, filepath.Base(work))
+	}
+	return os.RemoveAll(out)
 }
 
 // GoBuild builds cmd/baton for t, static, with the version, commit and
