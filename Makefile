@@ -4,7 +4,7 @@
 # and the clustered e2e runs use them.
 GO ?= go
 
-.PHONY: test vet fmt-check tools demo soak bench fuzz mutate
+.PHONY: test vet fmt-check tools demo soak bench fuzz mutate dist
 
 # Two tiers. The fast tier is `go test ./...`: the e2e fault suite skips
 # there unless BATON_E2E=1. `make test` runs both, and gofmt, go vet and
@@ -74,6 +74,16 @@ tools:
 
 demo:
 	$(GO) run ./cmd/demo cluster
+
+# The release's artifacts in dist/ (tools/release, its own module): a
+# tar.gz per target (linux and darwin, amd64 and arm64) with the version
+# (VERSION), commit and date stamped in, a CycloneDX SBOM each, a .deb and
+# an .rpm per Linux architecture, the image (an OCI layout in dist/oci and
+# a `docker load` tarball per architecture) and SHA256SUMS. Not part of
+# `make test`, which builds and checks the linux/amd64 archive, .deb and
+# image on the same path (tools/release/release_test.go).
+dist:
+	cd tools/release && $(GO) run . -out $(CURDIR)/dist
 
 # Benchmarks beside the tools users would otherwise pick (bench/, its own
 # module): writes docs/benchmarks.md. About 10 minutes on 2 cores.

@@ -118,6 +118,11 @@ bg="$bg $vet"
 nice -n 19 env GO="$GO" sh tools/fuzz.sh "$FUZZTIME" >"$tmp/fuzz.log" 2>&1 &
 fuzz=$!
 bg="$bg $fuzz"
+# The release's single-target build (tools/release, its own module): the
+# linux/amd64 archive, .deb and image, each run and checked.
+nice -n 15 sh -c "cd tools/release && $GO vet ./... && $GO test -race -count=1 -timeout 30m ./..." >"$tmp/release.log" 2>&1 &
+release=$!
+bg="$bg $release"
 (cd e2e && BATON_E2E=1 $GO test -race -count=1 -timeout 15m)
 say "e2e passed"
 finish "$midpid" mid
@@ -140,5 +145,6 @@ say "packages that start a tool passed"
 finish "$e2ekube" e2ekube
 
 finish "$vet" vet
+finish "$release" release
 finish "$fuzz" fuzz
 say "all passed"
