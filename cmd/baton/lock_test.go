@@ -468,8 +468,13 @@ func lockLossTrial(t *testing.T, addr string, flags func(string) []string, name,
 	}
 	t.Cleanup(func() { proxy.Close() })
 	env := append(append(os.Environ(), "F="+file, "P="+pids), extraEnv...)
+	// TTL 5 s: a SafetyMargin of 1 s, half of which is what the lost
+	// holder has to deliver its SIGKILL and see its processes gone before
+	// the lease could pass (election.GoneBy). With TTL 2 s (250 ms), under
+	// ci-loaded, a cgroup's processes were still there 300 ms after the
+	// GoneBy instant, when the next holder's command started.
 	args := func(a, id string) []string {
-		return append(append([]string{"lock"}, flags(a)...), "--ttl=2s", "--id="+id, name, "--", "sh", "-c", script)
+		return append(append([]string{"lock"}, flags(a)...), "--ttl=5s", "--id="+id, name, "--", "sh", "-c", script)
 	}
 	old := startLock(t, env, args(proxy.Addr(), "old")...)
 	t.Cleanup(func() {
