@@ -1,20 +1,3 @@
-// Package baton runs each scheduled job of a service once, on whichever
-// of its instances leads an election on etcd, Consul, Redis, PostgreSQL
-// or MySQL/MariaDB.
-//
-// New wires an election (package election), the scheduler that runs the
-// jobs while this instance leads (package schedulerhost), the backend's
-// ledger of claimed ticks and its control store (pauses, runs now), and
-// Prometheus metrics, once:
-//
-//	b, err := baton.New(baton.Config{Backend: backend, Election: "reports", Jobs: jobs})
-//	...
-//	err = b.Run(ctx) // campaigns; leads; on ctx's end drains, releases, returns
-//
-// Handler serves the HTTP API (status, /metrics, /healthz, /readyz, the
-// admin endpoints); Healthy and Ready are its verdicts as calls. Those who
-// compose by hand use election.New, schedulerhost.New and node.New, which
-// New uses.
 package baton
 
 import (

@@ -1,0 +1,22 @@
+// Package baton runs each scheduled job of a service once, on whichever
+// of its instances leads an election. The election is kept in etcd
+// (backends/etcd), Consul (backends/consul), Redis (backends/redis),
+// PostgreSQL or MySQL/MariaDB (backends/sql/postgres, backends/sql/mysql)
+// or a Kubernetes Lease (backends/kube); backends/memory keeps it in one
+// process, for tests.
+//
+// New wires an election (package election), the scheduler that runs the
+// jobs while this instance leads (package schedulerhost), the backend's
+// ledger of claimed ticks and its control store (pauses, runs now), and
+// Prometheus metrics, once:
+//
+//	b, err := baton.New(baton.Config{Backend: backend, Election: "reports", Jobs: jobs})
+//	...
+//	err = b.Run(ctx) // campaigns; leads; on ctx's end drains, releases, returns
+//
+// Handler serves the HTTP API (status, /metrics, /healthz, /readyz, the
+// admin endpoints); Healthy and Ready are its verdicts as calls. Those who
+// compose by hand use election.New, schedulerhost.New and node.New, which
+// New uses. Main is a whole program's life as one instance: New, then Run
+// until SIGINT or SIGTERM.
+package baton
