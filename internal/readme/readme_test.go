@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"go/parser"
+	"go/token"
 	"io"
 	"log"
 	"os"
@@ -15,6 +17,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -97,22 +100,34 @@ func TestREADMEShowsExample(t *testing.T) {
 	}
 }
 
-// backendNames is how the README's first paragraph names the store of
-// each backend package. A new backend needs a row here, and its name in
-// that paragraph.
-var backendNames = map[string][]string{
-	"backends/etcd":         {"etcd"},
-	"backends/consul":       {"Consul"},
-	"backends/redis":        {"Redis"},
-	"backends/sql/postgres": {"PostgreSQL"},
-	"backends/sql/mysql":    {"MySQL/MariaDB"},
-	"backends/memory":       {"in memory"},
-	"backends/kube":         {"Kubernetes Lease"},
-	"backends/sql":          nil, // the dialects name it
+// backendNames is how the docs name each backend package. A new backend
+// needs a row here, and its names where the row says.
+var backendNames = map[string]backendDoc{
+	"backends/etcd":         {front: []string{"etcd"}, pkgDoc: []string{"etcd"}, kind: "etcd", code: "backends/etcd"},
+	"backends/consul":       {front: []string{"Consul"}, pkgDoc: []string{"Consul"}, kind: "consul", code: "backends/consul"},
+	"backends/redis":        {front: []string{"Redis"}, pkgDoc: []string{"Redis"}, kind: "redis", code: "backends/redis"},
+	"backends/sql/postgres": {front: []string{"PostgreSQL"}, pkgDoc: []string{"PostgreSQL"}, kind: "postgres", code: "backends/sql"},
+	"backends/sql/mysql":    {front: []string{"MySQL/MariaDB"}, pkgDoc: []string{"MySQL/MariaDB"}, kind: "mysql", code: "backends/sql"},
+	"backends/memory":       {front: []string{"in memory"}, pkgDoc: []string{"backends/memory"}}, // for tests: no kind, not in the guarantee rows
+	"backends/kube":         {front: []string{"Kubernetes Lease"}, pkgDoc: []string{"Kubernetes"}, kind: "kube", code: "backends/kube"},
+	"backends/sql":          {code: "backends/sql"}, // the dialects name it
+}
+
+// backendDoc is how the docs name one backend package.
+type backendDoc struct {
+	front  []string // in the README's first paragraph
+	pkgDoc []string // in the root package's comment (doc.go)
+	kind   string   // in the README's sidecar config: backend.kind and its comment
+	code   string   // the folder rows 2 (fencing token) and 3 (once per tick) of docs/ARCHITECTURE.md's guarantee table point into
 }
 
 // TestREADME_Front checks the README's size (at most 300 lines) and that
-// its first paragraph names the store of every backend package.
+// every backend package (go list backends/...) is named where
+// backendNames says: in the README's first paragraph, in the root
+// package's comment, among the kinds of the README's sidecar config
+// (`kind: etcd  # or ...`), and in the rows of docs/ARCHITECTURE.md's
+// guarantee table that say where each backend makes its fencing token and
+// checks its claims.
 func TestREADME_Front(t *testing.T) {
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
@@ -125,6 +140,13 @@ func TestREADME_Front(t *testing.T) {
 		t.Errorf("README.md has %d lines, want at most 300", n)
 	}
 	para := firstParagraph(text)
+	pkgDoc := rootPackageDoc(t, root)
+	kinds := sidecarKinds(t, text)
+	arch, err := os.ReadFile(filepath.Join(root, "docs", "ARCHITECTURE.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := guaranteeRows(t, string(arch), "2. Fencing token", "3. Once per tick")
 	out, err := exec.Command("go", "list", "github.com/batonhq/baton/backends/...").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
@@ -138,15 +160,100 @@ func TestREADME_Front(t *testing.T) {
 			continue
 		}
 		n++
-		for _, name := range names {
+		for _, name := range names.front {
 			if !strings.Contains(para, name) {
 				t.Errorf("README's first paragraph does not name %q (%s):\n%s", name, rel, para)
+			}
+		}
+		for _, name := range names.pkgDoc {
+			if !strings.Contains(pkgDoc, name) {
+				t.Errorf("the root package's comment does not name %q (%s):\n%s", name, rel, pkgDoc)
+			}
+		}
+		if names.kind != "" && !kinds[names.kind] {
+			t.Errorf("README's sidecar config does not name the kind %q (%s) in `kind: ... # or ...`", names.kind, rel)
+		}
+		for title, row := range rows {
+			if names.code != "" && !strings.Contains(row, names.code) {
+				t.Errorf("docs/ARCHITECTURE.md's guarantee row %q does not point into %s (%s)", title, names.code, rel)
 			}
 		}
 	}
 	if n < 6 {
 		t.Errorf("go list found %d backend packages, want at least 6", n)
 	}
+}
+
+// rootPackageDoc is the root package's comment, its words joined by one
+// space. Exactly one of the package's files may carry it.
+func rootPackageDoc(t *testing.T, root string) string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(root, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs, in []string
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.PackageClauseOnly|parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if af.Doc != nil {
+			docs = append(docs, strings.Join(strings.Fields(af.Doc.Text()), " "))
+			in = append(in, filepath.Base(f))
+		}
+	}
+	if len(docs) != 1 {
+		t.Fatalf("the root package's comment is in %d files (%v), want 1", len(docs), in)
+	}
+	return docs[0]
+}
+
+// sidecarKinds returns the backend kinds the README's sidecar config
+// names on its `kind:` line: the value and the words of its comment.
+func sidecarKinds(t *testing.T, readme string) map[string]bool {
+	t.Helper()
+	for _, line := range strings.Split(readme, "\n") {
+		value, comment, ok := strings.Cut(strings.TrimSpace(line), "#")
+		if !ok || !strings.HasPrefix(value, "kind:") {
+			continue
+		}
+		kinds := map[string]bool{}
+		for _, w := range strings.FieldsFunc(strings.TrimPrefix(value, "kind:")+" "+comment, func(r rune) bool {
+			return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+		}) {
+			kinds[w] = true
+		}
+		return kinds
+	}
+	t.Fatal("README.md: no `kind: ... # or ...` line in the sidecar config")
+	return nil
+}
+
+// guaranteeRows returns the rows of docs/ARCHITECTURE.md's table "Where
+// each guarantee is enforced" whose first cell is one of titles.
+func guaranteeRows(t *testing.T, arch string, titles ...string) map[string]string {
+	t.Helper()
+	_, table, ok := strings.Cut(arch, "\n## Where each guarantee is enforced\n")
+	if !ok {
+		t.Fatal("docs/ARCHITECTURE.md: no section \"Where each guarantee is enforced\"")
+	}
+	table, _, _ = strings.Cut(table, "\n## ")
+	rows := map[string]string{}
+	for _, title := range titles {
+		for _, line := range strings.Split(table, "\n") {
+			if strings.HasPrefix(line, "| "+title+" |") {
+				rows[title] = line
+			}
+		}
+		if rows[title] == "" {
+			t.Fatalf("docs/ARCHITECTURE.md: the guarantee table has no row %q", title)
+		}
+	}
+	return rows
 }
 
 // firstParagraph is the README's text from the line after the title to
