@@ -136,6 +136,9 @@ func New(cfg Config) (*Baton, error) {
 	if cfg.Tune != nil {
 		cfg.Tune(&Parts{Host: &hcfg, Election: &ecfg, Node: &ncfg})
 	}
+	// A term won while the application's hold began steps down as the
+	// application's step-down does (node.Config.App).
+	ecfg.HoldCooldown = ncfg.StepDownCooldown
 	host, err := schedulerhost.New(hcfg)
 	if err != nil {
 		return nil, err

@@ -22,6 +22,13 @@ type Config struct {
 	// ReleaseTimeout bounds the release at the end of a term. Zero means
 	// 5 s.
 	ReleaseTimeout time.Duration
+	// HoldCooldown is the cooldown of a term won while a Hold is in
+	// effect (the campaign had succeeded when the hold began): the
+	// Elector steps it down at once, before the lead function is called,
+	// so that lead finds its context already ended (with a HoldError),
+	// and does not campaign again for this long. Zero means no cooldown;
+	// it must not be negative.
+	HoldCooldown time.Duration
 	// Logger receives transitions (Info) and failed attempts to acquire
 	// (Warn at once, then at most once a minute for the same error; the
 	// others at Debug). Nil means slog.Default().
@@ -81,6 +88,9 @@ func (c Config) Validate() error {
 	}
 	if c.ReleaseTimeout < 0 {
 		errs = append(errs, fmt.Errorf("ReleaseTimeout %v: must be positive", c.ReleaseTimeout))
+	}
+	if c.HoldCooldown < 0 {
+		errs = append(errs, fmt.Errorf("HoldCooldown %v: must not be negative", c.HoldCooldown))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("election: invalid config: %w", err)

@@ -21,6 +21,8 @@ func TestConfig_Validate(t *testing.T) {
 		{"no backend", election.Config{Identity: election.Identity{ID: "n1"}}, []string{"Backend: required"}},
 		{"negative durations", election.Config{Backend: b, Identity: election.Identity{ID: "n1"}, RetryPeriod: -time.Second, ReleaseTimeout: -time.Second},
 			[]string{"RetryPeriod -1s", "ReleaseTimeout -1s"}},
+		{"negative hold cooldown", election.Config{Backend: b, Identity: election.Identity{ID: "n1"}, HoldCooldown: -time.Second},
+			[]string{"HoldCooldown -1s: must not be negative"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := election.New(tc.cfg)

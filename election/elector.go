@@ -25,6 +25,7 @@ type Elector struct {
 	mu        sync.Mutex
 	cur       *term              // nil when not leading
 	stepDown  chan struct{}      // closed by StepDown during the current term
+	stepCause error              // the term context's cause once stepDown is closed: ErrSteppingDown, or a HoldError
 	cooldown  time.Time          // no campaign before this instant
 	eligible  bool               // false: do not campaign
 	held      string             // not "": do not campaign, for this reason (Hold)
@@ -83,7 +84,10 @@ func (e *Elector) Identity() Identity { return e.cfg.Identity }
 //     held by another candidate, so stop at once;
 //   - ErrSteppingDown when ctx ended or StepDown was called; the lease is
 //     still held and renewed until lead returns, so lead may drain its
-//     work first, under term.Context(), which ends only on loss.
+//     work first, under term.Context(), which ends only on loss. When ctx
+//     ended it is ErrShuttingDown; when the Elector was held (Hold) it is
+//     a HoldError with the hold's reason; both wrap ErrSteppingDown. A
+//     term won while held is stepped down before lead is called.
 //
 // A lead that learns from elsewhere that its term is stale calls
 // term.Lose: the lease ends at once and both contexts end with a cause
@@ -150,12 +154,25 @@ func (e *Elector) runTerm(ctx context.Context, lease Lease, lead func(context.Co
 	e.mu.Lock()
 	e.cur = t
 	e.stepDown = stepDown
+	e.stepCause = nil
+	held := e.held
+	if held != "" { // won while a hold began: steps down before lead starts anything
+		e.cooldown = time.Now().Add(e.cfg.HoldCooldown)
+		e.stepCause = &HoldError{Reason: held}
+		close(stepDown)
+	}
+	heldCause := e.stepCause
 	e.mu.Unlock()
 
 	log := e.log.With("token", t.token)
 	log.Info("acquired leadership")
 	if e.cfg.Observer != nil {
 		e.cfg.Observer.Elected(t.token)
+	}
+	if held != "" {
+		log.Warn("won a term while held: stepping down at once", "reason", held,
+			"no_campaign_before", time.Now().Add(e.cfg.HoldCooldown).Format(time.RFC3339Nano))
+		cancelTerm(heldCause)
 	}
 
 	finished := make(chan struct{})
@@ -178,8 +195,15 @@ func (e *Elector) runTerm(ctx context.Context, lease Lease, lead func(context.Co
 				cancelTerm(ErrShuttingDown)
 			case <-sdC:
 				stopping = true
-				log.Info("stepping down", "reason", "step-down requested")
-				cancelTerm(ErrSteppingDown)
+				e.mu.Lock()
+				cause := e.stepCause
+				e.mu.Unlock()
+				if he, ok := errors.AsType[*HoldError](cause); ok {
+					log.Info("stepping down", "reason", "step-down requested", "held", he.Reason)
+				} else {
+					log.Info("stepping down", "reason", "step-down requested")
+				}
+				cancelTerm(cause)
 			case <-finished:
 				return
 			}
@@ -277,121 +301,4 @@ func (e *Elector) Leader(ctx context.Context) (LeaderInfo, error) {
 		return lr.Leader(ctx)
 	}
 	return LeaderInfo{}, fmt.Errorf("%w known: backend cannot report the leader", ErrNoLeader)
-}
-
-// StepDown asks the current term, if any, to end gracefully (the term
-// context ends with ErrSteppingDown, lead drains, the lease is released)
-// and keeps this elector from campaigning again for cooldown. It does not
-// block. It reports whether a term was being held.
-func (e *Elector) StepDown(cooldown time.Duration) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.cooldown = time.Now().Add(cooldown)
-	// Wake a campaign loop waiting out an earlier cooldown, so the new one
-	// (shorter or longer) takes effect at once.
-	close(e.eligibleC)
-	e.eligibleC = make(chan struct{})
-	if e.stepDown == nil {
-		return false
-	}
-	select {
-	case <-e.stepDown:
-	default:
-		close(e.stepDown)
-	}
-	return true
-}
-
-// CooldownUntil returns when the cooldown of the last StepDown ends, or the
-// zero time when no cooldown is in effect. It does not block.
-func (e *Elector) CooldownUntil() time.Time {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if !time.Now().Before(e.cooldown) {
-		return time.Time{}
-	}
-	return e.cooldown
-}
-
-// SetEligible lets this elector campaign (true, the default) or not
-// (false). Making it ineligible stops a campaign in progress but does not
-// end a term already held; use StepDown for that. It does not block.
-func (e *Elector) SetEligible(ok bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.eligible == ok {
-		return
-	}
-	e.eligible = ok
-	close(e.eligibleC)
-	e.eligibleC = make(chan struct{})
-	if !ok && e.wake != nil {
-		e.wake()
-	}
-}
-
-// Hold keeps this elector from campaigning while reason is not "" (an
-// application that does not answer, say), apart from the operator's
-// SetEligible: both must allow a campaign. Hold("") lifts it. Like
-// SetEligible(false), a hold stops a campaign in progress but does not
-// end a term already held. It does not block.
-func (e *Elector) Hold(reason string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if (e.held == "") == (reason == "") {
-		e.held = reason
-		return
-	}
-	e.held = reason
-	close(e.eligibleC)
-	e.eligibleC = make(chan struct{})
-	if reason != "" && e.wake != nil {
-		e.wake()
-	}
-}
-
-// Held returns the reason of the hold in effect, "" if none.
-func (e *Elector) Held() string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.held
-}
-
-// Eligible reports whether the operator lets this elector campaign
-// (SetEligible); a Hold is reported by Held.
-func (e *Elector) Eligible() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.eligible
-}
-
-func (e *Elector) waitEligible(ctx context.Context) error {
-	for {
-		e.mu.Lock()
-		ok, ch, until := e.eligible && e.held == "", e.eligibleC, e.cooldown
-		e.mu.Unlock()
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if !ok {
-			e.attempts.forget() // not campaigning: nothing to tell
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-ch:
-			}
-			continue
-		}
-		if d := time.Until(until); d > 0 {
-			e.log.Info("cooling down before campaigning", "for", d.Round(time.Millisecond))
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(d):
-			case <-ch:
-			}
-			continue
-		}
-		return nil
-	}
 }

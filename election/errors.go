@@ -37,4 +37,16 @@ type lostError struct{ reason error }
 func (e *lostError) Error() string   { return ErrLeadershipLost.Error() + ": " + e.reason.Error() }
 func (e *lostError) Unwrap() []error { return []error{ErrLeadershipLost, e.reason} }
 
+// HoldError is the cause of a term context's end when the Elector stepped
+// down while a Hold was in effect: StepDown was called while held (the
+// application gate steps a leader down when its application stops
+// answering), or the term was won while held (Config.HoldCooldown). It
+// wraps ErrSteppingDown, so errors.Is(err, ErrSteppingDown) holds; Reason
+// is the hold's, as Hold was given it. Read it with errors.As on
+// context.Cause of the lead function's context.
+type HoldError struct{ Reason string }
+
+func (e *HoldError) Error() string { return ErrSteppingDown.Error() + " (held: " + e.Reason + ")" }
+func (e *HoldError) Unwrap() error { return ErrSteppingDown }
+
 var errDeadlinePassed = errors.New("local deadline passed")

@@ -54,17 +54,6 @@ func (n *Node) appStepDown(st appcheck.State) {
 	}
 }
 
-// appHeldAtStart steps down a term won while a hold began (the campaign
-// had already succeeded when the application stopped answering). It
-// reports whether it did.
-func (n *Node) appHeldAtStart() bool {
-	if n.cfg.App == nil || n.cfg.Elector.Held() == "" {
-		return false
-	}
-	n.appStepDown(n.cfg.App.State())
-	return true
-}
-
 // notEligible says why this node does not campaign, "" if it does.
 func (n *Node) notEligible() string {
 	el := n.cfg.Elector

@@ -235,7 +235,6 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 // lead is the Elector's lead function: Host.Lead, with the term recorded
 // in the control store (if any) at its start and its end.
 func (n *Node) lead(ctx context.Context, term election.Term) error {
-	n.appHeldAtStart()
 	if n.cfg.Control == nil {
 		return n.cfg.Host.Lead(ctx, term)
 	}
@@ -266,11 +265,11 @@ func (n *Node) lead(ctx context.Context, term election.Term) error {
 		tm.How = "shut down" // SIGTERM, not an operator's step-down
 	case errors.Is(cause, election.ErrSteppingDown):
 		tm.How = "stepped down"
+		if he, ok := errors.AsType[*election.HoldError](cause); ok {
+			tm.How += " (" + he.Reason + ")"
+		}
 	default:
 		tm.How = "released"
-	}
-	if h := n.cfg.Elector.Held(); h != "" && tm.How == "stepped down" {
-		tm.How += " (" + h + ")"
 	}
 	ectx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

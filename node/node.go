@@ -67,9 +67,11 @@ type Config struct {
 	// registry. Zero means DefaultInstanceInterval.
 	InstanceInterval time.Duration
 	// App checks the application beside the node, if any: while it is
-	// not healthy the node does not campaign, and a leader steps down
-	// (with StepDownCooldown) when it turns unhealthy. Run runs its
-	// checks; /status shows its state. Nil means no check.
+	// not healthy the node does not campaign (Elector.Hold), and a leader
+	// steps down (with StepDownCooldown) when it turns unhealthy. A term
+	// won while the hold began is the Elector's to step down: give it
+	// election.Config.HoldCooldown, StepDownCooldown as a rule. Run runs
+	// its checks; /status shows its state. Nil means no check.
 	App *appcheck.Checker
 	// Logger receives the node's records (admin requests, shutdown).
 	// Nil means slog.Default().
