@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/control"
-	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -20,19 +19,18 @@ import (
 // The operators' controls over HTTP (Config.Control): pause, resume and
 // run now, for any instance to accept, since each only writes the
 // backend; the instance registry each node publishes; and the record of
-// terms. The library calls behind them are control.Jobs's.
+// terms (which the Host writes: schedulerhost.Host.Lead). The library
+// calls behind them are control.Jobs's.
 
 // DefaultInstanceInterval is Config.InstanceInterval when zero.
 const DefaultInstanceInterval = 5 * time.Second
 
-// Registry and term records kept: an instance publishing every interval
-// sets its entry to expire after liveIntervals of them; an entry that
-// expired staleAfter ago is no longer listed in /status, and the leader
-// removes it; the newest keepTerms terms are kept.
+// The registry: an instance publishing every interval sets its entry to
+// expire after liveIntervals of them; an entry that expired staleAfter
+// ago is no longer listed in /status, and the leader removes it.
 const (
 	liveIntervals = 3
 	staleAfter    = time.Minute
-	keepTerms     = 20
 )
 
 // StatusInstance is one instance of the election, as /status lists it.
@@ -230,53 +228,6 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusOK, req)
 	}
-}
-
-// lead is the Elector's lead function: Host.Lead, with the term recorded
-// in the control store (if any) at its start and its end.
-func (n *Node) lead(ctx context.Context, term election.Term) error {
-	if n.cfg.Control == nil {
-		return n.cfg.Host.Lead(ctx, term)
-	}
-	jobs := control.NewJobs(n.cfg.Control)
-	tm := control.Term{Token: term.Token(), Instance: n.cfg.Elector.Identity().ID, Started: time.Now().UTC()}
-	recorded := make(chan struct{})
-	go func() { // not in the way of the term's first ticks
-		defer close(recorded)
-		rctx, cancel := context.WithTimeout(term.Context(), 5*time.Second)
-		defer cancel()
-		if _, err := jobs.StartTerm(rctx, tm); err != nil {
-			n.cfg.Logger.Debug("recording the term's start failed", "token", tm.Token, "err", err)
-			return
-		}
-		if err := jobs.TidyTerms(rctx, tm.Token, keepTerms, time.Now().UTC()); err != nil {
-			n.cfg.Logger.Debug("tidying the term records failed", "token", tm.Token, "err", err)
-		}
-	}()
-	err := n.cfg.Host.Lead(ctx, term)
-	<-recorded
-	tm.Ended = time.Now().UTC()
-	switch cause := context.Cause(ctx); {
-	case errors.Is(err, election.ErrLeadershipLost):
-		tm.How = "lost: " + err.Error()
-	case errors.Is(cause, election.ErrLeadershipLost):
-		tm.How = "lost: " + cause.Error()
-	case errors.Is(cause, election.ErrShuttingDown):
-		tm.How = "shut down" // SIGTERM, not an operator's step-down
-	case errors.Is(cause, election.ErrSteppingDown):
-		tm.How = "stepped down"
-		if he, ok := errors.AsType[*election.HoldError](cause); ok {
-			tm.How += " (" + he.Reason + ")"
-		}
-	default:
-		tm.How = "released"
-	}
-	ectx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if perr := jobs.EndTerm(ectx, tm); perr != nil {
-		n.cfg.Logger.Debug("recording the term's end failed", "token", tm.Token, "err", perr)
-	}
-	return err
 }
 
 // publish keeps this instance's entry in the registry until ctx ends,

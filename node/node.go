@@ -53,9 +53,9 @@ type Config struct {
 	// Control is the election's control store (package control), if its
 	// backend has one: with it, the node serves pause, resume and run
 	// now (POST /jobs/{job}/pause, /resume, /run; GET /runs/{id}),
-	// publishes itself in the registry of instances, records its terms,
-	// and /status shows all three. Give the Host the same store
-	// (schedulerhost.Config.Control).
+	// publishes itself in the registry of instances, and /status shows
+	// the pauses, the instances and the terms the Host records. Give the
+	// Host the same store (schedulerhost.Config.Control).
 	Control control.Store
 	// Version is the program's version, published in the registry.
 	Version string
@@ -167,7 +167,7 @@ func (n *Node) Run(ctx context.Context, ln net.Listener) error {
 	g.Go(func() error {
 		defer close(electorDone)
 		defer n.loopAlive.Store(false)
-		return el.Run(gctx, n.lead)
+		return el.Run(gctx, host.Lead)
 	})
 	if n.cfg.App != nil {
 		g.Go(func() error {

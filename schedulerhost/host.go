@@ -163,6 +163,11 @@ func (h *Host) Abandoned() int {
 // If the ledger says the term is stale, Lead calls term.Lose, stops as on
 // a loss and returns an error wrapping election.ErrLeadershipLost. It returns an error too if
 // runs were still going when it gave up waiting.
+//
+// With a Control store, Lead records the term there (terms.go): its start
+// on a goroutine of its own, not in the way of the first ticks, and how
+// it ended (lost, shut down, stepped down, released) once the drain is
+// over, before it returns.
 func (h *Host) Lead(ctx context.Context, term election.Term) error {
 	h.mu.Lock()
 	if h.leading {
@@ -172,6 +177,15 @@ func (h *Host) Lead(ctx context.Context, term election.Term) error {
 	h.leading = true
 	h.mu.Unlock()
 
+	rec := h.recordStart(term)
+	err := h.lead(ctx, term)
+	rec.end(ctx, err)
+	return err
+}
+
+// lead is Lead once the Host is marked leading: the term's catch-up, loop
+// and drain. It marks the Host not leading when the term is closed.
+func (h *Host) lead(ctx context.Context, term election.Term) error {
 	sc := newSchedClock(h.clock)
 	t, loopCtx := h.newTerm(ctx, term)
 	t.open()

@@ -14,8 +14,8 @@ import (
 	"github.com/batonhq/baton/schedulerhost"
 )
 
-// lostStart applies the first write of a run-now run's start and loses
-// its answer, and fails the read of the request right after it: the
+// lostStart applies the first write of a run-now run's start (not of the
+// term's record, which has a start too) and loses its answer, and fails the read of the request right after it: the
 // Host knows nothing of the start it wrote until it asks again.
 type lostStart struct {
 	control.Store
@@ -28,7 +28,7 @@ func (s *lostStart) Put(ctx context.Context, p control.Put) (int64, error) {
 	v, err := s.Store.Put(ctx, p)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err == nil && !s.lost && p.Token != 0 && strings.Contains(string(p.Value), `"started"`) {
+	if err == nil && !s.lost && p.Token != 0 && strings.HasPrefix(p.Key, "run/") && strings.Contains(string(p.Value), `"started"`) {
 		s.lost, s.failRead = true, true
 		return 0, errors.New("connection reset by peer")
 	}
