@@ -16,7 +16,7 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/backends/etcd"
-	"github.com/batonhq/baton/node"
+	"github.com/batonhq/baton/httpapi"
 )
 
 // syncBuffer is a log sink that tests read while the instance writes.
@@ -78,7 +78,7 @@ func TestRun_UnreachableEtcdIsReported(t *testing.T) {
 	}
 	defer backend.Close()
 	var logs syncBuffer
-	reg := node.NewRegistry()
+	reg := httpapi.NewRegistry()
 	b, err := baton.New(baton.Config{
 		Backend: backend, Election: "unreachable", Instance: "one", Registry: reg,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),

@@ -14,8 +14,8 @@ import (
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/driver"
+	"github.com/batonhq/baton/httpapi"
 	"github.com/batonhq/baton/metrics"
-	"github.com/batonhq/baton/node"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -24,7 +24,7 @@ import (
 type Job = schedulerhost.Job
 
 // Verdict is the answer of Healthy and Ready: OK, or the reasons why not.
-type Verdict = node.Verdict
+type Verdict = httpapi.Verdict
 
 // Config configures New.
 type Config struct {
@@ -70,7 +70,7 @@ type Config struct {
 type Parts struct {
 	Host     *schedulerhost.Config
 	Election *election.Config
-	Node     *node.Config
+	Node     *httpapi.Config
 }
 
 // Baton is one instance's part in the election and its schedules. Create
@@ -78,7 +78,7 @@ type Parts struct {
 type Baton struct {
 	elector *election.Elector
 	host    *schedulerhost.Host
-	node    *node.Node
+	node    *httpapi.Node
 	jobs    *control.Jobs
 }
 
@@ -109,7 +109,7 @@ func New(cfg Config) (*Baton, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Registry == nil {
-		cfg.Registry = node.NewRegistry()
+		cfg.Registry = httpapi.NewRegistry()
 	}
 	m, err := metrics.New(cfg.Registry, cfg.Election)
 	if err != nil {
@@ -129,7 +129,7 @@ func New(cfg Config) (*Baton, error) {
 		Backend: cfg.Backend, Identity: election.Identity{ID: cfg.Instance}, Election: cfg.Election,
 		Observer: m, Logger: cfg.Logger,
 	}
-	ncfg := node.Config{
+	ncfg := httpapi.Config{
 		Election: cfg.Election, Registry: cfg.Registry,
 		AdminToken: cfg.AdminToken, Control: hcfg.Control, Logger: cfg.Logger,
 	}
@@ -137,7 +137,7 @@ func New(cfg Config) (*Baton, error) {
 		cfg.Tune(&Parts{Host: &hcfg, Election: &ecfg, Node: &ncfg})
 	}
 	// A term won while the application's hold began steps down as the
-	// application's step-down does (node.Config.App).
+	// application's step-down does (httpapi.Config.App).
 	ecfg.HoldCooldown = ncfg.StepDownCooldown
 	host, err := schedulerhost.New(hcfg)
 	if err != nil {
@@ -148,7 +148,7 @@ func New(cfg Config) (*Baton, error) {
 		return nil, err
 	}
 	ncfg.Elector, ncfg.Host = el, host
-	n, err := node.New(ncfg)
+	n, err := httpapi.New(ncfg)
 	if err != nil {
 		return nil, err
 	}
@@ -208,4 +208,4 @@ func (b *Baton) Elector() *election.Elector { return b.elector }
 func (b *Baton) Host() *schedulerhost.Host { return b.host }
 
 // Node is the HTTP API and health verdicts New built (see Elector).
-func (b *Baton) Node() *node.Node { return b.node }
+func (b *Baton) Node() *httpapi.Node { return b.node }

@@ -18,10 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/httpapi"
 	"github.com/batonhq/baton/internal/etcdtest"
 	"github.com/batonhq/baton/internal/httpjob"
 	"github.com/batonhq/baton/internal/testenv"
-	"github.com/batonhq/baton/node"
 )
 
 // batonBin is cmd/baton installed with `go install` into a temporary
@@ -194,7 +194,7 @@ jobs:
 		t.Errorf("baton status: %d\n%s%s", code, out, errOut)
 	}
 	out, _, _ = cli("status", "--json")
-	var st node.Status
+	var st httpapi.Status
 	if err := json.Unmarshal([]byte(out), &st); err != nil || !st.Leading || st.Election != "sidecar-test" {
 		t.Errorf("baton status --json: %v: %+v", err, st)
 	}
@@ -236,7 +236,7 @@ jobs:
 		t.Errorf("baton history: %d\n%s", code, out)
 	}
 	out, _, _ = cli("history", "--json")
-	var hist []node.StatusJob
+	var hist []httpapi.StatusJob
 	if err := json.Unmarshal([]byte(out), &hist); err != nil || len(hist) != 1 || len(hist[0].History) == 0 {
 		t.Errorf("baton history --json: %v\n%s", err, out)
 	}

@@ -20,10 +20,10 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/control"
+	"github.com/batonhq/baton/httpapi"
 	"github.com/batonhq/baton/internal/cli"
 	"github.com/batonhq/baton/internal/jobsfile"
 	"github.com/batonhq/baton/ledger"
-	"github.com/batonhq/baton/node"
 )
 
 // defaultNode is the node the client commands talk to without --node or
@@ -47,7 +47,7 @@ func clientFlagSet(name string) (*flag.FlagSet, *client) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	c := &client{}
 	fs.StringVar(&c.base, "node", "", "URL of a node's HTTP API (default $BATON_NODE, else "+defaultNode+")")
-	fs.StringVar(&c.tokenFile, "admin-token-file", "", "file holding the admin token (default $BATON_ADMIN_TOKEN_FILE, else $"+node.AdminTokenEnv+")")
+	fs.StringVar(&c.tokenFile, "admin-token-file", "", "file holding the admin token (default $BATON_ADMIN_TOKEN_FILE, else $"+httpapi.AdminTokenEnv+")")
 	fs.StringVar(&c.config, "config", "", "the node's config file: its node.http and node.admin_token_file are the defaults of\n--node and --admin-token-file (default $BATON_CONFIG, else ./baton.yaml if there is one)")
 	fs.BoolVar(&c.json, "json", false, "print the node's answer as JSON, for scripts")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "bound on each request")
@@ -86,7 +86,7 @@ func (c *client) parse(fs *flag.FlagSet, args []string, want int, stdout, stderr
 			c.tokenFrom = "$" + cli.EnvName("admin-token-file")
 		}
 	}
-	if c.base == "" || (c.tokenFile == "" && os.Getenv(node.AdminTokenEnv) == "") {
+	if c.base == "" || (c.tokenFile == "" && os.Getenv(httpapi.AdminTokenEnv) == "") {
 		if err := c.fromConfig(); err != nil {
 			return nil, err
 		}
@@ -177,7 +177,7 @@ func (c *client) do(ctx context.Context, method, path string, form url.Values, h
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	}
 	if admin {
-		tok, _, err := node.LoadAdminToken(c.tokenFile)
+		tok, _, err := httpapi.LoadAdminToken(c.tokenFile)
 		if err != nil && c.tokenFrom != "" {
 			return nil, 0, fmt.Errorf("%s: %w", c.tokenFrom, err)
 		}
@@ -186,7 +186,7 @@ func (c *client) do(ctx context.Context, method, path string, form url.Values, h
 		}
 		if tok == nil {
 			return nil, 0, fmt.Errorf("baton: no admin token: give --admin-token-file, set $%s or $%s, or --config with node.admin_token_file",
-				cli.EnvName("admin-token-file"), node.AdminTokenEnv)
+				cli.EnvName("admin-token-file"), httpapi.AdminTokenEnv)
 		}
 		req.Header.Set("Authorization", "Bearer "+string(tok))
 	}

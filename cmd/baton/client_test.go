@@ -16,8 +16,8 @@ import (
 	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/httpapi"
 	"github.com/batonhq/baton/internal/testenv"
-	"github.com/batonhq/baton/node"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -67,7 +67,7 @@ func statusNode(t *testing.T, mem *memory.Server, id string) (*election.Elector,
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := node.New(node.Config{Elector: el, Host: host, Election: "e", Backend: "memory", Logger: discard, Control: mem.Control()})
+	n, err := httpapi.New(httpapi.Config{Elector: el, Host: host, Election: "e", Backend: "memory", Logger: discard, Control: mem.Control()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/httpapi"
 	"github.com/batonhq/baton/internal/etcdtest"
 	"github.com/batonhq/baton/internal/testenv"
-	"github.com/batonhq/baton/node"
 )
 
 // With Redis down, `baton run` prints its own error only: go-redis's raw
@@ -304,7 +304,7 @@ func startSidecar(t *testing.T, id, cfg, httpAddr string) *gateSidecar {
 
 // status is the sidecar's GET /status; ok is false when it does not
 // answer.
-func (s *gateSidecar) status() (st node.Status, ok bool) {
+func (s *gateSidecar) status() (st httpapi.Status, ok bool) {
 	c := http.Client{Timeout: 3 * time.Second}
 	resp, err := c.Get("http://" + s.http + "/status")
 	if err != nil {

@@ -11,11 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batonhq/baton/httpapi"
 	"github.com/batonhq/baton/ledger"
-	"github.com/batonhq/baton/node"
 )
 
-func (c *client) status(ctx context.Context, history int) (*node.Status, []byte, error) {
+func (c *client) status(ctx context.Context, history int) (*httpapi.Status, []byte, error) {
 	path := "/status"
 	if history > 0 {
 		path += "?history=" + strconv.Itoa(history)
@@ -24,7 +24,7 @@ func (c *client) status(ctx context.Context, history int) (*node.Status, []byte,
 	if err != nil {
 		return nil, nil, err
 	}
-	var st node.Status
+	var st httpapi.Status
 	if err := json.Unmarshal(raw, &st); err != nil {
 		return nil, nil, fmt.Errorf("GET %s/status: %w", c.base, err)
 	}
@@ -120,7 +120,7 @@ func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	var jobs []node.StatusJob
+	var jobs []httpapi.StatusJob
 	for _, j := range st.Jobs {
 		if *job == "" || j.Name == *job {
 			jobs = append(jobs, j)

@@ -20,10 +20,10 @@ import (
 
 	"github.com/batonhq/baton/backends/etcd"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/httpapi"
 	"github.com/batonhq/baton/internal/cli"
 	"github.com/batonhq/baton/internal/embedetcd"
 	"github.com/batonhq/baton/internal/lines"
-	"github.com/batonhq/baton/node"
 )
 
 // child is one `demo node` process of the cluster.
@@ -240,8 +240,8 @@ func ttlOf(d time.Duration) time.Duration {
 // shutdownBound is how long the cluster waits for its nodes to stop
 // gracefully before it kills them: a node's shutdown budget, and time for
 // the process to start and end around it.
-func shutdownBound(c node.ShutdownConfig) time.Duration {
-	return node.ShutdownBudget(c) + 5*time.Second
+func shutdownBound(c httpapi.ShutdownConfig) time.Duration {
+	return httpapi.ShutdownBudget(c) + 5*time.Second
 }
 
 // httpAddrs returns n loopback addresses: base, base+1, ... or free ports.

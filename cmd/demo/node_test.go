@@ -21,12 +21,12 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/batonhq/baton/httpapi"
 	"github.com/batonhq/baton/internal/cli"
 	"github.com/batonhq/baton/internal/consultest"
 	"github.com/batonhq/baton/internal/etcdtest"
 	"github.com/batonhq/baton/internal/testcerts"
 	"github.com/batonhq/baton/internal/testenv"
-	"github.com/batonhq/baton/node"
 )
 
 // TestNode_Backends runs two `demo node` processes on one election of each
@@ -71,14 +71,14 @@ func requireDB(t *testing.T, driver, dsn string) {
 	}
 }
 
-func nodeStatus(t *testing.T, url string) node.Status {
+func nodeStatus(t *testing.T, url string) httpapi.Status {
 	t.Helper()
 	resp, err := http.Get(url + "/status")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var st node.Status
+	var st httpapi.Status
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 		t.Fatal(err)
 	}

@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/httpapi"
 	"github.com/batonhq/baton/internal/etcdtest"
 	"github.com/batonhq/baton/internal/testenv"
-	"github.com/batonhq/baton/node"
 )
 
 // The operations tests run real `demo node` processes on an embedded etcd:
@@ -224,7 +224,7 @@ func TestNode_StepDown(t *testing.T) {
 	name := fmt.Sprintf("stepdown_%d", time.Now().UnixNano())
 	a := startOpsNode(t, srv.Endpoint(), name, cfg, "a", "--admin-token-file", tokenFile)
 	acq, _ := a.acquired(0, 30*time.Second)
-	t.Setenv(node.AdminTokenEnv, tok) // b and c read it from the environment
+	t.Setenv(httpapi.AdminTokenEnv, tok) // b and c read it from the environment
 	b := startOpsNode(t, srv.Endpoint(), name, cfg, "b")
 	c := startOpsNode(t, srv.Endpoint(), name, cfg, "c", "--standby")
 	if st := nodeStatus(t, c.url); st.Role != "standby" || !st.Standby || st.Eligible {

@@ -19,9 +19,9 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/batonhq/baton/httpapi"
 	"github.com/batonhq/baton/internal/cli"
 	"github.com/batonhq/baton/internal/jobsfile"
-	"github.com/batonhq/baton/node"
 )
 
 // config parses a baton config and checks that a node accepts it.
@@ -98,7 +98,7 @@ func TestKubernetes(t *testing.T) {
 		t.Errorf("replicas %d: want at least 2, the point of an election", r)
 	}
 	pod := get(dep, "spec", "template", "spec")
-	budget := node.ShutdownBudget(cli.ShutdownConfigOf(f))
+	budget := httpapi.ShutdownBudget(cli.ShutdownConfigOf(f))
 	grace, _ := get(pod, "terminationGracePeriodSeconds").(int)
 	if time.Duration(grace)*time.Second <= budget {
 		t.Errorf("terminationGracePeriodSeconds %d: not above baton's shutdown budget %v: the kubelet would SIGKILL a draining leader", grace, budget)
@@ -194,7 +194,7 @@ func TestSystemd(t *testing.T) {
 			keys[k] = v
 		}
 	}
-	budget := node.ShutdownBudget(cli.ShutdownConfigOf(f))
+	budget := httpapi.ShutdownBudget(cli.ShutdownConfigOf(f))
 	stop, err := strconv.Atoi(keys["TimeoutStopSec"])
 	if err != nil || time.Duration(stop)*time.Second <= budget {
 		t.Errorf("TimeoutStopSec %q: want seconds above baton's shutdown budget %v", keys["TimeoutStopSec"], budget)

@@ -11,10 +11,10 @@ import (
 	"github.com/batonhq/baton/backends/kube"
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/httpapi"
 	"github.com/batonhq/baton/internal/cli"
 	"github.com/batonhq/baton/internal/kubetest"
 	"github.com/batonhq/baton/ledger"
-	"github.com/batonhq/baton/node"
 )
 
 // kube-run.yaml is accepted by a real kube-apiserver (server-side dry
@@ -47,7 +47,7 @@ func TestKubeRun(t *testing.T) {
 	if set["backend.kind"] != "kube" {
 		t.Fatalf("backend.kind %q, want kube", set["backend.kind"])
 	}
-	if budget := node.ShutdownBudget(cli.ShutdownConfigOf(f)); time.Duration(grace)*time.Second <= budget {
+	if budget := httpapi.ShutdownBudget(cli.ShutdownConfigOf(f)); time.Duration(grace)*time.Second <= budget {
 		t.Errorf("terminationGracePeriodSeconds %d: not above baton's shutdown budget %v", grace, budget)
 	}
 	name := set["election.name"]

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/httpapi"
 	"github.com/batonhq/baton/internal/cli"
-	"github.com/batonhq/baton/node"
 )
 
 // unitKeys reads a systemd unit's Key=Value lines (the last of a key wins).
@@ -61,7 +61,7 @@ func TestPackageUnit(t *testing.T) {
 			t.Errorf("baton@.service %s=%q, want %q", k, keys[k], v)
 		}
 	}
-	budget := node.ShutdownBudget(cli.ShutdownConfigOf(f))
+	budget := httpapi.ShutdownBudget(cli.ShutdownConfigOf(f))
 	stop, err := strconv.Atoi(keys["TimeoutStopSec"])
 	if err != nil || time.Duration(stop)*time.Second <= budget {
 		t.Errorf("TimeoutStopSec %q: want seconds above baton's shutdown budget %v for example.yaml", keys["TimeoutStopSec"], budget)

@@ -13,10 +13,10 @@ import (
 
 	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/httpapi"
 	"github.com/batonhq/baton/internal/httpjob"
 	"github.com/batonhq/baton/internal/jobsfile"
 	"github.com/batonhq/baton/ledger"
-	"github.com/batonhq/baton/node"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -106,7 +106,7 @@ func leadUntilRecorded(t *testing.T, jobsYAML string, obs *results) []ledger.Run
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := node.New(node.Config{Elector: el, Host: host, Election: "e", Logger: log})
+	n, err := httpapi.New(httpapi.Config{Elector: el, Host: host, Election: "e", Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,23 +9,23 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/httpapi"
+	"github.com/batonhq/baton/httpapi/appcheck"
 	"github.com/batonhq/baton/internal/execjob"
 	"github.com/batonhq/baton/internal/httpjob"
 	"github.com/batonhq/baton/internal/jobsfile"
-	"github.com/batonhq/baton/node"
-	"github.com/batonhq/baton/node/appcheck"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
 // ShutdownConfigOf returns the settings of f that bound a graceful stop.
-func ShutdownConfigOf(f *jobsfile.File) node.ShutdownConfig {
-	return node.ShutdownConfig{ShutdownTimeout: f.Election.ShutdownTimeout, KillGrace: f.Election.KillGrace, ReleaseTimeout: f.Election.ReleaseTimeout}
+func ShutdownConfigOf(f *jobsfile.File) httpapi.ShutdownConfig {
+	return httpapi.ShutdownConfig{ShutdownTimeout: f.Election.ShutdownTimeout, KillGrace: f.Election.KillGrace, ReleaseTimeout: f.Election.ReleaseTimeout}
 }
 
 // HostConfig is the schedulerhost configuration of f's jobs, run by
 // instance in election electionName, logging to log: the jobs, the
 // shutdown timeout, and the Host's kill grace (the commands' grace plus
-// node.KillGraceMargin). The caller adds the Ledger and the Observer. The
+// httpapi.KillGraceMargin). The caller adds the Ledger and the Observer. The
 // error, located in f (FILE:LINE: jobs[i]: ...), is an HTTP job whose
 // TLS files do not load, or a safety_margin below
 // execjob.MinSafetyMargin with command jobs.
@@ -39,7 +39,7 @@ func HostConfig(f *jobsfile.File, electionName, instance string, log *slog.Logge
 	return schedulerhost.Config{
 		Jobs:            jobs,
 		ShutdownTimeout: f.Election.ShutdownTimeout,
-		KillGrace:       b.KillGrace + node.KillGraceMargin,
+		KillGrace:       b.KillGrace + httpapi.KillGraceMargin,
 		Instance:        instance,
 		Logger:          log,
 	}, err

@@ -17,9 +17,9 @@ import (
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/driver"
+	"github.com/batonhq/baton/httpapi"
+	"github.com/batonhq/baton/httpapi/appcheck"
 	"github.com/batonhq/baton/internal/jobsfile"
-	"github.com/batonhq/baton/node"
-	"github.com/batonhq/baton/node/appcheck"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -66,8 +66,8 @@ func (p *Program) nodeSettings(sub string, args []string, stderr io.Writer) (*no
 	fs.StringVar(&o.httpAddr, "http", defHTTP, "address of the status page, /status, /metrics, /healthz, /readyz and the admin endpoints;\nloopback unless you say otherwise (\"\" for none)")
 	fs.BoolVar(&o.stdinEOF, "stop-on-stdin-eof", false, "stop gracefully when stdin reaches EOF (set by demo cluster)")
 	fs.BoolVar(&o.standby, "standby", false, "start not eligible: follow, never campaign until POST /eligible")
-	fs.DurationVar(&o.cooldown, "step-down-cooldown", node.DefaultStepDownCooldown, "after POST /step-down, no campaign for this long (?cooldown= overrides)")
-	fs.StringVar(&o.tokenFile, "admin-token-file", "", "file holding the bearer token of the admin endpoints (default: env "+node.AdminTokenEnv+"; neither: admin endpoints disabled)")
+	fs.DurationVar(&o.cooldown, "step-down-cooldown", httpapi.DefaultStepDownCooldown, "after POST /step-down, no campaign for this long (?cooldown= overrides)")
+	fs.StringVar(&o.tokenFile, "admin-token-file", "", "file holding the bearer token of the admin endpoints (default: env "+httpapi.AdminTokenEnv+"; neither: admin endpoints disabled)")
 	if f := fs.Lookup("election"); p.DefaultJobs == nil && f != nil {
 		f.Usage, f.DefValue = "election name, shared by the instances of one service (required, here or as election.name in the config file)", ""
 	}
@@ -115,7 +115,7 @@ func (p *Program) Node(ctx context.Context, sub string, args []string, stdout, s
 	if *cooldown < 0 {
 		return src.locate(fmt.Errorf("--step-down-cooldown %v: must not be negative", *cooldown))
 	}
-	adminToken, adminFrom, err := node.LoadAdminToken(*tokenFile)
+	adminToken, adminFrom, err := httpapi.LoadAdminToken(*tokenFile)
 	if err != nil {
 		return src.locate(err)
 	}

@@ -5,12 +5,12 @@ import (
 	"slices"
 	"time"
 
+	"github.com/batonhq/baton/httpapi"
 	"github.com/batonhq/baton/internal/jobsfile"
-	"github.com/batonhq/baton/node"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
-// fileReloader is a node.Reloader that reads a jobs file again. The
+// fileReloader is a httpapi.Reloader that reads a jobs file again. The
 // election section, the application check and the backend and node
 // settings are read only at start: a change there is logged and ignored.
 // The node serializes its calls.
@@ -38,17 +38,17 @@ func (r *fileReloader) Source() string { return r.cur.Path }
 
 // Reload reads the file again and gives its jobs to host. A bad file is
 // refused as a whole: the error names FILE:LINE: FIELD for each problem.
-func (r *fileReloader) Reload(host *schedulerhost.Host) (node.ReloadSummary, error) {
+func (r *fileReloader) Reload(host *schedulerhost.Host) (httpapi.ReloadSummary, error) {
 	f, err := r.read()
 	if err != nil {
-		return node.ReloadSummary{}, err
+		return httpapi.ReloadSummary{}, err
 	}
 	jobs, err := hostJobs(f, r.election, r.instance, r.grace, r.log)
 	if err != nil {
-		return node.ReloadSummary{}, err
+		return httpapi.ReloadSummary{}, err
 	}
 	if _, err := host.SetJobs(jobs); err != nil {
-		return node.ReloadSummary{}, f.Locate(err)
+		return httpapi.ReloadSummary{}, f.Locate(err)
 	}
 	sum := diffJobs(r.cur, f)
 	r.cur = f
@@ -68,8 +68,8 @@ func (r *fileReloader) Reload(host *schedulerhost.Host) (node.ReloadSummary, err
 
 // diffJobs names the jobs of f added, removed, changed and unchanged
 // since cur.
-func diffJobs(cur, f *jobsfile.File) node.ReloadSummary {
-	sum := node.ReloadSummary{JobsHash: f.JobsHash()}
+func diffJobs(cur, f *jobsfile.File) httpapi.ReloadSummary {
+	sum := httpapi.ReloadSummary{JobsHash: f.JobsHash()}
 	old := make(map[string]jobsfile.Job, len(cur.Jobs))
 	for _, j := range cur.Jobs {
 		old[j.Name] = j

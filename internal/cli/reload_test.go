@@ -16,9 +16,9 @@ import (
 
 	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/httpapi"
 	"github.com/batonhq/baton/internal/jobsfile"
 	"github.com/batonhq/baton/internal/testenv"
-	"github.com/batonhq/baton/node"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -58,7 +58,7 @@ const reloadJobsV2 = `jobs:
 // fileNode is a node whose jobs come from a jobs file, on the in-memory
 // backend, with its elector running.
 type fileNode struct {
-	n    *node.Node
+	n    *httpapi.Node
 	el   *election.Elector
 	host *schedulerhost.Host
 	srv  *httptest.Server
@@ -89,7 +89,7 @@ func startFileNode(t *testing.T, jobs string, token []byte) *fileNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := node.New(node.Config{Elector: el, Host: host, Election: "e", AdminToken: token, JobsHash: f.JobsHash(), Reloader: newFileReloader(f, nil, "e", "n1", log), Logger: log})
+	n, err := httpapi.New(httpapi.Config{Elector: el, Host: host, Election: "e", AdminToken: token, JobsHash: f.JobsHash(), Reloader: newFileReloader(f, nil, "e", "n1", log), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func (fn *fileNode) write(t *testing.T, jobs string) {
 	}
 }
 
-func statusJobs(st node.Status) []string {
+func statusJobs(st httpapi.Status) []string {
 	var out []string
 	for _, j := range st.Jobs {
 		out = append(out, j.Name)
@@ -147,7 +147,7 @@ func TestServer_Reload(t *testing.T) {
 
 	fn.write(t, reloadJobsV2)
 	code, body = post(t, fn.srv.URL+"/reload", "Bearer tok")
-	var got node.ReloadSummary
+	var got httpapi.ReloadSummary
 	if err := json.Unmarshal([]byte(body), &got); err != nil || code != http.StatusOK {
 		t.Fatalf("POST /reload: %d %v\n%s", code, err, body)
 	}
@@ -209,12 +209,12 @@ var (
 )
 
 // startNode runs n until the test ends.
-func startNode(t *testing.T, n *node.Node) {
+func startNode(t *testing.T, n *httpapi.Node) {
 	testenv.Background(t, func(ctx context.Context) error { return n.Run(ctx, nil) })
 }
 
 // memStatus reads srv's /status.
-func memStatus(t *testing.T, srv *httptest.Server) node.Status {
+func memStatus(t *testing.T, srv *httptest.Server) httpapi.Status {
 	t.Helper()
 	resp, err := http.Get(srv.URL + "/status?history=5")
 	if err != nil {
@@ -222,7 +222,7 @@ func memStatus(t *testing.T, srv *httptest.Server) node.Status {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	var st node.Status
+	var st httpapi.Status
 	if err := json.Unmarshal(b, &st); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("/status: %d %v\n%s", resp.StatusCode, err, b)
 	}

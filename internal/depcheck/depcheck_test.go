@@ -1,7 +1,7 @@
 // Package depcheck holds tests of the dependency direction: every
 // package's imports against the table of docs/ARCHITECTURE.md
 // (architecture_test.go); the core packages (election, ledger, control,
-// schedulerhost) and node (the HTTP API) import no backend SDK (backends -> election, never the
+// schedulerhost) and httpapi (the HTTP API) import no backend SDK (backends -> election, never the
 // other way); no package under election/ or ledger/ depends on
 // schedulerhost, not even in its tests; and each SQL dialect links none
 // of the other's driver.
@@ -21,10 +21,10 @@ func TestCorePackagesImportNoBackendSDK(t *testing.T) {
 	}{
 		// The core does not even link database/sql.
 		{[]string{"election", "ledger", "control", "schedulerhost"}, append([]string{"database/sql"}, sdks...)},
-		// node, the HTTP API, and the root package baton link
+		// httpapi, the HTTP API, and the root package baton link
 		// database/sql through Prometheus's collectors (the standard
 		// library), but no backend.
-		{[]string{"node", ""}, sdks}, // "": the root package, baton
+		{[]string{"httpapi", ""}, sdks}, // "": the root package, baton
 		// fence speaks SQL through database/sql, the caller's driver.
 		{[]string{"fence"}, sdks},
 	} {

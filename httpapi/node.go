@@ -1,4 +1,4 @@
-package node
+package httpapi
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/node/appcheck"
+	"github.com/batonhq/baton/httpapi/appcheck"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -105,19 +105,19 @@ type Node struct {
 func New(cfg Config) (*Node, error) {
 	var errs []error
 	if cfg.Elector == nil {
-		errs = append(errs, errors.New("node: Elector is required"))
+		errs = append(errs, errors.New("httpapi: Elector is required"))
 	}
 	if cfg.Host == nil {
-		errs = append(errs, errors.New("node: Host is required"))
+		errs = append(errs, errors.New("httpapi: Host is required"))
 	}
 	if cfg.Election == "" {
-		errs = append(errs, errors.New("node: Election is required"))
+		errs = append(errs, errors.New("httpapi: Election is required"))
 	}
 	if cfg.InstanceInterval < 0 {
-		errs = append(errs, fmt.Errorf("node: InstanceInterval %v: must not be negative", cfg.InstanceInterval))
+		errs = append(errs, fmt.Errorf("httpapi: InstanceInterval %v: must not be negative", cfg.InstanceInterval))
 	}
 	if cfg.StepDownCooldown < 0 {
-		errs = append(errs, fmt.Errorf("node: StepDownCooldown %v: must not be negative", cfg.StepDownCooldown))
+		errs = append(errs, fmt.Errorf("httpapi: StepDownCooldown %v: must not be negative", cfg.StepDownCooldown))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

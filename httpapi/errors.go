@@ -1,10 +1,10 @@
-package node
+package httpapi
 
 import "errors"
 
 // ErrGracePeriodTooShort is wrapped by CheckGracePeriod's error when a
 // graceful stop may outlast the grace period.
-var ErrGracePeriodTooShort = errors.New("node: grace period too short")
+var ErrGracePeriodTooShort = errors.New("httpapi: grace period too short")
 
 // errAdminDisabled is the body of a 403 from an admin endpoint of a node
 // started without a token.
@@ -13,4 +13,4 @@ var errAdminDisabled = errors.New("admin endpoints are disabled: start the node 
 
 // ErrRunTwice is Run's error when it was called before: a Node runs once.
 // The refused call changes nothing of the first one.
-var ErrRunTwice = errors.New("node: Run called twice: a node runs once")
+var ErrRunTwice = errors.New("httpapi: Run called twice: a node runs once")

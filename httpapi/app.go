@@ -1,11 +1,11 @@
-package node
+package httpapi
 
 import (
 	"context"
 	"strings"
 	"time"
 
-	"github.com/batonhq/baton/node/appcheck"
+	"github.com/batonhq/baton/httpapi/appcheck"
 )
 
 // The application gate (Config.App): an instance whose application does

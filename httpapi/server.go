@@ -1,4 +1,4 @@
-package node
+package httpapi
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/httpapi/appcheck"
 	"github.com/batonhq/baton/ledger"
-	"github.com/batonhq/baton/node/appcheck"
 	"github.com/batonhq/baton/schedulerhost"
 )
 

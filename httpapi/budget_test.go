@@ -1,4 +1,4 @@
-package node
+package httpapi
 
 import (
 	"errors"
@@ -62,7 +62,7 @@ func TestCheckGracePeriod(t *testing.T) {
 		want  []string // substrings of the error; nil: fits
 	}{
 		{"defaults in Kubernetes' default 30 s", ShutdownConfig{}, 30 * time.Second, []string{
-			"node: grace period too short", "shutdown budget 41s", "exceeds the grace period 30s by 11s",
+			"httpapi: grace period too short", "shutdown budget 41s", "exceeds the grace period 30s by 11s",
 			"shutdown_timeout 25s + kill_grace 5s + kill_grace_margin 1s + release_timeout 5s + http_shutdown_timeout 5s",
 		}},
 		{"defaults in 60 s", ShutdownConfig{}, time.Minute, nil},

@@ -1,4 +1,4 @@
-package node_test
+package httpapi_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/node"
+	"github.com/batonhq/baton/httpapi"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -29,7 +29,7 @@ func ExampleNode_Healthy() {
 	if err != nil {
 		panic(err)
 	}
-	n, err := node.New(node.Config{Elector: el, Host: host, Election: "reports", Logger: quiet})
+	n, err := httpapi.New(httpapi.Config{Elector: el, Host: host, Election: "reports", Logger: quiet})
 	if err != nil {
 		panic(err)
 	}
@@ -55,12 +55,12 @@ func ExampleNode_Healthy() {
 // An operator checks the drain and release timeouts against Kubernetes'
 // terminationGracePeriodSeconds.
 func ExampleCheckGracePeriod() {
-	cfg := node.ShutdownConfig{ShutdownTimeout: 14 * time.Second}
-	fmt.Println(node.ShutdownBudget(cfg))
-	fmt.Println(node.CheckGracePeriod(cfg, 30*time.Second))
-	fmt.Println(node.CheckGracePeriod(node.ShutdownConfig{}, 30*time.Second))
+	cfg := httpapi.ShutdownConfig{ShutdownTimeout: 14 * time.Second}
+	fmt.Println(httpapi.ShutdownBudget(cfg))
+	fmt.Println(httpapi.CheckGracePeriod(cfg, 30*time.Second))
+	fmt.Println(httpapi.CheckGracePeriod(httpapi.ShutdownConfig{}, 30*time.Second))
 	// Output:
 	// 30s
 	// <nil>
-	// node: grace period too short: the shutdown budget 41s (shutdown_timeout 25s + kill_grace 5s + kill_grace_margin 1s + release_timeout 5s + http_shutdown_timeout 5s) exceeds the grace period 30s by 11s
+	// httpapi: grace period too short: the shutdown budget 41s (shutdown_timeout 25s + kill_grace 5s + kill_grace_margin 1s + release_timeout 5s + http_shutdown_timeout 5s) exceeds the grace period 30s by 11s
 }

@@ -1,4 +1,4 @@
-package node
+package httpapi
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // the lease is not given up.
 
 // errNoReloader answers a reload of a node made without Config.Reloader.
-var errNoReloader = errors.New("node: no job set to reload (Config.Reloader is nil)")
+var errNoReloader = errors.New("httpapi: no job set to reload (Config.Reloader is nil)")
 
 // ReloadSummary is the answer of Reload and POST /reload: the jobs
 // added, removed, changed (any field: schedule, command, settings) and

@@ -34,4 +34,4 @@
 // The jobs file, the flags naming a backend, and opening it belong to the
 // commands (internal/cli): node links no backend SDK, and its API names no
 // internal type.
-package node
+package httpapi
