@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,6 +16,8 @@ import (
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/election/driver"
 	"github.com/batonhq/baton/httpapi"
+	"github.com/batonhq/baton/httpapi/appcheck"
+	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/metrics"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -48,7 +51,7 @@ type Config struct {
 	Location *time.Location
 	// ShutdownTimeout bounds the drain when Run's context ends: runs in
 	// flight get this long before their context is cancelled. Zero means
-	// schedulerhost.DefaultShutdownTimeout.
+	// schedulerhost.DefaultShutdownTimeout; it must not be negative.
 	ShutdownTimeout time.Duration
 	// AdminToken is the bearer token of Handler's admin endpoints (POST
 	// /step-down, /jobs/{job}/pause, ...). Empty disables them.
@@ -58,19 +61,94 @@ type Config struct {
 	Registry *prometheus.Registry
 	// Logger receives baton's records. Nil means slog.Default().
 	Logger *slog.Logger
-	// Tune, if set, adjusts the configurations New derives for the parts
-	// it builds, before it builds them, for what Config does not name (a
-	// command job's kill grace, the election's retry period, the HTTP
-	// API's reloader). The command-line node sets it. New fills in the
-	// parts' links to each other (Node.Elector, Node.Host) after it.
-	Tune func(*Parts)
+	// Advanced holds the settings few embedders need: those the baton
+	// command takes from its jobs file and flags. Its zero value keeps
+	// every default.
+	Advanced Advanced
 }
 
-// Parts are the configurations of the parts New builds, for Config.Tune.
-type Parts struct {
-	Host     *schedulerhost.Config
-	Election *election.Config
-	Node     *httpapi.Config
+// Advanced is Config's less common settings. Each zero value means the
+// default its field names; New refuses a negative duration with an error
+// naming the field and the value.
+type Advanced struct {
+	// KillGrace is how long a graceful stop waits after cancelling the
+	// runs still going at ShutdownTimeout, before Run gives up on them
+	// (schedulerhost.Config.KillGrace; command jobs get their own grace
+	// between SIGTERM and SIGKILL inside it). Zero means
+	// schedulerhost.DefaultKillGrace.
+	KillGrace time.Duration
+	// Ledger replaces the backend's ledger (driver.Ledgerer). Nil means
+	// the backend's, if it has one.
+	Ledger ledger.Ledger
+	// Control replaces the backend's control store (driver.Controller),
+	// for the scheduler and the HTTP API alike. Nil means the backend's,
+	// if it has one.
+	Control control.Store
+	// RetryPeriod is the pause after a failed attempt to take the lease,
+	// with up to 50% jitter (election.Config.RetryPeriod). Zero means
+	// election.DefaultRetryPeriod.
+	RetryPeriod time.Duration
+	// ReleaseTimeout bounds the release of the lease at a term's end
+	// (election.Config.ReleaseTimeout). Zero means
+	// election.DefaultReleaseTimeout.
+	ReleaseTimeout time.Duration
+	// ElectionLogger receives the Elector's records; the Elector adds the
+	// election and the identity to them itself. Nil means Logger.
+	ElectionLogger *slog.Logger
+	// BackendKind is the backend's kind (etcd, postgres, ...) and
+	// BackendWhere what an operator looks at on it (a prefix, a key, a
+	// table), both shown by /status. Optional.
+	BackendKind, BackendWhere string
+	// StepDownCooldown is how long this instance does not campaign after
+	// it stepped down by itself or was asked to without a cooldown of
+	// the request's own: POST /step-down without ?cooldown=, its
+	// application turned unhealthy (App), a term won while its
+	// application's hold began, its claims refused while another instance
+	// could lead. Zero means none.
+	StepDownCooldown time.Duration
+	// Version is the program's version, published in the registry of
+	// instances (with a control store). Optional.
+	Version string
+	// Address is where this instance's HTTP API is reached, published in
+	// the registry, so that the status page links to the other
+	// instances. Optional.
+	Address string
+	// App checks the application beside this instance: while it is not
+	// healthy the instance does not campaign, and a leader steps down
+	// (StepDownCooldown) when it turns unhealthy. Run runs its checks.
+	// Nil means no check.
+	App *appcheck.Checker
+	// JobsHash is the hash of the job set the instance starts with, shown
+	// on /status and published in the registry. Optional.
+	JobsHash string
+	// Reloader reads the job set again, for POST /reload and
+	// ReloadSignals. Nil means a reload is refused.
+	Reloader httpapi.Reloader
+	// Standby starts the instance not eligible: it follows and does not
+	// campaign until POST /eligible.
+	Standby bool
+	// ReloadSignals are the signals at which Run reloads the job set
+	// (Reloader), from Run's start until its shutdown begins: the baton
+	// command gives SIGHUP. Empty means none; they need a Reloader.
+	ReloadSignals []os.Signal
+}
+
+// check returns one error per bad setting of a, each naming the field and
+// its value.
+func (a Advanced) check() []error {
+	var errs []error
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"KillGrace", a.KillGrace}, {"RetryPeriod", a.RetryPeriod}, {"ReleaseTimeout", a.ReleaseTimeout}, {"StepDownCooldown", a.StepDownCooldown}} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("baton: Config.Advanced.%s %v: must not be negative", d.name, d.v))
+		}
+	}
+	if len(a.ReloadSignals) > 0 && a.Reloader == nil {
+		errs = append(errs, fmt.Errorf("baton: Config.Advanced.ReloadSignals %v: no Config.Advanced.Reloader to reload with", a.ReloadSignals))
+	}
+	return errs
 }
 
 // Baton is one instance's part in the election and its schedules. Create
@@ -80,11 +158,71 @@ type Baton struct {
 	host    *schedulerhost.Host
 	node    *httpapi.Node
 	jobs    *control.Jobs
+	sigs    []os.Signal // Config.Advanced.ReloadSignals
 }
 
 // New checks cfg and builds the instance's elector, scheduler and HTTP
 // API. It starts nothing and makes no network call.
 func New(cfg Config) (*Baton, error) {
+	cfg, err := checked(cfg)
+	if err != nil {
+		return nil, err
+	}
+	m, err := metrics.New(cfg.Registry, cfg.Election)
+	if err != nil {
+		return nil, fmt.Errorf("baton: metrics: %w", err)
+	}
+	adv := cfg.Advanced
+	hcfg := schedulerhost.Config{
+		Jobs: cfg.Jobs, Location: cfg.Location, ShutdownTimeout: cfg.ShutdownTimeout, KillGrace: adv.KillGrace,
+		Ledger: adv.Ledger, Control: adv.Control, Instance: cfg.Instance, Observer: m, Logger: cfg.Logger,
+	}
+	if l, ok := cfg.Backend.(driver.Ledgerer); ok && hcfg.Ledger == nil {
+		hcfg.Ledger = l.Ledger()
+	}
+	if c, ok := cfg.Backend.(driver.Controller); ok && hcfg.Control == nil {
+		hcfg.Control = c.Control()
+	}
+	ecfg := election.Config{
+		Backend: cfg.Backend, Identity: election.Identity{ID: cfg.Instance}, Election: cfg.Election,
+		RetryPeriod: adv.RetryPeriod, ReleaseTimeout: adv.ReleaseTimeout, Logger: cfg.Logger, Observer: m,
+		// A term won while the application's hold began steps down as the
+		// application's own step-down does.
+		HoldCooldown: adv.StepDownCooldown,
+	}
+	if adv.ElectionLogger != nil {
+		ecfg.Logger = adv.ElectionLogger
+	}
+	host, err := schedulerhost.New(hcfg)
+	if err != nil {
+		return nil, err
+	}
+	el, err := election.New(ecfg)
+	if err != nil {
+		return nil, err
+	}
+	if adv.Standby {
+		el.SetEligible(false)
+	}
+	n, err := httpapi.New(httpapi.Config{
+		Elector: el, Host: host, Election: cfg.Election, Backend: adv.BackendKind, Where: adv.BackendWhere,
+		Registry: cfg.Registry, AdminToken: cfg.AdminToken, StepDownCooldown: adv.StepDownCooldown,
+		Reloader: adv.Reloader, JobsHash: adv.JobsHash, Control: hcfg.Control, Version: adv.Version,
+		Address: adv.Address, App: adv.App, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	b := &Baton{elector: el, host: host, node: n, sigs: adv.ReloadSignals}
+	if hcfg.Control != nil {
+		b.jobs = control.NewJobs(hcfg.Control)
+	}
+	return b, nil
+}
+
+// checked returns cfg with its defaults filled in (Instance, Logger,
+// Registry), or every problem with it, each naming the field.
+func checked(cfg Config) (Config, error) {
 	var errs []error
 	if cfg.Backend == nil {
 		errs = append(errs, errors.New("baton: Config.Backend: required"))
@@ -95,6 +233,10 @@ func New(cfg Config) (*Baton, error) {
 	if len(cfg.Jobs) == 0 {
 		errs = append(errs, errors.New("baton: Config.Jobs: at least one job is required"))
 	}
+	if cfg.ShutdownTimeout < 0 {
+		errs = append(errs, fmt.Errorf("baton: Config.ShutdownTimeout %v: must not be negative", cfg.ShutdownTimeout))
+	}
+	errs = append(errs, cfg.Advanced.check()...)
 	if cfg.Instance == "" {
 		id, err := defaultInstance()
 		if err != nil {
@@ -103,7 +245,7 @@ func New(cfg Config) (*Baton, error) {
 		cfg.Instance = id
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return cfg, err
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -111,52 +253,7 @@ func New(cfg Config) (*Baton, error) {
 	if cfg.Registry == nil {
 		cfg.Registry = httpapi.NewRegistry()
 	}
-	m, err := metrics.New(cfg.Registry, cfg.Election)
-	if err != nil {
-		return nil, fmt.Errorf("baton: metrics: %w", err)
-	}
-	hcfg := schedulerhost.Config{
-		Jobs: cfg.Jobs, Location: cfg.Location, ShutdownTimeout: cfg.ShutdownTimeout,
-		Instance: cfg.Instance, Observer: m, Logger: cfg.Logger,
-	}
-	if l, ok := cfg.Backend.(driver.Ledgerer); ok {
-		hcfg.Ledger = l.Ledger()
-	}
-	if c, ok := cfg.Backend.(driver.Controller); ok {
-		hcfg.Control = c.Control()
-	}
-	ecfg := election.Config{
-		Backend: cfg.Backend, Identity: election.Identity{ID: cfg.Instance}, Election: cfg.Election,
-		Observer: m, Logger: cfg.Logger,
-	}
-	ncfg := httpapi.Config{
-		Election: cfg.Election, Registry: cfg.Registry,
-		AdminToken: cfg.AdminToken, Control: hcfg.Control, Logger: cfg.Logger,
-	}
-	if cfg.Tune != nil {
-		cfg.Tune(&Parts{Host: &hcfg, Election: &ecfg, Node: &ncfg})
-	}
-	// A term won while the application's hold began steps down as the
-	// application's step-down does (httpapi.Config.App).
-	ecfg.HoldCooldown = ncfg.StepDownCooldown
-	host, err := schedulerhost.New(hcfg)
-	if err != nil {
-		return nil, err
-	}
-	el, err := election.New(ecfg)
-	if err != nil {
-		return nil, err
-	}
-	ncfg.Elector, ncfg.Host = el, host
-	n, err := httpapi.New(ncfg)
-	if err != nil {
-		return nil, err
-	}
-	b := &Baton{elector: el, host: host, node: n}
-	if hcfg.Control != nil {
-		b.jobs = control.NewJobs(hcfg.Control)
-	}
-	return b, nil
+	return cfg, nil
 }
 
 // Run campaigns, runs the jobs while this instance leads, and blocks
@@ -164,11 +261,20 @@ func New(cfg Config) (*Baton, error) {
 // ShutdownTimeout), the lease released. It returns nil after a clean
 // stop. Call it once: a second call (and a RunServing after Run) returns
 // an error at once and changes nothing of the first.
-func (b *Baton) Run(ctx context.Context) error { return b.node.Run(ctx, nil) }
+func (b *Baton) Run(ctx context.Context) error { return b.runNode(ctx, nil) }
 
 // RunServing is Run that also serves Handler on ln until the instance has
 // stopped (nil: serves nothing). It closes ln.
 func (b *Baton) RunServing(ctx context.Context, ln net.Listener) error {
+	return b.runNode(ctx, ln)
+}
+
+// runNode runs the node, reloading at each of the ReloadSignals.
+func (b *Baton) runNode(ctx context.Context, ln net.Listener) error {
+	if len(b.sigs) > 0 {
+		stop := b.node.ReloadOnSignal(ctx, b.sigs...)
+		defer stop()
+	}
 	return b.node.Run(ctx, ln)
 }
 
@@ -199,13 +305,3 @@ func (b *Baton) StepDown(cooldown time.Duration) bool { return b.elector.StepDow
 // a job, ask for a run now, read their state. Nil if the backend has no
 // control store.
 func (b *Baton) Jobs() *control.Jobs { return b.jobs }
-
-// Elector and Host are the parts New built, for what Baton does not
-// expose itself.
-func (b *Baton) Elector() *election.Elector { return b.elector }
-
-// Host is the scheduler New built (see Elector).
-func (b *Baton) Host() *schedulerhost.Host { return b.host }
-
-// Node is the HTTP API and health verdicts New built (see Elector).
-func (b *Baton) Node() *httpapi.Node { return b.node }

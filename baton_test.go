@@ -7,8 +7,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -103,26 +105,18 @@ func TestRun_OnEtcd(t *testing.T) {
 	}
 }
 
-// Tune sees the configurations New derived from Config, and what it sets
-// reaches the parts: here the node's backend name, which /status shows.
-// RunServing serves the HTTP API on the listener it is given until the
-// instance stops.
-func TestNew_TuneThenRunServing(t *testing.T) {
+// The settings of Config.Advanced reach the parts: here the backend's
+// kind and where, which /status shows. RunServing serves the HTTP API on
+// the listener it is given until the instance stops.
+func TestNew_AdvancedThenRunServing(t *testing.T) {
 	mem := memory.New(election.Timing{})
-	var host, instance, node string
 	b, err := baton.New(baton.Config{
 		Backend: mem.Candidate(), Election: "tuned", Instance: "one",
-		Jobs: []baton.Job{{Name: "j", Schedule: "@every 1h", Run: func(context.Context) error { return nil }}},
-		Tune: func(p *baton.Parts) {
-			host, instance, node = p.Host.Instance, p.Election.Identity.ID, p.Node.Election
-			p.Node.Backend, p.Node.Where = "memory", "this process"
-		},
+		Jobs:     []baton.Job{{Name: "j", Schedule: "@every 1h", Run: func(context.Context) error { return nil }}},
+		Advanced: baton.Advanced{BackendKind: "memory", BackendWhere: "this process"},
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	if host != "one" || instance != "one" || node != "tuned" {
-		t.Errorf("Tune saw host instance %q, election identity %q, node election %q; want one, one, tuned", host, instance, node)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -148,9 +142,28 @@ func TestNew_TuneThenRunServing(t *testing.T) {
 		t.Errorf("RunServing: %v", err)
 	}
 	if !strings.Contains(status, `"memory"`) || !strings.Contains(status, `"this process"`) {
-		t.Errorf("/status does not show the tuned backend and where: %s", status)
+		t.Errorf("/status does not show the backend's kind and where: %s", status)
 	}
 	if _, err := http.Get("http://" + ln.Addr().String() + "/status"); err == nil {
 		t.Error("the listener still serves after RunServing returned")
+	}
+}
+
+// Bad values of Config's named settings are refused, each with the field
+// and the value.
+func TestNew_NamesEachBadValue(t *testing.T) {
+	_, err := baton.New(baton.Config{
+		Backend: memory.New(election.Timing{}).Candidate(), Election: "e", Instance: "i",
+		Jobs:            []baton.Job{{Name: "j", Schedule: "@every 1h", Run: func(context.Context) error { return nil }}},
+		ShutdownTimeout: -time.Second,
+		Advanced: baton.Advanced{KillGrace: -2 * time.Second, RetryPeriod: -3 * time.Second, ReleaseTimeout: -4 * time.Second,
+			StepDownCooldown: -5 * time.Second, ReloadSignals: []os.Signal{syscall.SIGHUP}},
+	})
+	for _, want := range []string{"Config.ShutdownTimeout -1s: must not be negative", "Config.Advanced.KillGrace -2s: must not be negative",
+		"Config.Advanced.RetryPeriod -3s: must not be negative", "Config.Advanced.ReleaseTimeout -4s: must not be negative",
+		"Config.Advanced.StepDownCooldown -5s: must not be negative", "Config.Advanced.ReloadSignals [hangup]: no Config.Advanced.Reloader"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("New: %v; want it to say %q", err, want)
+		}
 	}
 }

@@ -17,3 +17,10 @@ var RunMainStopped = runMain
 
 // ErrExitNow is RunMain's error after a second signal.
 var ErrExitNow = errExitNow
+
+// InstanceOf is the identity b campaigns with: Config.Instance, or the
+// default New chose.
+func InstanceOf(b *Baton) string { return b.elector.Identity().ID }
+
+// RunningOf is how many runs of b's jobs have started and not returned.
+func RunningOf(b *Baton) int { return b.host.Running() }

@@ -24,7 +24,7 @@ func defaultIdentity(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b.Elector().Identity().ID
+	return baton.InstanceOf(b)
 }
 
 // TestNew_DefaultInstanceIsUniquePerProcess: two copies of a program on

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -100,90 +101,34 @@ func (p *Program) nodeSettings(sub string, args []string, stderr io.Writer) (*no
 
 // Node runs one instance: `demo node` or `baton run`. Its flags come from
 // the config file's backend and node sections, then from BATON_*
-// variables, then from the command line, each over the one before.
+// variables, then from the command line, each over the one before. It
+// goes in phases: the settings (nodeSettings, nodeStart), the backend
+// (openNode), the HTTP listener (listenNode), the instance's Config
+// (nodeConfig), then baton.New and RunServing until ctx ends.
 func (p *Program) Node(ctx context.Context, sub string, args []string, stdout, stderr io.Writer) error {
 	opts, f, src, err := p.nodeSettings(sub, args, stderr)
 	if err != nil {
 		return err
 	}
-	bf, lf := opts.bf, opts.lf
-	id, config, httpAddr, stdinEOF, standby, cooldown, tokenFile := &opts.id, &opts.config, &opts.httpAddr, &opts.stdinEOF, &opts.standby, &opts.cooldown, &opts.tokenFile
-	base, err := lf.Logger(stderr)
+	st, err := nodeStart(opts, src, stderr)
 	if err != nil {
-		return src.locate(err)
+		return err
 	}
-	if *cooldown < 0 {
-		return src.locate(fmt.Errorf("--step-down-cooldown %v: must not be negative", *cooldown))
-	}
-	adminToken, adminFrom, err := httpapi.LoadAdminToken(*tokenFile)
+	o, err := p.openNode(ctx, sub, opts, f, src, st.base)
 	if err != nil {
-		return src.locate(err)
-	}
-	if *id == "" {
-		host, _ := os.Hostname()
-		*id = fmt.Sprintf("%s-%d", host, os.Getpid())
-	}
-	// Backends and the Elector add election (and identity) themselves.
-	log := base.With("election", bf.Election, "identity", *id)
-
-	timing := election.Timing{TTL: f.Election.TTL, RenewInterval: f.Election.RenewInterval, SafetyMargin: f.Election.SafetyMargin}
-	o, err := bf.Open(ctx, timing, f.Election.PollInterval, base)
-	if err != nil {
-		if strings.Contains(err.Error(), "invalid config") {
-			return src.locateOpen(err, f) // each problem at its key's line
-		}
-		return fmt.Errorf("%s %s: %w", p.Name, sub, src.locate(err))
+		return err
 	}
 	defer o.Close()
-	if o.Ledger == nil {
-		return fmt.Errorf("%s %s: --backend %s: keeps no tick ledger yet, so it cannot run jobs once per tick; use it with baton lock", p.Name, sub, bf.Kind)
-	}
-	if ch, ok := o.Backend.(driver.Checker); ok {
-		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		err := ch.Check(cctx)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("%s %s: %w", p.Name, sub, src.locate(fmt.Errorf("%s: %w", o.Where, bf.Explain(err))))
-		}
-	}
-
-	hcfg, err := HostConfig(f, bf.Election, *id, log)
+	cfg, app, err := p.nodeConfig(opts, f, o, st)
 	if err != nil {
 		return err
 	}
-	app, err := AppChecker(f)
+	ln, httpURL, err := listenNode(opts.httpAddr, st, src)
 	if err != nil {
 		return err
 	}
-
-	var ln net.Listener
-	httpURL := "none"
-	if *httpAddr != "" {
-		ln, err = net.Listen("tcp", *httpAddr)
-		if err != nil {
-			return src.locate(fmt.Errorf("--http %s: %w", *httpAddr, err))
-		}
-		httpURL = "http://" + ln.Addr().String()
-		if ap, err := netip.ParseAddrPort(ln.Addr().String()); err == nil && !ap.Addr().IsLoopback() && adminToken != nil {
-			log.Warn("admin endpoints reachable beyond loopback over plain HTTP: the bearer token travels in clear", "http", httpURL)
-		}
-	}
-	// The node is an embedder of the baton package like any other; what
-	// the jobs file and the flags say beyond Config goes in through Tune.
-	b, err := baton.New(baton.Config{
-		Backend: o.Backend, Election: bf.Election, Jobs: hcfg.Jobs, Instance: *id,
-		ShutdownTimeout: hcfg.ShutdownTimeout, AdminToken: adminToken, Logger: log,
-		Tune: func(parts *baton.Parts) {
-			parts.Host.KillGrace = hcfg.KillGrace
-			parts.Host.Ledger, parts.Host.Control, parts.Node.Control = o.Ledger, o.Control, o.Control
-			// The Elector adds election and identity itself.
-			parts.Election.RetryPeriod, parts.Election.ReleaseTimeout, parts.Election.Logger = f.Election.RetryPeriod, f.Election.ReleaseTimeout, base
-			parts.Node.Backend, parts.Node.Where, parts.Node.StepDownCooldown = bf.Kind, o.Where, *cooldown
-			parts.Node.Version, parts.Node.Address, parts.Node.App = version(), strings.TrimPrefix(httpURL, "none"), app
-			parts.Node.JobsHash = f.JobsHash()
-			parts.Node.Reloader = newFileReloader(f, func() (*jobsfile.File, error) { return p.LoadJobs(*config) }, bf.Election, *id, log)
-		},
-	})
+	cfg.Advanced.Address = strings.TrimPrefix(httpURL, "none")
+	b, err := baton.New(cfg)
 	if err != nil {
 		if ln != nil {
 			ln.Close()
@@ -193,17 +138,11 @@ func (p *Program) Node(ctx context.Context, sub string, args []string, stdout, s
 		}
 		return err
 	}
-	if *standby {
-		b.Elector().SetEligible(false)
-	}
-	n := b.Node()
-	// SIGHUP re-reads the jobs file, as POST /reload does.
-	stopReload := n.ReloadOnSignal(ctx, syscall.SIGHUP)
-	defer stopReload()
-	log.Info("node started", "pid", os.Getpid(), "backend", bf.Kind, "where", o.Where,
-		"http", httpURL, "config", f.Path, "jobs", len(f.Jobs), "eligible", !*standby, "admin", adminFrom, "app_check", appCheckOf(app))
+	log := st.log
+	log.Info("node started", "pid", os.Getpid(), "backend", opts.bf.Kind, "where", o.Where,
+		"http", httpURL, "config", f.Path, "jobs", len(f.Jobs), "eligible", !opts.standby, "admin", st.adminFrom, "app_check", appCheckOf(app))
 
-	if *stdinEOF {
+	if opts.stdinEOF {
 		var cancel context.CancelCauseFunc
 		ctx, cancel = context.WithCancelCause(ctx)
 		defer cancel(nil)
@@ -221,6 +160,116 @@ func (p *Program) Node(ctx context.Context, sub string, args []string, stdout, s
 	}
 	log.Info("node stopped")
 	return nil
+}
+
+// nodeStarted is what a node's start makes of its settings: its loggers,
+// its admin token, its identity.
+type nodeStarted struct {
+	base      *slog.Logger // the log flags' logger
+	log       *slog.Logger // base with the election and the identity
+	adminTok  []byte       // nil: the admin endpoints are disabled
+	adminFrom string       // where the token came from, for the log
+}
+
+// nodeStart checks the settings that need no backend, reads the admin
+// token, and gives the node its identity (HOSTNAME-PID by default, in
+// opts.id) and its loggers.
+func nodeStart(opts *nodeOpts, src *settings, stderr io.Writer) (*nodeStarted, error) {
+	base, err := opts.lf.Logger(stderr)
+	if err != nil {
+		return nil, src.locate(err)
+	}
+	if opts.cooldown < 0 {
+		return nil, src.locate(fmt.Errorf("--step-down-cooldown %v: must not be negative", opts.cooldown))
+	}
+	tok, from, err := httpapi.LoadAdminToken(opts.tokenFile)
+	if err != nil {
+		return nil, src.locate(err)
+	}
+	if opts.id == "" {
+		host, _ := os.Hostname()
+		opts.id = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	// Backends and the Elector add election (and identity) themselves.
+	log := base.With("election", opts.bf.Election, "identity", opts.id)
+	return &nodeStarted{base: base, log: log, adminTok: tok, adminFrom: from}, nil
+}
+
+// openNode opens the backend the settings name, with the election
+// section's timing, and checks it (driver.Checker, 15 s at most). It
+// refuses a backend that keeps no ledger. The caller closes it.
+func (p *Program) openNode(ctx context.Context, sub string, opts *nodeOpts, f *jobsfile.File, src *settings, base *slog.Logger) (*Opened, error) {
+	bf := opts.bf
+	timing := election.Timing{TTL: f.Election.TTL, RenewInterval: f.Election.RenewInterval, SafetyMargin: f.Election.SafetyMargin}
+	o, err := bf.Open(ctx, timing, f.Election.PollInterval, base)
+	if err != nil {
+		if strings.Contains(err.Error(), "invalid config") {
+			return nil, src.locateOpen(err, f) // each problem at its key's line
+		}
+		return nil, fmt.Errorf("%s %s: %w", p.Name, sub, src.locate(err))
+	}
+	if o.Ledger == nil {
+		o.Close()
+		return nil, fmt.Errorf("%s %s: --backend %s: keeps no tick ledger yet, so it cannot run jobs once per tick; use it with baton lock", p.Name, sub, bf.Kind)
+	}
+	if ch, ok := o.Backend.(driver.Checker); ok {
+		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		err := ch.Check(cctx)
+		cancel()
+		if err != nil {
+			o.Close()
+			return nil, fmt.Errorf("%s %s: %w", p.Name, sub, src.locate(fmt.Errorf("%s: %w", o.Where, bf.Explain(err))))
+		}
+	}
+	return o, nil
+}
+
+// nodeConfig is the instance's baton.Config: the jobs file's jobs and
+// settings, the flags', and the opened backend's, all as named fields,
+// as any embedder gives them; the caller adds Advanced.Address once it
+// listens. It also returns the application check, nil if none.
+func (p *Program) nodeConfig(opts *nodeOpts, f *jobsfile.File, o *Opened, st *nodeStarted) (baton.Config, *appcheck.Checker, error) {
+	name, id, log := opts.bf.Election, opts.id, st.log
+	hcfg, err := HostConfig(f, name, id, log)
+	if err != nil {
+		return baton.Config{}, nil, err
+	}
+	app, err := AppChecker(f)
+	if err != nil {
+		return baton.Config{}, nil, err
+	}
+	return baton.Config{
+		Backend: o.Backend, Election: name, Jobs: hcfg.Jobs, Instance: id,
+		ShutdownTimeout: hcfg.ShutdownTimeout, AdminToken: st.adminTok, Logger: log,
+		Advanced: baton.Advanced{
+			KillGrace: hcfg.KillGrace, Ledger: o.Ledger, Control: o.Control,
+			RetryPeriod: f.Election.RetryPeriod, ReleaseTimeout: f.Election.ReleaseTimeout,
+			ElectionLogger: st.base, // the Elector adds election and identity itself
+			BackendKind:    opts.bf.Kind, BackendWhere: o.Where, StepDownCooldown: opts.cooldown,
+			Version: version(), App: app, JobsHash: f.JobsHash(),
+			Reloader:      newFileReloader(f, func() (*jobsfile.File, error) { return p.LoadJobs(opts.config) }, name, id, log),
+			Standby:       opts.standby,
+			ReloadSignals: []os.Signal{syscall.SIGHUP}, // re-reads the jobs file, as POST /reload does
+		},
+	}, app, nil
+}
+
+// listenNode listens on addr (--http) for the HTTP API: nil and "none"
+// when addr is "". It warns when the admin endpoints are reachable beyond
+// loopback over plain HTTP.
+func listenNode(addr string, st *nodeStarted, src *settings) (net.Listener, string, error) {
+	if addr == "" {
+		return nil, "none", nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", src.locate(fmt.Errorf("--http %s: %w", addr, err))
+	}
+	httpURL := "http://" + ln.Addr().String()
+	if ap, err := netip.ParseAddrPort(ln.Addr().String()); err == nil && !ap.Addr().IsLoopback() && st.adminTok != nil {
+		st.log.Warn("admin endpoints reachable beyond loopback over plain HTTP: the bearer token travels in clear", "http", httpURL)
+	}
+	return ln, httpURL, nil
 }
 
 // version is the module version the binary was built from, or "devel".
