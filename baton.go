@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -156,9 +157,10 @@ func (a Advanced) check() []error {
 type Baton struct {
 	elector *election.Elector
 	host    *schedulerhost.Host
-	node    *httpapi.Node
+	api     *httpapi.API
 	jobs    *control.Jobs
-	sigs    []os.Signal // Config.Advanced.ReloadSignals
+	run     runner      // what Run runs beside the Elector (run.go)
+	started atomic.Bool // Run was called: a second call is refused
 }
 
 // New checks cfg and builds the instance's elector, scheduler and HTTP
@@ -204,7 +206,7 @@ func New(cfg Config) (*Baton, error) {
 	if adv.Standby {
 		el.SetEligible(false)
 	}
-	n, err := httpapi.New(httpapi.Config{
+	api, err := httpapi.New(httpapi.Config{
 		Elector: el, Host: host, Election: cfg.Election, Backend: adv.BackendKind, Where: adv.BackendWhere,
 		Registry: cfg.Registry, AdminToken: cfg.AdminToken, StepDownCooldown: adv.StepDownCooldown,
 		Reloader: adv.Reloader, JobsHash: adv.JobsHash, Control: hcfg.Control, Version: adv.Version,
@@ -213,7 +215,8 @@ func New(cfg Config) (*Baton, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Baton{elector: el, host: host, node: n, sigs: adv.ReloadSignals}
+	b := &Baton{elector: el, host: host, api: api,
+		run: runner{publish: hcfg.Control != nil, watchApp: adv.App != nil, reloadSignals: adv.ReloadSignals, log: cfg.Logger}}
 	if hcfg.Control != nil {
 		b.jobs = control.NewJobs(hcfg.Control)
 	}
@@ -258,40 +261,40 @@ func checked(cfg Config) (Config, error) {
 
 // Run campaigns, runs the jobs while this instance leads, and blocks
 // until ctx ends and the instance has stopped: the runs drained (within
-// ShutdownTimeout), the lease released. It returns nil after a clean
-// stop. Call it once: a second call (and a RunServing after Run) returns
-// an error at once and changes nothing of the first.
-func (b *Baton) Run(ctx context.Context) error { return b.runNode(ctx, nil) }
+// ShutdownTimeout), the lease released. It owns every part of the run
+// (run.go): the Elector with the Host's Lead as its lead function, and
+// beside it the registry publisher (with a control store), the
+// application check (Advanced.App) and the reload at
+// Advanced.ReloadSignals, each on a goroutine of its own; when the first
+// returns it stops them all and waits for all. From the moment ctx ends,
+// Ready says "shutting down". It returns the first error a part returned
+// (the Elector's, say), nil after a clean stop. Call it once: a second
+// call (and a RunServing after Run) returns ErrRunTwice at once, closes
+// its listener, and changes nothing of the first.
+func (b *Baton) Run(ctx context.Context) error { return b.runGroup(ctx, nil) }
 
-// RunServing is Run that also serves Handler on ln until the instance has
-// stopped (nil: serves nothing). It closes ln.
+// RunServing is Run that also serves Handler on ln (nil: serves
+// nothing) until the Elector has returned (the lease released), then
+// shuts the server down within httpapi.HTTPShutdownTimeout. It closes
+// ln.
 func (b *Baton) RunServing(ctx context.Context, ln net.Listener) error {
-	return b.runNode(ctx, ln)
-}
-
-// runNode runs the node, reloading at each of the ReloadSignals.
-func (b *Baton) runNode(ctx context.Context, ln net.Listener) error {
-	if len(b.sigs) > 0 {
-		stop := b.node.ReloadOnSignal(ctx, b.sigs...)
-		defer stop()
-	}
-	return b.node.Run(ctx, ln)
+	return b.runGroup(ctx, ln)
 }
 
 // Handler is the HTTP API, for a server of the caller's: GET / (the
 // status page), /status, /metrics, /healthz, /readyz, GET /runs/{id},
 // and the admin endpoints (Config.AdminToken).
-func (b *Baton) Handler() http.Handler { return b.node.Handler() }
+func (b *Baton) Handler() http.Handler { return b.api.Handler() }
 
 // Healthy is /healthz's verdict: not OK while the election loop is not
 // running, or while runs go on without leadership. A supervisor should
 // restart an unhealthy instance.
-func (b *Baton) Healthy() Verdict { return b.node.Healthy() }
+func (b *Baton) Healthy() Verdict { return b.api.Healthy() }
 
 // Ready is /readyz's verdict: not OK once a shutdown has begun, or while
 // the last attempts to take the lease all failed (the instance cannot
 // take part in the election).
-func (b *Baton) Ready() Verdict { return b.node.Ready() }
+func (b *Baton) Ready() Verdict { return b.api.Ready() }
 
 // Leading reports whether this instance holds the election now.
 func (b *Baton) Leading() bool { return b.elector.IsLeader() }

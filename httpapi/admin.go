@@ -68,14 +68,14 @@ func tokenMatches(got string, want []byte) bool {
 // the request's bearer token is missing or wrong.
 func (s *server) admin(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		n := s.node
-		if len(n.cfg.AdminToken) == 0 {
+		a := s.api
+		if len(a.cfg.AdminToken) == 0 {
 			http.Error(w, errAdminDisabled.Error(), http.StatusForbidden)
 			return
 		}
 		tok, ok := bearer(r)
-		if !ok || !tokenMatches(tok, n.cfg.AdminToken) {
-			n.cfg.Logger.Warn("admin request refused", "path", r.URL.Path, "remote", r.RemoteAddr, "bearer_given", ok)
+		if !ok || !tokenMatches(tok, a.cfg.AdminToken) {
+			a.cfg.Logger.Warn("admin request refused", "path", r.URL.Path, "remote", r.RemoteAddr, "bearer_given", ok)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="baton"`)
 			http.Error(w, "unauthorized: send \"Authorization: Bearer <admin token>\"", http.StatusUnauthorized)
 			return
@@ -93,7 +93,7 @@ type adminReply struct {
 }
 
 func (s *server) reply(w http.ResponseWriter, code int, msg string, leading bool) {
-	rep := adminReply{Message: msg, Leading: leading, Eligible: s.node.cfg.Elector.Eligible(), CooldownUntil: s.node.cfg.Elector.CooldownUntil()}
+	rep := adminReply{Message: msg, Leading: leading, Eligible: s.api.cfg.Elector.Eligible(), CooldownUntil: s.api.cfg.Elector.CooldownUntil()}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
@@ -107,8 +107,8 @@ func (s *server) reply(w http.ResponseWriter, code int, msg string, leading bool
 // cooldown. It answers at once (202 while a term is handed over); /status
 // tells when the handover is done.
 func (s *server) handleStepDown(w http.ResponseWriter, r *http.Request) {
-	n := s.node
-	cooldown := n.cfg.StepDownCooldown
+	a := s.api
+	cooldown := a.cfg.StepDownCooldown
 	if v := r.URL.Query().Get("cooldown"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
@@ -117,8 +117,8 @@ func (s *server) handleStepDown(w http.ResponseWriter, r *http.Request) {
 		}
 		cooldown = d
 	}
-	leading, token, until := n.stepDown(cooldown)
-	log := n.cfg.Logger
+	leading, token, until := a.stepDown(cooldown)
+	log := a.cfg.Logger
 	if leading {
 		log = log.With("token", token)
 	}
@@ -128,7 +128,7 @@ func (s *server) handleStepDown(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.reply(w, http.StatusAccepted, fmt.Sprintf("stepping down: draining %d runs, then releasing; no campaign before %s",
-		n.cfg.Host.Running(), until.Format(time.RFC3339Nano)), true)
+		a.cfg.Host.Running(), until.Format(time.RFC3339Nano)), true)
 }
 
 // handleStandby: POST /standby. The node stops campaigning; a term it
@@ -144,15 +144,15 @@ func (s *server) handleEligible(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) setEligible(w http.ResponseWriter, r *http.Request, ok bool) {
-	n, el := s.node, s.node.cfg.Elector
+	a, el := s.api, s.api.cfg.Elector
 	was := el.Eligible()
 	el.SetEligible(ok)
 	leading := el.IsLeader()
-	n.cfg.Logger.Info("eligibility set", "eligible", ok, "was", was, "leading", leading, "remote", r.RemoteAddr)
+	a.cfg.Logger.Info("eligibility set", "eligible", ok, "was", was, "leading", leading, "remote", r.RemoteAddr)
 	var msg string
 	switch {
 	case ok && el.Held() != "":
-		msg = "eligible for the operator, but does not campaign while " + n.notEligible()
+		msg = "eligible for the operator, but does not campaign while " + a.notEligible()
 	case ok && time.Until(el.CooldownUntil()) > 0:
 		msg = "eligible: campaigns once the step-down cooldown is over"
 	case ok:

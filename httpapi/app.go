@@ -15,9 +15,17 @@ import (
 // application answers leads. When no application answers, nobody leads;
 // the next leader catches the missed ticks up by their misfire policy.
 
-// watchApp runs the application's checks until ctx ends.
-func (n *Node) watchApp(ctx context.Context) {
-	n.cfg.App.Run(ctx, n.appChanged)
+// WatchApp runs the application's checks (Config.App) until ctx ends,
+// and follows each change of their verdict: it holds the Elector or
+// lifts the hold, and steps a leader down. It blocks; the runner (package
+// baton's Run) runs it on a goroutine of its own while it runs the
+// Elector. Without an App it only waits for ctx to end.
+func (a *API) WatchApp(ctx context.Context) {
+	if a.cfg.App == nil {
+		<-ctx.Done()
+		return
+	}
+	a.cfg.App.Run(ctx, a.appChanged)
 }
 
 // appChanged follows a change of the application's verdict or of its
@@ -25,8 +33,8 @@ func (n *Node) watchApp(ctx context.Context) {
 // campaign (an instance whose app may be down does not take over); a
 // leader steps down only when the verdict turns (UnhealthyAfter failures
 // in a row), so that one failed check does not move the leadership.
-func (n *Node) appChanged(st appcheck.State) {
-	el, log := n.cfg.Elector, n.cfg.Logger
+func (a *API) appChanged(st appcheck.State) {
+	el, log := a.cfg.Elector, a.cfg.Logger
 	if gate := st.Gate(); st.Healthy {
 		el.Hold(gate)
 		if gate == "" {
@@ -41,28 +49,28 @@ func (n *Node) appChanged(st appcheck.State) {
 		log.Warn("application unhealthy: not campaigning", "check", st.Check, "reason", st.Reason, "failed_checks", st.Failures)
 		return
 	}
-	n.appStepDown(st)
+	a.appStepDown(st)
 }
 
 // appStepDown steps a leader down because of its application.
-func (n *Node) appStepDown(st appcheck.State) {
-	leading, token, until := n.stepDown(n.cfg.StepDownCooldown)
+func (a *API) appStepDown(st appcheck.State) {
+	leading, token, until := a.stepDown(a.cfg.StepDownCooldown)
 	if leading {
-		n.cfg.Logger.Warn("application unhealthy: stepping down: draining runs, then releasing", "token", token,
-			"check", st.Check, "reason", st.Reason, "failed_checks", st.Failures, "running", n.cfg.Host.Running(),
+		a.cfg.Logger.Warn("application unhealthy: stepping down: draining runs, then releasing", "token", token,
+			"check", st.Check, "reason", st.Reason, "failed_checks", st.Failures, "running", a.cfg.Host.Running(),
 			"no_campaign_before", until.Format(time.RFC3339Nano))
 	}
 }
 
 // notEligible says why this node does not campaign, "" if it does.
-func (n *Node) notEligible() string {
-	el := n.cfg.Elector
+func (a *API) notEligible() string {
+	el := a.cfg.Elector
 	var why []string
 	if !el.Eligible() {
 		why = append(why, "standby (--standby or POST /standby)")
 	}
-	if n.cfg.App != nil {
-		if w := n.cfg.App.State().Gate(); w != "" {
+	if a.cfg.App != nil {
+		if w := a.cfg.App.State().Gate(); w != "" {
 			why = append(why, w)
 		}
 	} else if h := el.Held(); h != "" {

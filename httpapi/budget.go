@@ -16,11 +16,13 @@ import (
 const KillGraceMargin = time.Second
 
 // HTTPShutdownTimeout bounds the graceful shutdown of a node's HTTP
-// server, which begins when the elector has released the lease.
+// server, which the runner (package baton's RunServing) begins when the
+// elector has released the lease.
 const HTTPShutdownTimeout = 5 * time.Second
 
 // ShutdownConfig holds the settings that bound a graceful stop of a node,
-// from SIGTERM until Run returns. Zero means each one's default.
+// from SIGTERM until package baton's Run returns. Zero means each one's
+// default.
 type ShutdownConfig struct {
 	// ShutdownTimeout is how long the drain waits for runs in flight
 	// (schedulerhost.Config.ShutdownTimeout). Zero means

@@ -59,21 +59,21 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 // jobs returns the control store's typed view, or writes 501 and nil.
 func (s *server) jobs(w http.ResponseWriter) *control.Jobs {
-	if s.node.cfg.Control == nil {
+	if s.api.cfg.Control == nil {
 		controlErr(w, http.StatusNotImplemented, "this node has no control store: its backend keeps no pauses or run-now requests")
 		return nil
 	}
-	return control.NewJobs(s.node.cfg.Control)
+	return control.NewJobs(s.api.cfg.Control)
 }
 
 // knownJob reports whether job is in this node's job set, else writes 404.
 func (s *server) knownJob(w http.ResponseWriter, job string) bool {
-	for _, js := range s.node.cfg.Host.Status() {
+	for _, js := range s.api.cfg.Host.Status() {
 		if js.Name == job {
 			return true
 		}
 	}
-	controlErr(w, http.StatusNotFound, "job %q: not in the job set of %s", job, s.node.cfg.Elector.Identity().ID)
+	controlErr(w, http.StatusNotFound, "job %q: not in the job set of %s", job, s.api.cfg.Elector.Identity().ID)
 	return false
 }
 
@@ -96,7 +96,7 @@ func (s *server) handlePause(w http.ResponseWriter, r *http.Request) {
 		controlErr(w, http.StatusServiceUnavailable, "pause %s: %v", job, err)
 		return
 	}
-	s.node.cfg.Logger.Info("job paused", "job", job, "by", p.By, "note", p.Note, "remote", r.RemoteAddr)
+	s.api.cfg.Logger.Info("job paused", "job", job, "by", p.By, "note", p.Note, "remote", r.RemoteAddr)
 	writeJSON(w, http.StatusOK, p)
 }
 
@@ -135,10 +135,10 @@ func (s *server) handleResume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep := resumeReply{Resumed: p}
-	n := s.node
-	n.cfg.Logger.Info("job resumed", "job", job, "by", by(r), "paused_by", p.By, "remote", r.RemoteAddr)
+	a := s.api
+	a.cfg.Logger.Info("job resumed", "job", job, "by", by(r), "paused_by", p.By, "remote", r.RemoteAddr)
 	if runMissed {
-		hist, err := n.cfg.Host.History(r.Context(), job, maxStatusHistory)
+		hist, err := a.cfg.Host.History(r.Context(), job, maxStatusHistory)
 		if err != nil {
 			controlErr(w, http.StatusServiceUnavailable, "resumed %s, but reading its history for run_missed failed: %v", job, err)
 			return
@@ -146,7 +146,7 @@ func (s *server) handleResume(w http.ResponseWriter, r *http.Request) {
 		for _, h := range hist {
 			if h.Result == ledger.ResultSkipped && !h.Tick.Before(p.At.Truncate(time.Second)) {
 				req, _, err := jobs.RequestRun(r.Context(), control.RunRequest{ID: fmt.Sprintf("resume-%d", p.Version), Job: job,
-					By: by(r), At: time.Now().UTC(), Via: n.cfg.Elector.Identity().ID})
+					By: by(r), At: time.Now().UTC(), Via: a.cfg.Elector.Identity().ID})
 				if err != nil {
 					controlErr(w, http.StatusServiceUnavailable, "resumed %s, but requesting the run of its missed ticks failed: %v", job, err)
 					return
@@ -181,8 +181,8 @@ func (s *server) handleRunNow(w http.ResponseWriter, r *http.Request) {
 		controlErr(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	n := s.node
-	req, made, err := jobs.RequestRun(r.Context(), control.RunRequest{ID: id, Job: job, By: by(r), At: time.Now().UTC(), Via: n.cfg.Elector.Identity().ID})
+	a := s.api
+	req, made, err := jobs.RequestRun(r.Context(), control.RunRequest{ID: id, Job: job, By: by(r), At: time.Now().UTC(), Via: a.cfg.Elector.Identity().ID})
 	switch {
 	case errors.Is(err, control.ErrRequestConflict):
 		controlErr(w, http.StatusConflict, "request id %s is taken by a request of job %q", id, req.Job)
@@ -194,7 +194,7 @@ func (s *server) handleRunNow(w http.ResponseWriter, r *http.Request) {
 	code := http.StatusOK
 	if made {
 		code = http.StatusAccepted
-		n.cfg.Logger.Info("run now requested", "job", job, "request", id, "by", req.By, "remote", r.RemoteAddr)
+		a.cfg.Logger.Info("run now requested", "job", job, "request", id, "by", req.By, "remote", r.RemoteAddr)
 	}
 	writeJSON(w, code, runNowReply{RunRequest: req, IDKeptFor: schedulerhost.RunNowKeptFor.String(), IDKeptPerJob: schedulerhost.RunNowKeptPerJob})
 }
@@ -230,30 +230,38 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// publish keeps this instance's entry in the registry until ctx ends,
-// then removes it; each entry expires liveIntervals publishing intervals
+// Publish keeps this instance's entry in the registry of instances
+// (Config.Control) until ctx ends, then removes it, and returns: each
+// entry expires liveIntervals publishing intervals (InstanceInterval)
 // after it was written. The leader also removes entries that expired
-// staleAfter ago: those of instances that crashed or were cut off.
-func (n *Node) publish(ctx context.Context) {
-	jobs := control.NewJobs(n.cfg.Control)
-	el := n.cfg.Elector
+// staleAfter ago: those of instances that crashed or were cut off. It
+// blocks; the runner (package baton's Run) runs it on a goroutine of its
+// own while it runs the Elector. Without a Control store it only waits
+// for ctx to end.
+func (a *API) Publish(ctx context.Context) {
+	if a.cfg.Control == nil {
+		<-ctx.Done()
+		return
+	}
+	jobs := control.NewJobs(a.cfg.Control)
+	el := a.cfg.Elector
 	started := time.Now().UTC()
-	tk := time.NewTicker(n.cfg.InstanceInterval)
+	tk := time.NewTicker(a.cfg.InstanceInterval)
 	defer tk.Stop()
 	for {
-		n.mu.Lock()
-		hash := n.jobsHash
-		n.mu.Unlock()
+		a.mu.Lock()
+		hash := a.jobsHash
+		a.mu.Unlock()
 		seen := time.Now().UTC()
-		in := control.Instance{ID: el.Identity().ID, Eligible: el.Eligible() && el.Held() == "", Version: n.cfg.Version, JobsHash: hash,
-			Address: n.cfg.Address, Started: started, Seen: seen, Expires: seen.Add(liveIntervals * n.cfg.InstanceInterval)}
-		pctx, cancel := context.WithTimeout(ctx, n.cfg.InstanceInterval)
+		in := control.Instance{ID: el.Identity().ID, Eligible: el.Eligible() && el.Held() == "", Version: a.cfg.Version, JobsHash: hash,
+			Address: a.cfg.Address, Started: started, Seen: seen, Expires: seen.Add(liveIntervals * a.cfg.InstanceInterval)}
+		pctx, cancel := context.WithTimeout(ctx, a.cfg.InstanceInterval)
 		if err := jobs.Publish(pctx, in); err != nil && ctx.Err() == nil {
-			n.cfg.Logger.Debug("publishing this instance failed", "err", err)
+			a.cfg.Logger.Debug("publishing this instance failed", "err", err)
 		}
 		if el.IsLeader() {
 			if k, err := jobs.StaleInstances(pctx, time.Now().Add(-staleAfter)); err == nil && k > 0 {
-				n.cfg.Logger.Info("removed instances whose registry entry expired", "count", k, "after", staleAfter)
+				a.cfg.Logger.Info("removed instances whose registry entry expired", "count", k, "after", staleAfter)
 			}
 		}
 		cancel()
@@ -261,7 +269,7 @@ func (n *Node) publish(ctx context.Context) {
 		case <-ctx.Done():
 			uctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			if err := jobs.Unpublish(uctx, in.ID); err != nil {
-				n.cfg.Logger.Debug("removing this instance from the registry failed", "err", err)
+				a.cfg.Logger.Debug("removing this instance from the registry failed", "err", err)
 			}
 			cancel()
 			return
@@ -272,8 +280,8 @@ func (n *Node) publish(ctx context.Context) {
 
 // controlStatus adds the pauses, the instances and the terms to d, each
 // read once, within ctx.
-func (n *Node) controlStatus(ctx context.Context, d *Status) {
-	jobs := control.NewJobs(n.cfg.Control)
+func (a *API) controlStatus(ctx context.Context, d *Status) {
+	jobs := control.NewJobs(a.cfg.Control)
 	var errs []string
 	if ps, err := jobs.Pauses(ctx); err != nil {
 		errs = append(errs, "pauses: "+err.Error())
@@ -293,7 +301,7 @@ func (n *Node) controlStatus(ctx context.Context, d *Status) {
 				leaderHash = in.JobsHash
 			}
 		}
-		dflt := liveIntervals * n.cfg.InstanceInterval // for entries without Expires
+		dflt := liveIntervals * a.cfg.InstanceInterval // for entries without Expires
 		for _, in := range ins {
 			if in.Lapsed(d.Now.Add(-staleAfter), dflt) {
 				continue // gone long ago; the leader removes it

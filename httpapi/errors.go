@@ -10,7 +10,3 @@ var ErrGracePeriodTooShort = errors.New("httpapi: grace period too short")
 // started without a token.
 var errAdminDisabled = errors.New("admin endpoints are disabled: start the node with --admin-token-file FILE " +
 	"(or " + AdminTokenEnv + " in its environment) holding a secret token, then send \"Authorization: Bearer <token>\"")
-
-// ErrRunTwice is Run's error when it was called before: a Node runs once.
-// The refused call changes nothing of the first one.
-var ErrRunTwice = errors.New("httpapi: Run called twice: a node runs once")

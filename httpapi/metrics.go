@@ -18,9 +18,9 @@ func NewRegistry() *prometheus.Registry {
 
 // registerGauges adds the node's operational gauges, eligibility and the
 // step-down cooldown, to reg, next to the metrics package's.
-func (n *Node) registerGauges(reg prometheus.Registerer) error {
-	el := n.cfg.Elector
-	cl := prometheus.Labels{"election": n.cfg.Election}
+func (a *API) registerGauges(reg prometheus.Registerer) error {
+	el := a.cfg.Elector
+	cl := prometheus.Labels{"election": a.cfg.Election}
 	for _, c := range []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "baton_eligible", ConstLabels: cl,
 			Help: "1 while this instance may campaign, 0 on standby or while its application is unhealthy."}, func() float64 {

@@ -23,23 +23,23 @@ import (
 const refusedWarnEvery = time.Minute
 
 // claimsRefused is the Host's OnClaimsRefused.
-func (n *Node) claimsRefused(ctx context.Context, s schedulerhost.RefusedStreak) {
-	log := n.cfg.Logger
-	peer, why := n.eligiblePeer(ctx)
+func (a *API) claimsRefused(ctx context.Context, s schedulerhost.RefusedStreak) {
+	log := a.cfg.Logger
+	peer, why := a.eligiblePeer(ctx)
 	if peer == "" {
 		now := time.Now()
-		n.mu.Lock()
-		warn := now.Sub(n.refusedWarned) >= refusedWarnEvery
+		a.mu.Lock()
+		warn := now.Sub(a.refusedWarned) >= refusedWarnEvery
 		if warn {
-			n.refusedWarned = now
+			a.refusedWarned = now
 		}
-		n.mu.Unlock()
+		a.mu.Unlock()
 		if warn {
 			log.Warn("claims refused: staying leader: "+why, "token", s.Token, "refused", s.Count, "since", s.Since, "err", s.Err)
 		}
 		return
 	}
-	leading, token, until := n.stepDown(n.cfg.StepDownCooldown)
+	leading, token, until := a.stepDown(a.cfg.StepDownCooldown)
 	if leading {
 		log.Warn("claims refused: stepping down: draining runs, then releasing", "token", token, "refused", s.Count,
 			"since", s.Since, "span", s.Span, "eligible_follower", peer, "no_campaign_before", until.Format(time.RFC3339Nano), "err", s.Err)
@@ -48,18 +48,18 @@ func (n *Node) claimsRefused(ctx context.Context, s schedulerhost.RefusedStreak)
 
 // eligiblePeer returns an instance of the registry other than this one,
 // eligible and seen within three publish intervals, or "" and why none.
-func (n *Node) eligiblePeer(ctx context.Context) (id, why string) {
-	if n.cfg.Control == nil {
+func (a *API) eligiblePeer(ctx context.Context) (id, why string) {
+	if a.cfg.Control == nil {
 		return "", "no instance registry (the backend keeps no control store) to tell of an eligible follower"
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	ins, err := control.NewJobs(n.cfg.Control).Instances(ctx)
+	ins, err := control.NewJobs(a.cfg.Control).Instances(ctx)
 	if err != nil {
 		return "", "reading the instance registry: " + err.Error()
 	}
-	self := n.cfg.Elector.Identity().ID
-	live := 3 * n.cfg.InstanceInterval
+	self := a.cfg.Elector.Identity().ID
+	live := 3 * a.cfg.InstanceInterval
 	for _, in := range ins {
 		if in.ID != self && in.Eligible && time.Since(in.Seen) <= live {
 			return in.ID, ""

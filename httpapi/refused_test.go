@@ -29,7 +29,7 @@ func (refusingLedger) Claim(_ context.Context, cs []ledger.Claim) []error {
 
 // refusedNode is a node with the control store of mem whose claims go
 // to l; runs counts its job's runs.
-func refusedNode(t *testing.T, mem *memory.Server, id string, l ledger.Ledger, runs *atomic.Int64) (*Node, *election.Elector) {
+func refusedNode(t *testing.T, mem *memory.Server, id string, l ledger.Ledger, runs *atomic.Int64) (*API, *election.Elector) {
 	t.Helper()
 	discard := slog.New(slog.DiscardHandler)
 	host, err := schedulerhost.New(schedulerhost.Config{Ledger: l, Control: mem.Control(), Instance: id, Logger: discard,
@@ -61,16 +61,16 @@ func TestNode_RefusedClaimsStepDown(t *testing.T) {
 				a, elA := refusedNode(t, mem, "a", refusingLedger{mem.Ledger()}, &runsA)
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan error, 2)
-				go func() { done <- a.Run(ctx, nil) }()
+				go func() { done <- runAPI(ctx, a) }()
 				synctest.Wait()
 				if !elA.IsLeader() {
 					t.Fatal("a does not lead")
 				}
 				var elB *election.Elector
 				if follower {
-					var b *Node
+					var b *API
 					b, elB = refusedNode(t, mem, "b", mem.Ledger(), &runsB)
-					go func() { done <- b.Run(ctx, nil) }()
+					go func() { done <- runAPI(ctx, b) }()
 				}
 				time.Sleep(4 * time.Second) // refusals over more than the TTL: not yet a step-down
 				if !elA.IsLeader() {

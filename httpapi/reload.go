@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/signal"
 
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -50,54 +49,43 @@ type Reloader interface {
 // their next tick, and a term in progress goes on with the same token. A
 // refused set is logged at Error with its error, and the old set keeps
 // running. Reloads are serialized; any goroutine may call Reload.
-func (n *Node) Reload() (ReloadSummary, error) {
-	n.reloadMu.Lock()
-	defer n.reloadMu.Unlock()
-	log, r := n.cfg.Logger, n.cfg.Reloader
+func (a *API) Reload() (ReloadSummary, error) {
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	log, r := a.cfg.Logger, a.cfg.Reloader
 	if r == nil {
 		return ReloadSummary{}, errNoReloader
 	}
-	sum, err := r.Reload(n.cfg.Host)
+	sum, err := r.Reload(a.cfg.Host)
 	if err != nil {
 		log.Error("reload refused: the jobs file has errors; the old job set keeps running", "file", r.Source(), "err", err)
 		return ReloadSummary{}, err
 	}
-	if ti, ok := n.cfg.Elector.Term(); ok {
+	if ti, ok := a.cfg.Elector.Term(); ok {
 		sum.Token = ti.Token
 	}
-	n.mu.Lock()
-	n.jobsHash = sum.JobsHash
-	n.mu.Unlock()
+	a.mu.Lock()
+	a.jobsHash = sum.JobsHash
+	a.mu.Unlock()
 	log.Info("jobs reloaded", "file", r.Source(), "jobs", len(sum.Added)+len(sum.Changed)+len(sum.Unchanged), "added", sum.Added, "removed", sum.Removed,
 		"changed", sum.Changed, "unchanged", len(sum.Unchanged), "jobs_hash", sum.JobsHash, "leading", sum.Token != 0, "token", sum.Token)
 	return sum, nil
 }
 
-// ReloadOnSignal calls Reload at each of sigs (SIGHUP, say) until ctx ends
-// or stop is called; stop waits for the goroutine that watches them.
-// Binaries running a node call it once (demo node does, with SIGHUP); a
-// service embedding a node may prefer its own trigger.
-func (n *Node) ReloadOnSignal(ctx context.Context, sigs ...os.Signal) (stop func()) {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, sigs...)
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case s := <-ch:
-				n.cfg.Logger.Info("reloading the jobs file", "signal", s.String())
-				_, _ = n.Reload() // logged
-			}
+// ReloadOn calls Reload at each signal received on sigs until ctx ends,
+// then returns. It blocks; the runner (package baton's Run) runs it on a
+// goroutine of its own with a channel it registered with signal.Notify
+// for Advanced.ReloadSignals (the baton command's SIGHUP). A service
+// embedding an API may prefer its own trigger and call Reload.
+func (a *API) ReloadOn(ctx context.Context, sigs <-chan os.Signal) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case s := <-sigs:
+			a.cfg.Logger.Info("reloading the jobs file", "signal", s.String())
+			_, _ = a.Reload() // logged
 		}
-	}()
-	return func() {
-		signal.Stop(ch)
-		cancel()
-		<-done
 	}
 }
 
@@ -105,9 +93,9 @@ func (n *Node) ReloadOnSignal(ctx context.Context, sigs ...os.Signal) (stop func
 // file's errors, one per line, when it is refused (the old set keeps
 // running); 409 on a node without a Reloader.
 func (s *server) handleReload(w http.ResponseWriter, r *http.Request) {
-	n := s.node
-	n.cfg.Logger.Info("reload requested", "remote", r.RemoteAddr)
-	sum, err := n.Reload()
+	a := s.api
+	a.cfg.Logger.Info("reload requested", "remote", r.RemoteAddr)
+	sum, err := a.Reload()
 	switch {
 	case errors.Is(err, errNoReloader):
 		http.Error(w, err.Error(), http.StatusConflict)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -21,12 +20,12 @@ import (
 
 // server is the node's HTTP interface. Handlers are registered in routes.
 type server struct {
-	node *Node
-	mux  *http.ServeMux
+	api *API
+	mux *http.ServeMux
 }
 
-func newServer(n *Node) *server {
-	s := &server{node: n, mux: http.NewServeMux()}
+func newServer(a *API) *server {
+	s := &server{api: a, mux: http.NewServeMux()}
 	s.routes()
 	return s
 }
@@ -36,7 +35,7 @@ func (s *server) routes() {
 	s.mux.HandleFunc("GET /readyz", s.handleReadyz)
 	s.mux.HandleFunc("GET /status", s.handleStatus)
 	s.mux.HandleFunc("GET /{$}", s.handlePage)
-	reg := s.node.cfg.Registry
+	reg := s.api.cfg.Registry
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	s.mux.HandleFunc("POST /step-down", s.admin(s.handleStepDown))
 	s.mux.HandleFunc("POST /standby", s.admin(s.handleStandby))
@@ -66,29 +65,6 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// serve serves h on ln until stop is closed (then shuts down gracefully
-// within HTTPShutdownTimeout) or serving fails. It blocks.
-func serve(h http.Handler, ln net.Listener, stop <-chan struct{}) error {
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("http: %w", err)
-	case <-stop:
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), HTTPShutdownTimeout)
-	defer cancel()
-	err := hs.Shutdown(ctx)
-	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
-		err = serr
-	}
-	if err != nil {
-		return fmt.Errorf("http: shutdown: %w", err)
-	}
-	return nil
-}
-
 func plain(w http.ResponseWriter, ok bool, reason string) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	if !ok {
@@ -98,12 +74,12 @@ func plain(w http.ResponseWriter, ok bool, reason string) {
 }
 
 func (s *server) handleHealthz(w http.ResponseWriter, r *http.Request) {
-	v := s.node.Healthy()
+	v := s.api.Healthy()
 	plain(w, v.OK, v.first())
 }
 
 func (s *server) handleReadyz(w http.ResponseWriter, r *http.Request) {
-	v := s.node.Ready()
+	v := s.api.Ready()
 	plain(w, v.OK, v.first())
 }
 
@@ -161,28 +137,28 @@ type StatusTerm struct {
 // many runs per job (at most 50) from the ledger. It blocks while it asks
 // the backend who leads and, with history, the ledger, each for at most
 // 2 s; any goroutine may call it.
-func (n *Node) Status(ctx context.Context, history int) Status {
+func (a *API) Status(ctx context.Context, history int) Status {
 	history = min(history, maxStatusHistory)
-	el, host := n.cfg.Elector, n.cfg.Host
-	d := Status{Identity: el.Identity(), Election: n.cfg.Election, Backend: n.cfg.Backend, Where: n.cfg.Where,
+	el, host := a.cfg.Elector, a.cfg.Host
+	d := Status{Identity: el.Identity(), Election: a.cfg.Election, Backend: a.cfg.Backend, Where: a.cfg.Where,
 		Running: host.Running(), Eligible: el.Eligible() && el.Held() == "", CooldownUntil: el.CooldownUntil(),
-		Admin: len(n.cfg.AdminToken) > 0, Now: time.Now()}
+		Admin: len(a.cfg.AdminToken) > 0, Now: time.Now()}
 	d.Standby = !el.Eligible()
-	d.NotEligible = n.notEligible()
-	if n.cfg.App != nil {
-		st := n.cfg.App.State()
+	d.NotEligible = a.notEligible()
+	if a.cfg.App != nil {
+		st := a.cfg.App.State()
 		d.App = &st
 	}
-	n.mu.Lock()
-	d.JobsHash = n.jobsHash
-	n.mu.Unlock()
+	a.mu.Lock()
+	d.JobsHash = a.jobsHash
+	a.mu.Unlock()
 	steppingDown := false
 	if ti, ok := el.Term(); ok {
 		d.Leading = true
 		d.Term = &StatusTerm{Token: ti.Token, Since: ti.Since}
 		steppingDown = ti.SteppingDown
 	}
-	d.Role = n.role(d.Leading, steppingDown)
+	d.Role = a.role(d.Leading, steppingDown)
 	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	for _, js := range host.Status() {
@@ -199,16 +175,16 @@ func (n *Node) Status(ctx context.Context, history int) Status {
 	if li, err := el.Leader(lctx); err == nil {
 		d.Leader = &li
 		if li.Since.IsZero() {
-			d.LeaderSeen = n.leaderSeen(li.Token)
+			d.LeaderSeen = a.leaderSeen(li.Token)
 		}
 	} else if !errors.Is(err, election.ErrNoLeader) {
 		d.LeaderErr = err.Error()
 	}
-	if n.cfg.Control != nil {
-		n.controlStatus(lctx, &d)
+	if a.cfg.Control != nil {
+		a.controlStatus(lctx, &d)
 	}
-	d.Healthy = n.Healthy().OK
-	d.Ready = n.Ready().OK
+	d.Healthy = a.Healthy().OK
+	d.Ready = a.Ready().OK
 	return d
 }
 
@@ -227,5 +203,5 @@ func (s *server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	_ = enc.Encode(s.node.Status(r.Context(), history))
+	_ = enc.Encode(s.api.Status(r.Context(), history))
 }

@@ -91,7 +91,7 @@ func TestServer_HealthAfterLoss(t *testing.T) {
 // memNode is a node on the in-memory backend, served by httptest, with
 // its elector running.
 type memNode struct {
-	n    *Node
+	n    *API
 	el   *election.Elector
 	host *schedulerhost.Host
 	srv  *httptest.Server
@@ -127,7 +127,7 @@ func startMemNode(t *testing.T, mem *memory.Server, id string, token []byte) *me
 	}
 	srv := httptest.NewServer(n.Handler())
 	t.Cleanup(srv.Close)
-	testenv.Background(t, func(ctx context.Context) error { return n.Run(ctx, nil) })
+	testenv.Background(t, func(ctx context.Context) error { return runAPI(ctx, n) })
 	return &memNode{n: n, el: el, host: host, srv: srv}
 }
 
@@ -298,7 +298,7 @@ func TestServer_RoleWhileSteppingDown(t *testing.T) {
 
 // ctlNode is a node with a control store on mem, serving its API.
 type ctlNode struct {
-	n   *Node
+	n   *API
 	srv *httptest.Server
 	el  *election.Elector
 }
@@ -486,7 +486,7 @@ func TestControl_ShutdownRecordedAsShutDown(t *testing.T) {
 	a := newCtlNode(t, mem, "a", "hash-1", rs.job("report", "0 0 0 1 1 *"))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- a.n.Run(ctx, nil) }()
+	go func() { done <- runAPI(ctx, a.n) }()
 	waitUntil(t, "a leads", a.el.IsLeader)
 	cancel()
 	if err := <-done; err != nil {

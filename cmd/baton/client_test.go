@@ -13,12 +13,11 @@ import (
 	"testing"
 	"time"
 
+	batonhq "github.com/batonhq/baton"
 	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/httpapi"
 	"github.com/batonhq/baton/internal/testenv"
-	"github.com/batonhq/baton/schedulerhost"
 )
 
 // The client commands read node.admin_token_file relative to the config
@@ -52,29 +51,22 @@ jobs:
 	}
 }
 
-// statusNode runs a node of the election on mem with one job, report,
-// every second, serving its API; it stops at the test's end.
-func statusNode(t *testing.T, mem *memory.Server, id string) (*election.Elector, *schedulerhost.Host, string) {
+// statusNode runs an instance of the election on mem with one job,
+// report, every second, built by baton.New, serving its API; it stops at
+// the test's end.
+func statusNode(t *testing.T, mem *memory.Server, id string) (*batonhq.Baton, string) {
 	t.Helper()
-	discard := slog.New(slog.DiscardHandler)
-	job := schedulerhost.Job{Name: "report", Schedule: "@every 1s", Run: func(context.Context) error { return nil }}
-	host, err := schedulerhost.New(schedulerhost.Config{Jobs: []schedulerhost.Job{job}, Ledger: mem.Ledger(), Control: mem.Control(),
-		Instance: id, Logger: discard})
+	job := batonhq.Job{Name: "report", Schedule: "@every 1s", Run: func(context.Context) error { return nil }}
+	b, err := batonhq.New(batonhq.Config{Backend: mem.Candidate(), Election: "e", Instance: id, Jobs: []batonhq.Job{job},
+		Logger:   slog.New(slog.DiscardHandler),
+		Advanced: batonhq.Advanced{Ledger: mem.Ledger(), Control: mem.Control(), BackendKind: "memory"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	el, err := election.New(election.Config{Backend: mem.Candidate(), Identity: election.Identity{ID: id}, Election: "e", Logger: discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := httpapi.New(httpapi.Config{Elector: el, Host: host, Election: "e", Backend: "memory", Logger: discard, Control: mem.Control()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(n.Handler())
+	srv := httptest.NewServer(b.Handler())
 	t.Cleanup(srv.Close)
-	testenv.Background(t, func(ctx context.Context) error { return n.Run(ctx, nil) })
-	return el, host, srv.URL
+	testenv.Background(t, b.Run)
+	return b, srv.URL
 }
 
 // `baton status` beside a follower shows the cluster's last run of each
@@ -82,16 +74,16 @@ func statusNode(t *testing.T, mem *memory.Server, id string) (*election.Elector,
 // says so in NEXT instead of a time at which it would not run.
 func TestStatus_FollowerShowsTheClustersLastRun(t *testing.T) {
 	mem := memory.New(election.Timing{})
-	a, hostA, _ := statusNode(t, mem, "a")
-	for end := time.Now().Add(10 * time.Second); !a.IsLeader(); time.Sleep(20 * time.Millisecond) {
+	a, _ := statusNode(t, mem, "a")
+	for end := time.Now().Add(10 * time.Second); !a.Leading(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(end) {
 			t.Fatal("a does not lead within 10 s")
 		}
 	}
-	_, _, bURL := statusNode(t, mem, "b")
+	_, bURL := statusNode(t, mem, "b")
 	var last time.Time
 	for end := time.Now().Add(10 * time.Second); last.IsZero(); time.Sleep(50 * time.Millisecond) {
-		if runs, err := hostA.History(context.Background(), "report", 1); err == nil && len(runs) == 1 && !runs[0].Ended.IsZero() {
+		if runs, err := mem.Ledger().History(context.Background(), "report", 1); err == nil && len(runs) == 1 && !runs[0].Ended.IsZero() {
 			last = runs[0].Tick
 		}
 		if time.Now().After(end) {

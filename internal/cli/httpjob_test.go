@@ -13,7 +13,6 @@ import (
 
 	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/httpapi"
 	"github.com/batonhq/baton/internal/httpjob"
 	"github.com/batonhq/baton/internal/jobsfile"
 	"github.com/batonhq/baton/ledger"
@@ -106,13 +105,9 @@ func leadUntilRecorded(t *testing.T, jobsYAML string, obs *results) []ledger.Run
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := httpapi.New(httpapi.Config{Elector: el, Host: host, Election: "e", Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx, nil) }()
+	go func() { done <- el.Run(ctx, host.Lead) }()
 	running := true
 	stop := func() {
 		if running {

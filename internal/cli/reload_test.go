@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -14,12 +13,12 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/httpapi"
 	"github.com/batonhq/baton/internal/jobsfile"
 	"github.com/batonhq/baton/internal/testenv"
-	"github.com/batonhq/baton/schedulerhost"
 )
 
 const reloadJobsV1 = `jobs:
@@ -55,18 +54,19 @@ const reloadJobsV2 = `jobs:
     builtin: log
 `
 
-// fileNode is a node whose jobs come from a jobs file, on the in-memory
-// backend, with its elector running.
+// fileNode is an instance whose jobs come from a jobs file, on the
+// in-memory backend, built by baton.New as the command builds it, running.
 type fileNode struct {
-	n    *httpapi.Node
-	el   *election.Elector
-	host *schedulerhost.Host
+	b    *baton.Baton
 	srv  *httptest.Server
 	path string
 	logs *testenv.Buffer
 }
 
-func startFileNode(t *testing.T, jobs string, token []byte) *fileNode {
+// startFileNode runs an instance of jobs with the admin token token,
+// reloading at sigs (Advanced.ReloadSignals), until the test ends; it
+// returns once the instance leads.
+func startFileNode(t *testing.T, jobs string, token []byte, sigs ...os.Signal) *fileNode {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "jobs.yaml")
 	if err := os.WriteFile(path, []byte(jobs), 0o644); err != nil {
@@ -80,24 +80,20 @@ func startFileNode(t *testing.T, jobs string, token []byte) *fileNode {
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	mem := memory.New(election.Timing{})
 	hcfg, _ := HostConfig(f, "e", "n1", log)
-	hcfg.Ledger = mem.Ledger()
-	host, err := schedulerhost.New(hcfg)
+	b, err := baton.New(baton.Config{
+		Backend: mem.Candidate(), Election: "e", Instance: "n1", Jobs: hcfg.Jobs, ShutdownTimeout: hcfg.ShutdownTimeout,
+		AdminToken: token, Logger: log,
+		Advanced: baton.Advanced{KillGrace: hcfg.KillGrace, Ledger: mem.Ledger(), JobsHash: f.JobsHash(),
+			Reloader: newFileReloader(f, nil, "e", "n1", log), ReloadSignals: sigs},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	el, err := election.New(election.Config{Backend: mem.Candidate(), Identity: election.Identity{ID: "n1"}, Election: "e", Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := httpapi.New(httpapi.Config{Elector: el, Host: host, Election: "e", AdminToken: token, JobsHash: f.JobsHash(), Reloader: newFileReloader(f, nil, "e", "n1", log), Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(n.Handler())
+	srv := httptest.NewServer(b.Handler())
 	t.Cleanup(srv.Close)
-	startNode(t, n)
-	waitUntil(t, "leading", el.IsLeader)
-	return &fileNode{n: n, el: el, host: host, srv: srv, path: path, logs: logs}
+	testenv.Background(t, b.Run)
+	waitUntil(t, "leading", b.Leading)
+	return &fileNode{b: b, srv: srv, path: path, logs: logs}
 }
 
 func (fn *fileNode) write(t *testing.T, jobs string) {
@@ -183,22 +179,16 @@ func TestServer_Reload(t *testing.T) {
 	}
 }
 
-// TestNode_ReloadOnSignal: SIGHUP re-reads the jobs file.
+// TestNode_ReloadOnSignal: SIGHUP re-reads the jobs file
+// (Advanced.ReloadSignals, as the command sets it).
 func TestNode_ReloadOnSignal(t *testing.T) {
-	fn := startFileNode(t, reloadJobsV1, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stop := fn.n.ReloadOnSignal(ctx, syscall.SIGHUP)
-	defer stop()
+	fn := startFileNode(t, reloadJobsV1, nil, syscall.SIGHUP)
 	fn.write(t, reloadJobsV2)
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "reloaded", func() bool { return slices.Equal(statusJobs(fn.n.Status(ctx, 0)), []string{"b", "c", "d"}) })
-	stop()
-	if !strings.Contains(fn.logs.String(), "msg=\"jobs reloaded\"") {
-		t.Errorf("no record of the reload:\n%s", fn.logs.String())
-	}
+	waitUntil(t, "reloaded", func() bool { return slices.Equal(statusJobs(memStatus(t, fn.srv)), []string{"b", "c", "d"}) })
+	waitUntil(t, "the reload recorded", func() bool { return strings.Contains(fn.logs.String(), "msg=\"jobs reloaded\"") })
 }
 
 // The helpers of the tests that run a node on a jobs file.
@@ -207,11 +197,6 @@ var (
 	waitUntil = testenv.WaitUntil
 	post      = testenv.Post
 )
-
-// startNode runs n until the test ends.
-func startNode(t *testing.T, n *httpapi.Node) {
-	testenv.Background(t, func(ctx context.Context) error { return n.Run(ctx, nil) })
-}
 
 // memStatus reads srv's /status.
 func memStatus(t *testing.T, srv *httptest.Server) httpapi.Status {

@@ -1,11 +1,9 @@
 package httpapi
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -13,7 +11,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
@@ -21,9 +18,11 @@ import (
 	"github.com/batonhq/baton/schedulerhost"
 )
 
-// Config configures a Node.
+// Config configures an API.
 type Config struct {
-	// Elector campaigns; Run calls Elector.Run(ctx, Host.Lead). Required.
+	// Elector campaigns; the runner calls Elector.Run(ctx, Host.Lead).
+	// The API reads its state and asks it to step down, to stand by, to
+	// hold. Required.
 	Elector *election.Elector
 	// Host runs the jobs while the Elector leads. Required.
 	Host *schedulerhost.Host
@@ -45,7 +44,7 @@ type Config struct {
 	// ?cooldown=. Zero means none; it must not be negative.
 	StepDownCooldown time.Duration
 	// Reloader reads the job set again for Reload (SIGHUP with
-	// ReloadOnSignal, POST /reload). Nil: Reload is refused.
+	// ReloadOn, POST /reload). Nil: Reload is refused.
 	Reloader Reloader
 	// JobsHash is the hash of the job set the Host starts with, shown on
 	// /status (a Reload shows its set's). Optional.
@@ -63,30 +62,32 @@ type Config struct {
 	// registry (so that the status page can link to the other
 	// instances). Optional.
 	Address string
-	// InstanceInterval is how often the node publishes itself in the
-	// registry. Zero means DefaultInstanceInterval.
+	// InstanceInterval is how often Publish writes this instance's entry
+	// in the registry. Zero means DefaultInstanceInterval.
 	InstanceInterval time.Duration
 	// App checks the application beside the node, if any: while it is
 	// not healthy the node does not campaign (Elector.Hold), and a leader
 	// steps down (with StepDownCooldown) when it turns unhealthy. A term
 	// won while the hold began is the Elector's to step down: give it
-	// election.Config.HoldCooldown, StepDownCooldown as a rule. Run runs
-	// its checks; /status shows its state. Nil means no check.
+	// election.Config.HoldCooldown, StepDownCooldown as a rule. WatchApp
+	// runs its checks; /status shows its state. Nil means no check.
 	App *appcheck.Checker
 	// Logger receives the node's records (admin requests, shutdown).
 	// Nil means slog.Default().
 	Logger *slog.Logger
 }
 
-// Node is one baton node: an Elector, the Host whose Lead it runs, the
-// health verdict and the HTTP API that reports on both. Create it with
-// New; call Run once.
-type Node struct {
+// API is one instance's HTTP API and health verdicts, over its Elector
+// and the Host whose Lead that Elector runs. Create it with New. It starts
+// no goroutine of its own: the runner that runs the Elector (package
+// baton's Run) runs Publish, WatchApp and ReloadOn beside it, serves
+// Handler, and tells the verdicts how the run goes (SetLoopAlive,
+// SetStopping).
+type API struct {
 	cfg Config
 
-	started   atomic.Bool // Run was called: a second call is refused
-	loopAlive atomic.Bool // the elector's Run is going
-	stopping  atomic.Bool // a shutdown has begun
+	loopAlive atomic.Bool // the elector's Run is going (SetLoopAlive)
+	stopping  atomic.Bool // a shutdown has begun (SetStopping)
 
 	reloadMu sync.Mutex // one Reload at a time
 
@@ -100,9 +101,11 @@ type Node struct {
 	handler http.Handler
 }
 
-// New copies cfg, checks it, registers the node's gauges and returns the
-// Node. It does not start anything.
-func New(cfg Config) (*Node, error) {
+// New copies cfg, checks it, registers the API's gauges, registers its
+// callback for refused claims with the Host (Host.OnClaimsRefused) and,
+// with an App, holds the Elector until the application's first check
+// (Elector.Hold). It does not start anything.
+func New(cfg Config) (*API, error) {
 	var errs []error
 	if cfg.Elector == nil {
 		errs = append(errs, errors.New("httpapi: Elector is required"))
@@ -132,77 +135,40 @@ func New(cfg Config) (*Node, error) {
 		cfg.InstanceInterval = DefaultInstanceInterval
 	}
 	cfg.AdminToken = append([]byte(nil), cfg.AdminToken...)
-	n := &Node{cfg: cfg, jobsHash: cfg.JobsHash}
-	cfg.Host.OnClaimsRefused(n.claimsRefused)
-	if err := n.registerGauges(cfg.Registry); err != nil {
+	a := &API{cfg: cfg, jobsHash: cfg.JobsHash}
+	cfg.Host.OnClaimsRefused(a.claimsRefused)
+	if err := a.registerGauges(cfg.Registry); err != nil {
 		return nil, err
 	}
 	if cfg.App != nil { // no campaign before the first check
 		cfg.Elector.Hold(cfg.App.State().Why())
 	}
-	n.handler = newServer(n)
-	return n, nil
+	a.handler = newServer(a)
+	return a, nil
 }
 
-// Run campaigns and runs the jobs while leading (Elector.Run with
-// Host.Lead) and, if ln is not nil, serves the HTTP API on it. It blocks
-// until ctx ends and the node has stopped: the runs drained, the lease
-// released, then the HTTP server shut down (within HTTPShutdownTimeout).
-// From the moment ctx ends, Ready reports "shutting down". It returns the
-// Elector's or the HTTP server's error, nil after a clean stop. Run runs
-// once: a later call, during the first or after it, closes ln and returns
-// ErrRunTwice at once, and changes nothing of the first (its verdicts
-// included).
-func (n *Node) Run(ctx context.Context, ln net.Listener) error {
-	if !n.started.CompareAndSwap(false, true) {
-		if ln != nil {
-			_ = ln.Close()
-		}
-		return ErrRunTwice
-	}
-	el, host, log := n.cfg.Elector, n.cfg.Host, n.cfg.Logger
-	g, gctx := errgroup.WithContext(ctx)
-	electorDone := make(chan struct{})
-	n.loopAlive.Store(true)
-	g.Go(func() error {
-		defer close(electorDone)
-		defer n.loopAlive.Store(false)
-		return el.Run(gctx, host.Lead)
-	})
-	if n.cfg.App != nil {
-		g.Go(func() error {
-			n.watchApp(gctx)
-			return nil
-		})
-	}
-	if n.cfg.Control != nil {
-		g.Go(func() error {
-			n.publish(gctx)
-			return nil
-		})
-	}
-	g.Go(func() error {
-		<-gctx.Done()
-		n.stopping.Store(true)
-		if ctx.Err() != nil {
-			log.Info("shutting down: draining runs, then releasing", "reason", context.Cause(ctx), "running", host.Running())
-		}
-		return nil
-	})
-	if ln != nil {
-		g.Go(func() error { return serve(n.handler, ln, electorDone) })
-	}
-	return g.Wait()
-}
+// SetLoopAlive tells the verdicts whether the Elector's Run is going:
+// until it is told true, and once told false, Healthy and Ready say
+// "election loop not running". The runner (package baton's Run) calls it
+// with true right before it starts Elector.Run and with false once that
+// returned; a caller that runs the Elector by hand does the same. It does
+// not block.
+func (a *API) SetLoopAlive(alive bool) { a.loopAlive.Store(alive) }
 
-// Handler returns the node's HTTP API, for a server of the caller's own
-// (Run serves it when given a listener): GET / (the status page),
+// SetStopping tells the verdicts that a shutdown has begun: from then on
+// Ready says "shutting down" and the role on /status says stopping. The
+// runner calls it once its context ended (SIGTERM, say) or one of its
+// parts failed; it cannot be undone. It does not block.
+func (a *API) SetStopping() { a.stopping.Store(true) }
+
+// Handler returns the HTTP API, for a server of the runner's (package
+// baton's RunServing) or of the caller's own: GET / (the status page),
 // /status, /metrics, and /healthz and /readyz (200 "ok", or 503 and the
 // verdict's first reason), GET /runs/{id}, and the admin endpoints POST
 // /step-down, /standby, /eligible, /reload and /jobs/{job}/pause,
 // /resume and /run (the last three need a Control store). Handlers may
-// run on any goroutine, before, during and after Run.
-func (n *Node) Handler() http.Handler { return n.handler }
+// run on any goroutine, before, during and after the run.
+func (a *API) Handler() http.Handler { return a.handler }
 
 // Verdict is the answer of Healthy or Ready. Reasons lists every check
 // that failed, the most basic first; it is empty when OK.
@@ -231,20 +197,20 @@ func (v Verdict) first() string {
 func verdict(reasons []string) Verdict { return Verdict{OK: len(reasons) == 0, Reasons: reasons} }
 
 // Healthy is the verdict of /healthz. A node is unhealthy while its
-// election loop is not running (before Run, after it returned), while
+// election loop is not running (SetLoopAlive: before the run, after it), while
 // runs of an ended term are still going (they ignored their cancellation),
 // or while runs are going although it does not lead: they may overlap
 // with the new leader's. A supervisor should restart an unhealthy node.
 // It does not block; any goroutine may call it.
-func (n *Node) Healthy() Verdict {
+func (a *API) Healthy() Verdict {
 	var reasons []string
-	if !n.loopAlive.Load() {
+	if !a.loopAlive.Load() {
 		reasons = append(reasons, "election loop not running")
 	}
-	if r := n.cfg.Host.Abandoned(); r > 0 {
+	if r := a.cfg.Host.Abandoned(); r > 0 {
 		reasons = append(reasons, fmt.Sprintf("%d runs of an ended term still going", r))
 	}
-	if r := n.cfg.Host.Running(); r > 0 && !n.cfg.Elector.IsLeader() {
+	if r := a.cfg.Host.Running(); r > 0 && !a.cfg.Elector.IsLeader() {
 		reasons = append(reasons, fmt.Sprintf("%d runs still going without leadership", r))
 	}
 	return verdict(reasons)
@@ -254,15 +220,15 @@ func (n *Node) Healthy() Verdict {
 // shutdown has begun, and the last attempts to acquire did not all fail
 // (election.Elector.AcquireFailing: the node cannot take part in the
 // election). It does not block; any goroutine may call it.
-func (n *Node) Ready() Verdict {
+func (a *API) Ready() Verdict {
 	var reasons []string
-	if n.stopping.Load() {
+	if a.stopping.Load() {
 		reasons = append(reasons, "shutting down")
 	}
-	if !n.loopAlive.Load() {
+	if !a.loopAlive.Load() {
 		reasons = append(reasons, "election loop not running")
 	}
-	if err := n.cfg.Elector.AcquireFailing(); err != nil {
+	if err := a.cfg.Elector.AcquireFailing(); err != nil {
 		reasons = append(reasons, err.Error())
 	}
 	return verdict(reasons)
@@ -270,8 +236,8 @@ func (n *Node) Ready() Verdict {
 
 // stepDown asks the elector to step down with cooldown. It reports whether
 // a term was held and its token, and when the cooldown ends.
-func (n *Node) stepDown(cooldown time.Duration) (leading bool, token uint64, until time.Time) {
-	el := n.cfg.Elector
+func (a *API) stepDown(cooldown time.Duration) (leading bool, token uint64, until time.Time) {
+	el := a.cfg.Elector
 	ti, held := el.Term()
 	until = time.Now().Add(cooldown)
 	leading = el.StepDown(cooldown)
@@ -283,26 +249,26 @@ func (n *Node) stepDown(cooldown time.Duration) (leading bool, token uint64, unt
 
 // leaderSeen returns when this node first reported the term with token
 // (for backends that do not tell since when a leader leads).
-func (n *Node) leaderSeen(token uint64) time.Time {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.seenToken != token || n.seenAt.IsZero() {
-		n.seenToken, n.seenAt = token, time.Now()
+func (a *API) leaderSeen(token uint64) time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.seenToken != token || a.seenAt.IsZero() {
+		a.seenToken, a.seenAt = token, time.Now()
 	}
-	return n.seenAt
+	return a.seenAt
 }
 
 // role is this node's part in one word or two, for people.
-func (n *Node) role(leading, steppingDown bool) string {
-	el := n.cfg.Elector
+func (a *API) role(leading, steppingDown bool) string {
+	el := a.cfg.Elector
 	switch {
-	case n.stopping.Load() && leading:
+	case a.stopping.Load() && leading:
 		return "leader, stopping"
 	case steppingDown:
 		return "leader, stepping down"
 	case leading:
 		return "leader"
-	case n.stopping.Load():
+	case a.stopping.Load():
 		return "stopping"
 	case !el.Eligible():
 		return "standby"
