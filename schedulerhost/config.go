@@ -111,14 +111,15 @@ type Config struct {
 	// Ledger, if not nil, is claimed before every run and enables
 	// misfire catch-up and run history.
 	Ledger ledger.Ledger
-	// Instance identifies this instance in the ledger. Required with a
-	// Ledger.
+	// Instance identifies this instance in the ledger and in the term
+	// records (Control). Required with a Ledger.
 	Instance string
 	// Control, if not nil, is the election's control store (package
 	// control): every leader honours the pauses it holds (a paused job's
 	// ticks are claimed and recorded as skipped, not run) and runs the
-	// run-now requests it holds. Take it from a backend of the same
-	// election (for example etcd's (*Backend).Control).
+	// run-now requests it holds; Lead records each term in it (terms.go).
+	// Take it from a backend of the same election (for example etcd's
+	// (*Backend).Control).
 	Control control.Store
 	// RunNowPoll is how often a leader with a Control store looks for
 	// run-now requests. Zero means 500 ms.

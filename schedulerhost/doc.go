@@ -43,6 +43,11 @@
 // and the history entry (ledger.Run.Attempts) how many were made. With
 // Job.Jitter, a run waits JitterDelay after its tick before it claims it.
 //
+// With a control store (Config.Control) the leader honours pauses and
+// runs now, and Lead records each term there (control.Jobs.Terms): its
+// token and instance when it begins, and how it ended (lost, shut down,
+// stepped down, released) when Lead returns.
+//
 // More in this file, after the package clause (read the source):
 // Clock steps; Time zones and DST; Retries; Jitter.
 package schedulerhost
