@@ -15,8 +15,11 @@
 //	err = b.Run(ctx) // campaigns; leads; on ctx's end drains, releases, returns
 //
 // Handler serves the HTTP API (status, /metrics, /healthz, /readyz, the
-// admin endpoints); Healthy and Ready are its verdicts as calls. Those who
-// compose by hand use election.New, schedulerhost.New and node.New, which
-// New uses. Main is a whole program's life as one instance: New, then Run
+// admin endpoints, from package httpapi); Healthy and Ready are its
+// verdicts as calls. Run is one owner of every goroutine of the instance:
+// the Elector, whose lead function is the scheduler's Host.Lead, the
+// registry publisher, the application check and the HTTP server. Those who
+// compose by hand use election.New and schedulerhost.New, which New uses,
+// and run Elector.Run(ctx, host.Lead) themselves. Main is a whole program's life as one instance: New, then Run
 // until SIGINT or SIGTERM.
 package baton
