@@ -100,7 +100,8 @@ var ErrExitNow = errors.New("second signal: exiting now")
 func WatchSecondSignal(name string, stderr io.Writer) (now context.Context, stop func()) {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	now, cancel := context.WithCancelCause(context.Background())
+	exiting := make(chan struct{}) // closed at the second signal, before the kill
+	now, cancel := context.WithCancelCause(context.WithValue(context.Background(), exitingKey{}, exiting))
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -110,6 +111,7 @@ func WatchSecondSignal(name string, stderr io.Writer) (now context.Context, stop
 				return
 			case s := <-sigs:
 				if seen++; seen == 2 {
+					close(exiting) // the command may end of the kill: OrExitNow waits for now
 					n := execjob.KillAll()
 					fmt.Fprintf(stderr, "%s: second signal (%v): killed the %d processes of the runs in flight; exiting now\n", name, s, n)
 					cancel(ErrExitNow)
@@ -126,14 +128,29 @@ func WatchSecondSignal(name string, stderr io.Writer) (now context.Context, stop
 	}
 }
 
+// exitingKey keys the channel, in WatchSecondSignal's context, that
+// closes when the second signal is seen.
+type exitingKey struct{}
+
 // OrExitNow calls f on a goroutine of its own and returns f's error, or
 // the cause of now as soon as now ends, without waiting for f: the process
-// is about to exit, and nothing of f needs to be cleaned up first.
+// is about to exit, and nothing of f needs to be cleaned up first. An f
+// that returns after the second signal was seen (its runs were killed, so
+// it may return at once and before now ends) does not win: the cause of
+// now is returned once the kill is done.
 func OrExitNow(now context.Context, f func() error) error {
 	errc := make(chan error, 1)
 	go func() { errc <- f() }()
 	select {
 	case err := <-errc:
+		if exiting, ok := now.Value(exitingKey{}).(chan struct{}); ok {
+			select {
+			case <-exiting:
+				<-now.Done()
+				return context.Cause(now)
+			default:
+			}
+		}
 		return err
 	case <-now.Done():
 		return context.Cause(now)
