@@ -42,7 +42,7 @@ type queries struct {
 	checks  []check
 
 	// Ledger. MySQL's claim and finish statements list their rows, so
-	// they are built per chunk (ledger_mysql.go).
+	// they are built per chunk (ledger_mysql.go, ledger_mysql_claim.go).
 	claimPG     string // postgres: see the statement
 	leaseShare  string // mysql: token, election -> live bool
 	lastClaimed string // postgres: election, jobs text[] literal -> job, last_tick
