@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -23,55 +22,19 @@ import (
 	"github.com/batonhq/baton/httpapi"
 	"github.com/batonhq/baton/internal/cli"
 	"github.com/batonhq/baton/internal/embedetcd"
-	"github.com/batonhq/baton/internal/lines"
+	"github.com/batonhq/baton/internal/jobsfile"
 )
-
-// child is one `demo node` process of the cluster.
-type child struct {
-	name string
-	cmd  *exec.Cmd
-	out  *lines.Writer // the node's output, printed line by line after "NAME | "
-	done chan struct{} // closed when the process has exited and its output is written
-	err  error         // Wait's result, set before done is closed
-}
 
 // runCluster runs the cluster until ctx ends, then stops its nodes
 // gracefully. When now ends (a second signal), it kills the nodes at once
 // and returns its cause.
+//
+// Its phases: the flags and the jobs file checked (parseCluster); etcd
+// started and the commands to watch it printed (printHints); the nodes
+// started (nodeSet.start); the leader watched until ctx ends; the nodes
+// stopped (nodeSet.wait), then etcd.
 func runCluster(ctx, now context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("cluster", flag.ContinueOnError)
-	nodes := fs.Int("nodes", 3, "number of node processes")
-	config := fs.String("config", "", "jobs file for every node (default: the built-in jobs.example.yaml)")
-	basePort := fs.Int("http-base-port", 0, "HTTP port of node-1 (node-N gets base+N-1); 0 picks free ports")
-	electionName := fs.String("election", "demo", "election name")
-	var lf cli.LogFlags
-	lf.Register(fs)
-	if err := demo.ParseFlags(fs, args, stderr); err != nil {
-		return err
-	}
-	if *nodes < 1 {
-		return fmt.Errorf("--nodes %d: want at least 1", *nodes)
-	}
-	if _, err := lf.Logger(io.Discard); err != nil {
-		return err
-	}
-	// Check the jobs file before starting anything: the nodes would all
-	// fail on it.
-	f, err := demo.LoadJobs(*config)
-	if err != nil {
-		return err
-	}
-	configPath := ""
-	if *config != "" {
-		if configPath, err = filepath.Abs(*config); err != nil {
-			return err
-		}
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("demo cluster: find own binary: %w", err)
-	}
-	addrs, err := httpAddrs(*nodes, *basePort)
+	o, err := parseCluster(args, stderr)
 	if err != nil {
 		return err
 	}
@@ -90,96 +53,18 @@ func runCluster(ctx, now context.Context, args []string, stdout, stderr io.Write
 	}
 	defer srv.Stop()
 	ep := srv.Endpoint()
-	prefix := cli.EtcdPrefix(*electionName)
+	prefix := cli.EtcdPrefix(o.election)
+	o.printHints(say, ep, prefix, dir)
 
-	etcdctl := "etcdctl"
-	if st, err := os.Stat(filepath.Join(".bin", "etcdctl")); err == nil && !st.IsDir() {
-		etcdctl = filepath.Join(".bin", "etcdctl")
-	}
-	histCmd := fmt.Sprintf("go run ./cmd/demo history --endpoints %s --election %s", ep, *electionName)
-	if configPath != "" {
-		histCmd += " --config " + configPath
-	}
-	say("etcd %s (data in %s)", ep, dir)
-	say("election %s, jobs from %s, TTL %v", prefix, f.Path, ttlOf(f.Election.TTL))
-	say("watch the leader:  %s --endpoints %s elect -l %s", etcdctl, ep, prefix)
-	say("list candidates:   %s --endpoints %s get --prefix %s/", etcdctl, ep, prefix)
-	if etcdctl == "etcdctl" {
-		say("                   (`make tools` builds .bin/etcdctl)")
-	}
-	say("run history:       %s", histCmd)
-	say("kill the leader:   kill -9 <pid>      crash: a follower leads within TTL + 1s")
-	say("                   kill -TERM <pid>   graceful: its runs finish, then a follower leads at once")
-	say("Ctrl-C stops every node gracefully, then etcd; a second Ctrl-C exits at once")
-
-	var (
-		childrenMu sync.Mutex // children grows here while a second signal may kill them
-		children   []*child
-		wg         sync.WaitGroup
-	)
-	defer wg.Wait()
-	killAll := func(sig syscall.Signal) {
-		childrenMu.Lock()
-		defer childrenMu.Unlock()
-		for _, c := range children {
-			select {
-			case <-c.done:
-			default:
-				// Each node leads its own process group (Setpgid), so a
-				// Ctrl-C at the terminal reaches only this process, which
-				// sends exactly one SIGTERM to each node. SIGKILL goes to
-				// the whole group.
-				pid := c.cmd.Process.Pid
-				if sig == syscall.SIGKILL {
-					pid = -pid
-				}
-				_ = syscall.Kill(pid, sig)
-			}
-		}
-	}
+	ns := &nodeSet{say: say}
+	defer ns.wg.Wait()
 	// A second signal kills every node at once, wherever this function is.
-	stopKill := context.AfterFunc(now, func() { killAll(syscall.SIGKILL) })
+	stopKill := context.AfterFunc(now, func() { ns.killAll(syscall.SIGKILL) })
 	defer stopKill()
-
-	for i := range *nodes {
-		name := fmt.Sprintf("node-%d", i+1)
-		nargs := []string{"node", "--backend", "etcd", "--endpoints", ep, "--election", *electionName, "--id", name,
-			"--http", addrs[i], "--log-format", lf.Format, "--log-level", lf.Level, "--stop-on-stdin-eof"}
-		if configPath != "" {
-			nargs = append(nargs, "--config", configPath)
-		}
-		c := &child{name: name, out: &lines.Writer{Emit: func(l []byte) { out.line(name + " | " + string(l)) }}, done: make(chan struct{})}
-		c.cmd = exec.Command(exe, nargs...)
-		c.cmd.Stdout = c.out
-		c.cmd.Stderr = c.out
-		c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		c.cmd.WaitDelay = 2 * time.Second
-		// The node stops gracefully when this pipe closes: when this
-		// process exits, however it exits.
-		if _, err := c.cmd.StdinPipe(); err != nil {
+	for i := range o.nodes {
+		if err := ns.start(now, o, i, ep, out); err != nil {
 			return err
 		}
-		if err := c.cmd.Start(); err != nil {
-			killAll(syscall.SIGTERM)
-			return fmt.Errorf("demo cluster: start %s: %w", name, err)
-		}
-		childrenMu.Lock()
-		children = append(children, c)
-		childrenMu.Unlock()
-		if now.Err() != nil {
-			killAll(syscall.SIGKILL) // started after the second signal's kill
-		}
-		say("%s pid %d, status http://%s/status", name, c.cmd.Process.Pid, addrs[i])
-		wg.Go(func() {
-			c.err = c.cmd.Wait()
-			c.out.Flush()
-			status := "exit status 0"
-			if c.err != nil {
-				status = c.err.Error()
-			}
-			say("%s (pid %d) exited: %s", c.name, c.cmd.Process.Pid, status)
-			close(c.done)
-		})
 	}
 
 	viewCtx, stopView := context.WithCancel(context.Background())
@@ -195,30 +80,10 @@ func runCluster(ctx, now context.Context, args []string, stdout, stderr io.Write
 
 	<-ctx.Done()
 	say("stopping: SIGTERM to each node; runs drain, then each releases")
-	killAll(syscall.SIGTERM)
-	bound := shutdownBound(cli.ShutdownConfigOf(f))
-	timer := time.NewTimer(bound)
-	defer timer.Stop()
-	var failed []error
-	for _, c := range children {
-		select {
-		case <-c.done:
-		case <-timer.C:
-			say("nodes still running after %v: SIGKILL", bound)
-			killAll(syscall.SIGKILL)
-			<-c.done
-		case <-now.Done():
-			return context.Cause(now) // the nodes are being killed; the deferred calls wait for them
-		}
-	}
-	for _, c := range children {
-		var ee *exec.ExitError
-		if errors.As(c.err, &ee) && !ee.Exited() {
-			continue // killed by a signal before or during the stop, already reported
-		}
-		if c.err != nil {
-			failed = append(failed, fmt.Errorf("%s: %w", c.name, c.err))
-		}
+	ns.killAll(syscall.SIGTERM)
+	failed, err := ns.wait(now, shutdownBound(cli.ShutdownConfigOf(o.jobs)))
+	if err != nil {
+		return err // the nodes are being killed; the deferred calls wait for them
 	}
 	stopView()
 	<-viewDone
@@ -228,6 +93,80 @@ func runCluster(ctx, now context.Context, args []string, stdout, stderr io.Write
 		return fmt.Errorf("demo cluster: %w", errors.Join(failed...))
 	}
 	return nil
+}
+
+// clusterOpts is what demo cluster's flags ask for, checked.
+type clusterOpts struct {
+	nodes      int
+	configPath string // the jobs file's absolute path; "" for the built-in one
+	election   string
+	lf         cli.LogFlags
+	jobs       *jobsfile.File
+	exe        string   // this binary, which each node runs
+	addrs      []string // each node's HTTP address
+}
+
+// parseCluster parses and checks demo cluster's flags, and loads the
+// jobs file, picking the nodes' HTTP addresses. It starts nothing.
+func parseCluster(args []string, stderr io.Writer) (*clusterOpts, error) {
+	fs := flag.NewFlagSet("cluster", flag.ContinueOnError)
+	nodes := fs.Int("nodes", 3, "number of node processes")
+	config := fs.String("config", "", "jobs file for every node (default: the built-in jobs.example.yaml)")
+	basePort := fs.Int("http-base-port", 0, "HTTP port of node-1 (node-N gets base+N-1); 0 picks free ports")
+	electionName := fs.String("election", "demo", "election name")
+	o := &clusterOpts{}
+	o.lf.Register(fs)
+	if err := demo.ParseFlags(fs, args, stderr); err != nil {
+		return nil, err
+	}
+	if *nodes < 1 {
+		return nil, fmt.Errorf("--nodes %d: want at least 1", *nodes)
+	}
+	o.nodes, o.election = *nodes, *electionName
+	if _, err := o.lf.Logger(io.Discard); err != nil {
+		return nil, err
+	}
+	// Check the jobs file before starting anything: the nodes would all
+	// fail on it.
+	var err error
+	if o.jobs, err = demo.LoadJobs(*config); err != nil {
+		return nil, err
+	}
+	if *config != "" {
+		if o.configPath, err = filepath.Abs(*config); err != nil {
+			return nil, err
+		}
+	}
+	if o.exe, err = os.Executable(); err != nil {
+		return nil, fmt.Errorf("demo cluster: find own binary: %w", err)
+	}
+	if o.addrs, err = httpAddrs(*nodes, *basePort); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// printHints says where etcd is and the commands to watch the cluster.
+func (o *clusterOpts) printHints(say func(string, ...any), ep, prefix, dir string) {
+	etcdctl := "etcdctl"
+	if st, err := os.Stat(filepath.Join(".bin", "etcdctl")); err == nil && !st.IsDir() {
+		etcdctl = filepath.Join(".bin", "etcdctl")
+	}
+	histCmd := fmt.Sprintf("go run ./cmd/demo history --endpoints %s --election %s", ep, o.election)
+	if o.configPath != "" {
+		histCmd += " --config " + o.configPath
+	}
+	say("etcd %s (data in %s)", ep, dir)
+	say("election %s, jobs from %s, TTL %v", prefix, o.jobs.Path, ttlOf(o.jobs.Election.TTL))
+	say("watch the leader:  %s --endpoints %s elect -l %s", etcdctl, ep, prefix)
+	say("list candidates:   %s --endpoints %s get --prefix %s/", etcdctl, ep, prefix)
+	if etcdctl == "etcdctl" {
+		say("                   (`make tools` builds .bin/etcdctl)")
+	}
+	say("run history:       %s", histCmd)
+	say("kill the leader:   kill -9 <pid>      crash: a follower leads within TTL + 1s")
+	say("                   kill -TERM <pid>   graceful: its runs finish, then a follower leads at once")
+	say("Ctrl-C stops every node gracefully, then etcd; a second Ctrl-C exits at once")
 }
 
 func ttlOf(d time.Duration) time.Duration {
