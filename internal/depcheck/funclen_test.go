@@ -82,14 +82,14 @@ func measureFuncs(filename string, src []byte) ([]funcLen, error) {
 			continue
 		}
 		start, end := fset.Position(fd.Pos()).Line, fset.Position(fd.End()).Line
-		out = append(out, funcLen{name: funcName(fd), line: start, lines: end - start + 1})
+		out = append(out, funcLen{name: declName(fd), line: start, lines: end - start + 1})
 	}
 	return out, nil
 }
 
-// funcName names fd as a reader would look for it: Name, T.Name or
+// declName names fd as a reader would look for it: Name, T.Name or
 // (*T).Name.
-func funcName(fd *ast.FuncDecl) string {
+func declName(fd *ast.FuncDecl) string {
 	if fd.Recv == nil || len(fd.Recv.List) == 0 {
 		return fd.Name.Name
 	}
