@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/batonhq/baton/control"
+	"github.com/batonhq/baton/driver"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/driver"
 	"github.com/batonhq/baton/httpapi"
 	"github.com/batonhq/baton/httpapi/appcheck"
 	"github.com/batonhq/baton/ledger"

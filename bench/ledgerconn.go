@@ -12,8 +12,8 @@ import (
 	batonsql "github.com/batonhq/baton/backends/sql"
 	batonmysql "github.com/batonhq/baton/backends/sql/mysql"
 	"github.com/batonhq/baton/backends/sql/postgres"
+	"github.com/batonhq/baton/driver"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/driver"
 	"github.com/batonhq/baton/internal/kubetest"
 	"github.com/batonhq/baton/ledger"
 )

@@ -41,7 +41,7 @@ type Lease interface {
 }
 
 // The optional capabilities a Backend or a Lease may have are named for
-// backend authors in package election/driver (Deadliner, GoneByer, Loser,
+// backend authors in package driver (Deadliner, GoneByer, Loser,
 // LeaderReader, Checker, Ledgerer, Controller). An Elector and a Term find
 // the ones they use by type assertion, through these unexported mirrors.
 type (

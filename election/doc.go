@@ -28,6 +28,6 @@
 // contract, with the optional capabilities (a lease's local deadline, who
 // leads now, a check of the store, the ledger, the control store) and
 // ManagedLease, which every backend's lease is built on, is package
-// election/driver. Package backendtest holds the conformance suite every
+// driver. Package backendtest holds the conformance suite every
 // backend runs; backends/memory is the in-memory backend.
 package election

@@ -9,8 +9,8 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"github.com/batonhq/baton/driver"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/driver"
 )
 
 // term is one held lock.

@@ -15,8 +15,8 @@ import (
 
 	"github.com/batonhq/baton/backends/etcd"
 	"github.com/batonhq/baton/backendtest"
+	"github.com/batonhq/baton/driver"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/driver"
 	"github.com/batonhq/baton/ledger"
 )
 

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/batonhq/baton/driver"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/driver"
 )
 
 // Backend is one candidate's view of an election held on a Lease object.

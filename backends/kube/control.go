@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/batonhq/baton/control"
-	"github.com/batonhq/baton/election/driver"
+	"github.com/batonhq/baton/driver"
 )
 
 var _ driver.Controller = (*Backend)(nil)

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/batonhq/baton/election/driver"
+	"github.com/batonhq/baton/driver"
 )
 
 // lease is one term on the Lease object: a driver.ManagedLease whose

@@ -9,7 +9,7 @@
 //   - one process that runs several schedulers and wants one of them to
 //     lead;
 //   - backend authors, as the worked example: it is built from package
-//     the backend author's contract, election/driver, alone.
+//     the backend author's contract, driver, alone.
 //
 // A Candidate's path to the Server can be cut and healed like a network
 // (Backend.Cut, Backend.Heal), and the Server can revoke the lease as a

@@ -11,8 +11,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/batonhq/baton/driver"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/driver"
 )
 
 // Backend is an election.Backend keeping one election in one row of a SQL

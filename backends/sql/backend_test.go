@@ -14,8 +14,8 @@ import (
 	"github.com/batonhq/baton/backends/sql"
 	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/control"
+	"github.com/batonhq/baton/driver"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/driver"
 	"github.com/batonhq/baton/internal/faultproxy"
 	"github.com/batonhq/baton/ledger"
 )

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/driver"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/driver"
 	"github.com/batonhq/baton/httpapi"
 	"github.com/batonhq/baton/httpapi/appcheck"
 	"github.com/batonhq/baton/internal/jobsfile"

@@ -151,7 +151,7 @@ func TestArchitectureMatching(t *testing.T) {
 		{"backends/*/*test", "backends/consul", false},
 		{"cmd/*", "cmd/baton", true},
 		{"cmd/*", "cmd/baton/x", false},
-		{"election", "election/driver", false},
+		{"fence", "fence/redisfence", false},
 	} {
 		if got := matches(c.pattern, c.pkg); got != c.want {
 			t.Errorf("matches(%q, %q) = %v, want %v", c.pattern, c.pkg, got, c.want)

@@ -2,7 +2,7 @@
 // package's imports against the table of docs/ARCHITECTURE.md
 // (architecture_test.go); the core packages (election, ledger, control,
 // schedulerhost) and httpapi (the HTTP API) import no backend SDK (backends -> election, never the
-// other way); no package under election/ or ledger/ depends on
+// other way); no package under election/, driver/ or ledger/ depends on
 // schedulerhost, not even in its tests; and each SQL dialect links none
 // of the other's driver. Beside them, the size rules of the non-test Go
 // files (funclen_test.go): no function over 120 lines outside the rigs,
@@ -51,12 +51,13 @@ func TestCorePackagesImportNoBackendSDK(t *testing.T) {
 }
 
 // TestElectionAndLedgerDoNotImportScheduler lists every package under
-// election/ and ledger/ with the dependencies of its tests, and fails if
-// any of them reaches schedulerhost.
+// election/, driver/ and ledger/ with the dependencies of its tests, and
+// fails if any of them reaches schedulerhost.
 func TestElectionAndLedgerDoNotImportScheduler(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-test",
 		"-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`,
 		"github.com/batonhq/baton/election/...",
+		"github.com/batonhq/baton/driver/...",
 		"github.com/batonhq/baton/ledger/...").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
@@ -70,7 +71,7 @@ func TestElectionAndLedgerDoNotImportScheduler(t *testing.T) {
 		}
 		n++
 		if strings.HasPrefix(f[0], sched) {
-			t.Errorf("%s is in the dependency closure of election/... or ledger/...", f[0])
+			t.Errorf("%s is in the dependency closure of election/..., driver/... or ledger/...", f[0])
 		}
 		for _, imp := range f[1:] {
 			if strings.HasPrefix(imp, sched) {
@@ -79,7 +80,7 @@ func TestElectionAndLedgerDoNotImportScheduler(t *testing.T) {
 		}
 	}
 	if !t.Failed() {
-		t.Logf("election/... and ledger/... with their tests: %d packages, none from schedulerhost", n)
+		t.Logf("election/..., driver/... and ledger/... with their tests: %d packages, none from schedulerhost", n)
 	}
 }
 

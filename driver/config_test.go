@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/driver"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/driver"
 	"github.com/batonhq/baton/internal/testenv"
 )
 

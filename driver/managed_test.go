@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/backends/memory"
+	"github.com/batonhq/baton/driver"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/election/driver"
 )
 
 // The in-memory backend's leases are ManagedLeases.
