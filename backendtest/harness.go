@@ -4,25 +4,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/control"
+	"github.com/batonhq/baton/driver"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/ledger"
 )
 
 // The pieces a backend's Harness is made of, where they are the same for
 // every backend: a Backend with its ledger, its control store, and the
 // Network its candidate's traffic goes through.
 
-// LedgerBackend is a Backend with its tick ledger.
+// LedgerBackend is a Backend with its tick ledger (driver.Ledgerer).
 type LedgerBackend interface {
-	election.Backend
-	Ledger() ledger.Ledger
+	driver.Backend
+	driver.Ledgerer
 }
 
-// ControlBackend is a Backend with its tick ledger and its control store.
+// ControlBackend is a Backend with its tick ledger and its control store
+// (driver.Controller).
 type ControlBackend interface {
 	LedgerBackend
-	Control() control.Store
+	driver.Controller
 }
 
 // WideFailoverTiming is a FailoverHarness.Timing for a backend whose
@@ -43,8 +43,8 @@ func LedgerOf(b LedgerBackend, history int) LedgerElection {
 // ControlOf is the ControlElection of b for Harness.Control: b's control
 // store, whose terms Leader(b) takes.
 func ControlOf(b interface {
-	election.Backend
-	Control() control.Store
+	driver.Backend
+	driver.Controller
 }) ControlElection {
 	return ControlElection{Store: b.Control(), Lead: Leader(b)}
 }

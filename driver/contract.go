@@ -2,17 +2,18 @@ package driver
 
 import (
 	"context"
-	"time"
 
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/ledger"
 )
 
-// Backend and Lease are the contract every backend implements. Package
-// election declares them, because an Elector's Config holds a Backend and
-// a Term wraps a Lease; they are named here so that an author finds the
-// whole contract in one package.
+// Backend and Lease are the contract every backend implements, and
+// Deadliner, GoneByer, Loser and LeaderReader the optional capabilities
+// an Elector and a Term use. Package election declares them, because it
+// is their consumer: an Elector's Config holds a Backend, a Term wraps a
+// Lease and finds its capabilities by type assertion. They are named
+// here so that an author finds the whole contract in one package.
 type (
 	// Backend hands out the terms of one election: see election.Backend.
 	Backend = election.Backend
@@ -34,48 +35,22 @@ func LostError(reason error) error { return election.LostError(reason) }
 // built on ManagedLease has all three.
 type (
 	// Deadliner is a lease that knows the local safe deadline of its
-	// term, so that a job start can re-check it without waiting for the
-	// timer behind Done to fire.
-	Deadliner interface {
-		// Deadline is the instant (with a monotonic reading) after which
-		// the term must be treated as over unless a renewal sent later
-		// succeeds.
-		Deadline() time.Time
-	}
+	// term: see election.Deadliner.
+	Deadliner = election.Deadliner
 	// GoneByer is a lease that knows, once the term is lost, the instant
-	// by which whatever the term started must be gone: before the backend
-	// could give the lease to another candidate.
-	GoneByer interface {
-		// GoneBy is meaningful once Err wraps ErrLeadershipLost. It is
-		// half the SafetyMargin after the local deadline when the term
-		// ended there without a renewal (the backend keeps the lease a
-		// whole SafetyMargin longer; the other half is kept for clock-rate
-		// differences and the kill itself). It is the instant of the loss
-		// when the backend reported the lease gone or Lose was called:
-		// another candidate may hold it already.
-		GoneBy() time.Time
-	}
-	// Loser is a lease that can be ended locally at once, before the
-	// backend or the renew loop would notice. election.Term.Lose calls
-	// it.
-	Loser interface {
-		// Lose ends the term: Done closes and Err wraps ErrLeadershipLost
-		// and reason. It does not block; later calls and calls after the
-		// end do nothing.
-		Lose(reason error)
-	}
+	// by which whatever the term started must be gone: see
+	// election.GoneByer.
+	GoneByer = election.GoneByer
+	// Loser is a lease that can be ended locally at once: see
+	// election.Loser.
+	Loser = election.Loser
 )
 
 // The optional capabilities of a Backend, found by type assertion.
 type (
 	// LeaderReader is a backend that can tell who leads now, so that
-	// followers can report it.
-	LeaderReader interface {
-		// Leader reads the current leader from the backend. It returns an
-		// error wrapping election.ErrNoLeader when nobody holds the
-		// election.
-		Leader(ctx context.Context) (LeaderInfo, error)
-	}
+	// followers can report it: see election.LeaderReader.
+	LeaderReader = election.LeaderReader
 	// Checker is a backend that can verify, without campaigning, that the
 	// store is reachable with the credentials given and is set up
 	// (schema, permissions), so that a node fails at start on a wrong

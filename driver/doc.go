@@ -5,14 +5,20 @@
 //
 // The contract (contract.go):
 //
-//   - Backend and Lease, the one capability every backend has. Package
-//     election declares them, because an Elector's Config holds a Backend
-//     and a Term wraps a Lease; they are aliased here, with Identity,
-//     LeaderInfo and Timing.
+//   - Backend and Lease, the one capability every backend has, with
+//     Identity, LeaderInfo and Timing.
 //   - The optional capabilities, each an interface found by type
 //     assertion: of a Lease, Deadliner, GoneByer and Loser; of a Backend,
 //     LeaderReader, Checker, Ledgerer (the tick ledger of package ledger)
 //     and Controller (the control store of package control).
+//
+// The consumer of a contract declares it: package election declares
+// Backend, Lease and the capabilities an Elector and a Term use
+// (Deadliner, GoneByer, Loser, LeaderReader), and this package names them
+// by alias; Checker, Ledgerer and Controller, which the front door
+// (baton.New, and the node of cmd/baton) uses, are declared here. So
+// election imports nothing of this module, and a backend author finds
+// every interface to implement in this package.
 //
 // What a backend is built from:
 //

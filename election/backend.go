@@ -40,18 +40,52 @@ type Lease interface {
 	Release(ctx context.Context) error
 }
 
-// The optional capabilities a Backend or a Lease may have are named for
-// backend authors in package driver (Deadliner, GoneByer, Loser,
-// LeaderReader, Checker, Ledgerer, Controller). An Elector and a Term find
-// the ones they use by type assertion, through these unexported mirrors.
+// The optional capabilities of a Lease that an Elector and a Term use,
+// found by type assertion. A lease built on driver.ManagedLease has all
+// three. Package driver names them for backend authors, beside the
+// capabilities that only the front door uses (Checker, Ledgerer,
+// Controller).
 type (
-	deadliner    interface{ Deadline() time.Time }
-	goneByer     interface{ GoneBy() time.Time }
-	loser        interface{ Lose(reason error) }
-	leaderReader interface {
-		Leader(ctx context.Context) (LeaderInfo, error)
+	// Deadliner is a lease that knows the local safe deadline of its
+	// term, so that a job start can re-check it without waiting for the
+	// timer behind Done to fire. Term.Check and Deadline read it.
+	Deadliner interface {
+		// Deadline is the instant (with a monotonic reading) after which
+		// the term must be treated as over unless a renewal sent later
+		// succeeds.
+		Deadline() time.Time
+	}
+	// GoneByer is a lease that knows, once the term is lost, the instant
+	// by which whatever the term started must be gone: before the backend
+	// could give the lease to another candidate. GoneBy reads it.
+	GoneByer interface {
+		// GoneBy is meaningful once Err wraps ErrLeadershipLost. It is
+		// half the SafetyMargin after the local deadline when the term
+		// ended there without a renewal (the backend keeps the lease a
+		// whole SafetyMargin longer; the other half is kept for clock-rate
+		// differences and the kill itself). It is the instant of the loss
+		// when the backend reported the lease gone or Lose was called:
+		// another candidate may hold it already.
+		GoneBy() time.Time
+	}
+	// Loser is a lease that can be ended locally at once, before the
+	// backend or the renew loop would notice. Term.Lose calls it.
+	Loser interface {
+		// Lose ends the term: Done closes and Err wraps ErrLeadershipLost
+		// and reason. It does not block; later calls and calls after the
+		// end do nothing.
+		Lose(reason error)
 	}
 )
+
+// LeaderReader is the optional capability of a Backend that can tell who
+// leads now, found by type assertion, so that followers can report it:
+// an Elector's Leader calls it.
+type LeaderReader interface {
+	// Leader reads the current leader from the backend. It returns an
+	// error wrapping ErrNoLeader when nobody holds the election.
+	Leader(ctx context.Context) (LeaderInfo, error)
+}
 
 // Identity names one candidate. ID must be unique per process (two
 // processes with the same ID would look like one to an operator); Host and

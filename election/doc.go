@@ -24,10 +24,14 @@
 // and AcquireFailing reports a candidate whose last attempts all failed,
 // which cannot take part in the election.
 //
-// A Backend and its Lease are all an Elector needs. The backend author's
-// contract, with the optional capabilities (a lease's local deadline, who
-// leads now, a check of the store, the ledger, the control store) and
-// ManagedLease, which every backend's lease is built on, is package
-// driver. Package backendtest holds the conformance suite every
-// backend runs; backends/memory is the in-memory backend.
+// A Backend and its Lease are all an Elector needs. The optional
+// capabilities it and a Term use (a lease's local deadline and the instant
+// its processes must be gone by, a local end of the lease, who leads now)
+// are declared here too, as interfaces found by type assertion:
+// Deadliner, GoneByer, Loser, LeaderReader. The backend author's contract,
+// which names these and adds the rest (a check of the store, the ledger,
+// the control store) and ManagedLease, which every backend's lease is
+// built on, is package driver. This package imports no other package of
+// baton. Package backendtest holds the conformance suite every backend
+// runs; backends/memory is the in-memory backend.
 package election

@@ -297,7 +297,7 @@ func (e *Elector) Leader(ctx context.Context) (LeaderInfo, error) {
 	if ti, ok := e.Term(); ok {
 		return LeaderInfo{Identity: e.cfg.Identity, Token: ti.Token, Since: ti.Since}, nil
 	}
-	if lr, ok := e.cfg.Backend.(leaderReader); ok {
+	if lr, ok := e.cfg.Backend.(LeaderReader); ok {
 		return lr.Leader(ctx)
 	}
 	return LeaderInfo{}, fmt.Errorf("%w known: backend cannot report the leader", ErrNoLeader)

@@ -93,7 +93,7 @@ func LeaseDone(ctx context.Context) <-chan struct{} {
 // a client that does not give up on a cancelled context (go-redis) still
 // gives up at a deadline.
 func LocalDeadline(ctx context.Context) (time.Time, bool) {
-	if d, ok := ctx.Value(leaseKey{}).(deadliner); ok {
+	if d, ok := ctx.Value(leaseKey{}).(Deadliner); ok {
 		return d.Deadline(), true
 	}
 	return time.Time{}, false
@@ -125,7 +125,7 @@ func GoneBy(ctx context.Context) (goneBy time.Time, lost bool) {
 	if !leaseLost {
 		return time.Time{}, false
 	}
-	if g, ok := l.(goneByer); ok {
+	if g, ok := l.(GoneByer); ok {
 		return g.GoneBy(), true
 	}
 	return time.Now(), true
@@ -165,14 +165,14 @@ func (t *term) Check() error {
 		return t.lease.Err()
 	default:
 	}
-	if d, ok := t.lease.(deadliner); ok && !time.Now().Before(d.Deadline()) {
+	if d, ok := t.lease.(Deadliner); ok && !time.Now().Before(d.Deadline()) {
 		return LostError(errDeadlinePassed)
 	}
 	return nil
 }
 
 func (t *term) Lose(err error) {
-	if l, ok := t.lease.(loser); ok {
+	if l, ok := t.lease.(Loser); ok {
 		l.Lose(err)
 	}
 	t.cancel(LostError(err))

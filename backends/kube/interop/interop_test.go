@@ -275,7 +275,7 @@ func TestBatonCutThenClientGo(t *testing.T) {
 			select {
 			case <-l.Done():
 			default:
-				d := l.(interface{ Deadline() time.Time }).Deadline()
+				d := l.(election.Deadliner).Deadline()
 				t.Fatalf("client-go leads %v after the cut and baton's term has not ended; its deadline is in %v", time.Since(start), time.Until(d))
 			}
 			t.Logf("client-go led %v after the cut", time.Since(start).Round(time.Millisecond))
