@@ -12,9 +12,9 @@ import (
 // old run is gone, in a cgroup of its own where the machine allows one
 // and by the fallback's search of /proc without (issue 50, section 2).
 func TestLostTerm_EscapedProcessesGoneBeforeNextLeader(t *testing.T) {
-	t.Run("cgroup", func(t *testing.T) { killtest.RunLostTermEscaping(t, 3, proxiedElection) })
+	t.Run("cgroup", func(t *testing.T) { killtest.RunLostTermEscaping(t, 3, lostTermElection) })
 	t.Run("fallback", func(t *testing.T) {
 		t.Setenv("BATON_CGROUPS", "off")
-		killtest.RunLostTermEscaping(t, 3, proxiedElection)
+		killtest.RunLostTermEscaping(t, 3, lostTermElection)
 	})
 }

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/internal/execjob"
 	"github.com/batonhq/baton/schedulerhost"
@@ -161,23 +160,32 @@ func ReportHandover(t testing.TB, file string, old, next uint64, cut time.Time) 
 	return gap
 }
 
+// Candidate is one candidate of a trial's election: its Backend, and Cut
+// and Heal, which cut its path to the backend and heal it. A trial calls
+// Cut on the leader while its command runs, and Heal (if not nil) when
+// the candidate's node stops.
+type Candidate struct {
+	Backend   election.Backend
+	Cut, Heal func()
+}
+
 // RunLostTerm runs trials: two Hosts, each with a command job running
 // Script every second (it never ends on its own; KillGrace is the default
 // 5 s), lead on a fresh election from newElection; the leader's path to
 // the backend is cut while its command runs. In every trial the old
 // command must be gone before the new leader's starts.
-func RunLostTerm(t *testing.T, trials int, newElection func(t *testing.T) func(t *testing.T, name string) backendtest.Candidate) {
+func RunLostTerm(t *testing.T, trials int, newElection func(t *testing.T) func(t *testing.T, name string) Candidate) {
 	runLostTerm(t, trials, newElection, Script)
 }
 
 // RunLostTermEscaping is RunLostTerm with EscapeScript: the processes the
 // command leaves in a session of their own must be gone too, by /proc,
 // when the next leader's command starts.
-func RunLostTermEscaping(t *testing.T, trials int, newElection func(t *testing.T) func(t *testing.T, name string) backendtest.Candidate) {
+func RunLostTermEscaping(t *testing.T, trials int, newElection func(t *testing.T) func(t *testing.T, name string) Candidate) {
 	runLostTerm(t, trials, newElection, EscapeScript)
 }
 
-func runLostTerm(t *testing.T, trials int, newElection func(t *testing.T) func(t *testing.T, name string) backendtest.Candidate, script string) {
+func runLostTerm(t *testing.T, trials int, newElection func(t *testing.T) func(t *testing.T, name string) Candidate, script string) {
 	var gaps []string
 	for i := range trials {
 		t.Run(fmt.Sprintf("trial-%d", i), func(t *testing.T) {
@@ -187,7 +195,7 @@ func runLostTerm(t *testing.T, trials int, newElection func(t *testing.T) func(t
 	t.Logf("new start less the old command's last heartbeat, by trial: %s", strings.Join(gaps, ", "))
 }
 
-func lostTermTrial(t *testing.T, candidate func(t *testing.T, name string) backendtest.Candidate, script string) time.Duration {
+func lostTermTrial(t *testing.T, candidate func(t *testing.T, name string) Candidate, script string) time.Duration {
 	dir := t.TempDir()
 	file, pids := filepath.Join(dir, "beats"), filepath.Join(dir, "pids")
 	if err := os.Mkdir(pids, 0o755); err != nil {
@@ -306,13 +314,13 @@ func wait(t *testing.T, d time.Duration, what string, cond func() bool) {
 // node is one Elector + Host with the command job.
 type node struct {
 	name    string
-	c       backendtest.Candidate
+	c       Candidate
 	elector *election.Elector
 	cancel  context.CancelFunc
 	done    chan error
 }
 
-func startNode(t *testing.T, c backendtest.Candidate, name, file, pids, script string) *node {
+func startNode(t *testing.T, c Candidate, name, file, pids, script string) *node {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	if os.Getenv("BATON_TEST_LOG") != "" {
