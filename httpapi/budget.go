@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/execjob"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -43,7 +42,7 @@ func (c ShutdownConfig) WithDefaults() ShutdownConfig {
 		c.ShutdownTimeout = schedulerhost.DefaultShutdownTimeout
 	}
 	if c.KillGrace <= 0 {
-		c.KillGrace = execjob.DefaultKillGrace
+		c.KillGrace = schedulerhost.DefaultKillGrace
 	}
 	if c.ReleaseTimeout <= 0 {
 		c.ReleaseTimeout = election.DefaultReleaseTimeout

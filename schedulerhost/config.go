@@ -133,11 +133,17 @@ type Config struct {
 // Defaults.
 const (
 	DefaultShutdownTimeout = 25 * time.Second
-	DefaultKillGrace       = 5 * time.Second
 	DefaultMaxCatchUp      = 10
 	DefaultRunNowPoll      = 500 * time.Millisecond
 	maxDefaultGrace        = time.Minute
 )
+
+// DefaultKillGrace is Config.KillGrace when zero: how long a graceful
+// stop waits, after ShutdownTimeout, for the runs it cancelled then. It is
+// also a command job's time between SIGTERM and SIGKILL when the job sets
+// none (the KillGrace of internal/execjob's Command), and the kill grace
+// of node.ShutdownBudget when the node's config sets none.
+const DefaultKillGrace = 5 * time.Second
 
 var specParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 

@@ -51,9 +51,6 @@ const (
 	EnvRequestedBy = "BATON_REQUESTED_BY"
 )
 
-// DefaultKillGrace is Command.KillGrace when zero.
-const DefaultKillGrace = 5 * time.Second
-
 // MinSafetyMargin is the smallest lease SafetyMargin command jobs work
 // with. A lost term's processes are killed by half the margin after
 // the local deadline (election.GoneBy); 50 ms is what a loaded machine
@@ -74,7 +71,7 @@ type Command struct {
 	// KillGrace is the time between SIGTERM and SIGKILL to the process
 	// group after the run's context ends while the term holds. On a loss
 	// it is cut to what the lease leaves (see the package doc). Zero means
-	// DefaultKillGrace.
+	// schedulerhost.DefaultKillGrace.
 	KillGrace time.Duration
 	// Env is the environment the BATON_ variables are added to. Nil means
 	// os.Environ().
@@ -115,7 +112,7 @@ func (c *Command) Run(ctx context.Context) error {
 	}
 	grace := c.KillGrace
 	if grace <= 0 {
-		grace = DefaultKillGrace
+		grace = schedulerhost.DefaultKillGrace
 	}
 	token, _ := election.TokenFromContext(ctx)
 	tick, _ := schedulerhost.TickFromContext(ctx)
