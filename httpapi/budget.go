@@ -28,7 +28,7 @@ type ShutdownConfig struct {
 	// schedulerhost.DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
 	// KillGrace is the time between SIGTERM and SIGKILL of a cancelled
-	// command job. Zero means execjob's default, 5 s.
+	// command job. Zero means schedulerhost.DefaultKillGrace (5 s).
 	KillGrace time.Duration
 	// ReleaseTimeout bounds the release of the lease
 	// (election.Config.ReleaseTimeout). Zero means
