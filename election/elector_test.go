@@ -34,44 +34,69 @@ func newMemElector(t *testing.T, id string) (*memory.Server, *election.Elector) 
 	return m, newElector(t, m.Candidate(), id)
 }
 
-// runHolding runs e with a lead function that holds each term until it
-// ends, on a goroutine of its own. stop cancels Run and waits for it to
-// return.
-func runHolding(e *election.Elector) (stop func()) {
+// run runs e with lead on a goroutine of its own. stop cancels Run's
+// context, waits for Run to return and returns its error.
+func run(e *election.Elector, lead func(context.Context, election.Term) error) (stop func() error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() {
-		done <- e.Run(ctx, func(tctx context.Context, _ election.Term) error { <-tctx.Done(); return nil })
-	}()
-	return func() {
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx, lead) }()
+	return func() error {
 		cancel()
-		<-done
+		return <-done
+	}
+}
+
+// runHolding runs e with a lead function that holds each term until it
+// ends; see run.
+func runHolding(e *election.Elector) (stop func() error) {
+	return run(e, func(tctx context.Context, _ election.Term) error { <-tctx.Done(); return nil })
+}
+
+// runCauses runs e with a lead function that holds each term until it
+// ends, then sends the term's cause on causes; see run.
+func runCauses(e *election.Elector) (causes <-chan error, stop func() error) {
+	c := make(chan error, 10)
+	return c, run(e, func(tctx context.Context, _ election.Term) error {
+		<-tctx.Done()
+		c <- context.Cause(tctx)
+		return nil
+	})
+}
+
+// wantStandbyUntilEligible checks a running elector a that is on
+// standby: it lets a minute pass and fails t with leads if a leads then;
+// it makes a eligible and fails t with idle unless a then leads at once.
+func wantStandbyUntilEligible(t *testing.T, a *election.Elector, leads, idle string) {
+	t.Helper()
+	time.Sleep(time.Minute)
+	if a.IsLeader() {
+		t.Fatal(leads)
+	}
+	a.SetEligible(true)
+	synctest.Wait()
+	if !a.IsLeader() {
+		t.Fatal(idle)
 	}
 }
 
 func TestElector_Run_ReleasesAfterLeadReturns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m, e := newMemElector(t, "a")
-		ctx, cancel := context.WithCancel(context.Background())
 		var heldDuringDrain, heldAfter bool
 		var cause error
-		done := make(chan error)
-		go func() {
-			done <- e.Run(ctx, func(tctx context.Context, term election.Term) error {
-				<-tctx.Done()
-				cause = context.Cause(tctx)
-				time.Sleep(3 * time.Second) // drain: the lease must stay held and renewed
-				_, err := m.Leader(context.Background())
-				heldDuringDrain = err == nil && term.Context().Err() == nil
-				return nil
-			})
-		}()
+		stop := run(e, func(tctx context.Context, term election.Term) error {
+			<-tctx.Done()
+			cause = context.Cause(tctx)
+			time.Sleep(3 * time.Second) // drain: the lease must stay held and renewed
+			_, err := m.Leader(context.Background())
+			heldDuringDrain = err == nil && term.Context().Err() == nil
+			return nil
+		})
 		time.Sleep(time.Second)
 		if !e.IsLeader() {
 			t.Fatal("not leading")
 		}
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Fatalf("Run: %v", err)
 		}
 		_, err := m.Leader(context.Background())
@@ -91,16 +116,7 @@ func TestElector_Run_ReleasesAfterLeadReturns(t *testing.T) {
 func TestElector_Run_LossCancelsTermWithCause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m, e := newMemElector(t, "a")
-		ctx, cancel := context.WithCancel(context.Background())
-		causes := make(chan error, 10)
-		done := make(chan error)
-		go func() {
-			done <- e.Run(ctx, func(tctx context.Context, _ election.Term) error {
-				<-tctx.Done()
-				causes <- context.Cause(tctx)
-				return nil
-			})
-		}()
+		causes, stop := runCauses(e)
 		synctest.Wait()
 		m.Revoke()
 		if c := <-causes; !errors.Is(c, election.ErrLeadershipLost) {
@@ -110,8 +126,7 @@ func TestElector_Run_LossCancelsTermWithCause(t *testing.T) {
 		if !e.IsLeader() {
 			t.Error("elector did not campaign again after the loss")
 		}
-		cancel()
-		<-done
+		stop()
 		if c := <-causes; !errors.Is(c, election.ErrSteppingDown) {
 			t.Errorf("second term's cause = %v, want ErrSteppingDown", c)
 		}
@@ -164,12 +179,8 @@ func TestElector_StepDown_ReportsTermAndCooldown(t *testing.T) {
 		if u := a.CooldownUntil(); !u.IsZero() {
 			t.Errorf("CooldownUntil before any step-down = %v, want zero", u)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
 		drain := make(chan struct{})
-		done := make(chan error)
-		go func() {
-			done <- a.Run(ctx, func(tctx context.Context, _ election.Term) error { <-tctx.Done(); <-drain; return nil })
-		}()
+		stop := run(a, func(tctx context.Context, _ election.Term) error { <-tctx.Done(); <-drain; return nil })
 		synctest.Wait()
 		ti, ok := a.Term()
 		if !ok || ti.SteppingDown {
@@ -200,8 +211,7 @@ func TestElector_StepDown_ReportsTermAndCooldown(t *testing.T) {
 		if ti2, ok := a.Term(); !ok || ti2.SteppingDown || ti2.Token <= ti.Token {
 			t.Errorf("Term after the cooldown = %+v, %v; want a new term, not stepping down", ti2, ok)
 		}
-		cancel()
-		<-done
+		stop()
 	})
 }
 
@@ -229,16 +239,8 @@ func TestElector_Ineligible_DoesNotCampaign(t *testing.T) {
 		_, a := newMemElector(t, "a")
 		a.SetEligible(false)
 		stop := runHolding(a)
-		time.Sleep(time.Minute)
-		if a.IsLeader() {
-			t.Fatal("an ineligible elector leads")
-		}
-		a.SetEligible(true)
-		synctest.Wait()
-		if !a.IsLeader() {
-			t.Fatal("eligible again but not leading")
-		}
-		stop()
+		defer stop()
+		wantStandbyUntilEligible(t, a, "an ineligible elector leads", "eligible again but not leading")
 	})
 }
 
@@ -249,22 +251,14 @@ func TestElector_Hold(t *testing.T) {
 		_, a := newMemElector(t, "a")
 		a.Hold("app unhealthy: test")
 		stop := runHolding(a)
+		defer stop()
 		time.Sleep(time.Minute)
 		if a.IsLeader() || a.Held() != "app unhealthy: test" || !a.Eligible() {
 			t.Fatalf("held: leader %v, held %q, eligible %v", a.IsLeader(), a.Held(), a.Eligible())
 		}
 		a.SetEligible(false)
 		a.Hold("")
-		time.Sleep(time.Minute)
-		if a.IsLeader() {
-			t.Fatal("hold lifted on a standby elector: it leads")
-		}
-		a.SetEligible(true)
-		synctest.Wait()
-		if !a.IsLeader() {
-			t.Fatal("neither held nor on standby, but not leading")
-		}
-		stop()
+		wantStandbyUntilEligible(t, a, "hold lifted on a standby elector: it leads", "neither held nor on standby, but not leading")
 	})
 }
 
@@ -303,16 +297,7 @@ func TestElector_Run_LogsTermLengthAndReleaseTime(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		causes := make(chan error, 2)
-		done := make(chan error)
-		go func() {
-			done <- e.Run(ctx, func(tctx context.Context, _ election.Term) error {
-				<-tctx.Done()
-				causes <- context.Cause(tctx)
-				return nil
-			})
-		}()
+		causes, stop := runCauses(e)
 		synctest.Wait()
 		e.StepDown(time.Second)
 		if c := <-causes; !errors.Is(c, election.ErrSteppingDown) || errors.Is(c, election.ErrShuttingDown) {
@@ -320,8 +305,7 @@ func TestElector_Run_LogsTermLengthAndReleaseTime(t *testing.T) {
 		}
 		time.Sleep(3 * time.Second) // the cooldown ends; it leads again
 		time.Sleep(7 * time.Second) // a 7 s term
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Fatalf("Run: %v", err)
 		}
 		if c := <-causes; !errors.Is(c, election.ErrShuttingDown) || !errors.Is(c, election.ErrSteppingDown) {
