@@ -70,6 +70,20 @@ func (f *faultLedger) claimOne(ctx context.Context, c ledger.Claim) error {
 
 var errReset = errors.New("connection reset by peer")
 
+// faultSecondTick returns a faultLedger on m's ledger that passes every
+// claim but those of the second tick, which get fault's answer (attempt
+// counts from 1), and the second tick, set once it is first claimed.
+func faultSecondTick(m *memory.Server, fault func(attempt int, c ledger.Claim) (bool, error)) (*faultLedger, *time.Time) {
+	lost := new(time.Time)
+	return &faultLedger{Ledger: m.Ledger(), fault: func(tick, attempt int, c ledger.Claim) (bool, error) {
+		if tick != 1 {
+			return false, nil
+		}
+		*lost = c.Tick
+		return fault(attempt, c)
+	}}, lost
+}
+
 // history reads the job's whole history from the store, oldest first.
 func history(t *testing.T, m *memory.Server, job string) []ledger.Run {
 	t.Helper()
@@ -158,31 +172,25 @@ func TestHost_UnknownClaimOutcomeIsRecordedAsNotStarted(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				m := newMemory()
 				var st starts
-				var lost time.Time
-				fl := &faultLedger{Ledger: m.Ledger()}
-				fl.fault = func(tick, attempt int, c ledger.Claim) (bool, error) {
-					if tick != 1 {
-						return false, nil
+				fl, lost := faultSecondTick(m, func(attempt int, c ledger.Claim) (bool, error) {
+					if attempt > 1 {
+						return false, errReset // every later attempt for this tick: no answer
 					}
-					if attempt == 1 {
-						lost = c.Tick
-						if tc.revoke {
-							if err := fl.Ledger.Claim(context.Background(), []ledger.Claim{c})[0]; err != nil {
-								t.Errorf("recording the claim: %v", err)
-							}
-							m.RevokeToken(c.Token)
-							return false, errReset
+					if tc.revoke {
+						if err := m.Ledger().Claim(context.Background(), []ledger.Claim{c})[0]; err != nil {
+							t.Errorf("recording the claim: %v", err)
 						}
-						return true, errReset
+						m.RevokeToken(c.Token)
+						return false, errReset
 					}
-					return false, errReset // every later attempt for this tick: no answer
-				}
+					return true, errReset
+				})
 				n := startCounted(t, m, fl, &st)
 				time.Sleep(12 * time.Second)
 				n.stop(t)
 				st.mu.Lock()
 				for _, tk := range st.ticks {
-					if tk.Equal(lost) {
+					if tk.Equal(*lost) {
 						t.Errorf("tick %v ran although its claim was given up", tk)
 					}
 				}
@@ -192,7 +200,7 @@ func TestHost_UnknownClaimOutcomeIsRecordedAsNotStarted(t *testing.T) {
 					if r.Result == ledger.ResultRunning {
 						t.Errorf("history: tick %v still %q after every run ended (token %d)", r.Tick.Format("15:04:05"), r.Result, r.Token)
 					}
-					if r.Tick.Equal(lost) {
+					if r.Tick.Equal(*lost) {
 						found = true
 						if r.Result != ledger.ResultCancelled || !strings.Contains(r.Error, "not started: claim outcome unknown") {
 							t.Errorf("history: the given-up tick is %q (%q), want %q with a 'not started: claim outcome unknown' error", r.Result, r.Error, ledger.ResultCancelled)
@@ -200,7 +208,7 @@ func TestHost_UnknownClaimOutcomeIsRecordedAsNotStarted(t *testing.T) {
 					}
 				}
 				if !found {
-					t.Errorf("history has no entry for tick %v, whose claim was recorded", lost)
+					t.Errorf("history has no entry for tick %v, whose claim was recorded", *lost)
 				}
 			})
 		})
@@ -234,15 +242,9 @@ func TestHost_SlowNotStartedWriteDoesNotSkipTicks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := newMemory()
 		var st starts
-		var lost time.Time
-		fl := &faultLedger{Ledger: m.Ledger()}
-		fl.fault = func(tick, attempt int, c ledger.Claim) (bool, error) {
-			if tick != 1 {
-				return false, nil
-			}
-			lost = c.Tick
+		fl, lost := faultSecondTick(m, func(int, ledger.Claim) (bool, error) {
 			return false, errReset // never answered: given up after ledgerTimeout
-		}
+		})
 		sf := &slowFinish{faultLedger: fl, failUntil: time.Now().Add(30 * time.Second)}
 		n := startCounted(t, m, sf, &st)
 		time.Sleep(14 * time.Second)
