@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -17,39 +16,41 @@ import (
 	"github.com/batonhq/baton/schedulerhost"
 )
 
-// record is an independent log of runs, kept by the job itself.
-type record struct {
-	mu   sync.Mutex
-	runs []schedulerhost.Tick
-	by   []string
+// misfireCases are the misfire policies the catch-up tests run under,
+// each with its bound on catch-up runs (0: the default).
+var misfireCases = []struct {
+	policy   schedulerhost.Misfire
+	maxCatch int
+}{
+	{schedulerhost.MisfireSkip, 0},
+	{schedulerhost.MisfireRunOnce, 0},
+	{schedulerhost.MisfireRunAll, 0},
+	{schedulerhost.MisfireRunAll, 2},
 }
 
-func (r *record) job(name string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		tk, _ := schedulerhost.TickFromContext(ctx)
-		r.mu.Lock()
-		r.runs = append(r.runs, tk)
-		r.by = append(r.by, name)
-		r.mu.Unlock()
-		return nil
+// crashHandover starts node "a" with cfgA and node "b" with cfgB on a
+// new memory store with timing, lets lead of fake time pass, then cuts a
+// off the store (a crash: no renewal, no release reaches it) and lets gap
+// pass while b takes over. stop heals a's path and stops both nodes.
+func crashHandover(t *testing.T, timing election.Timing, cfgA, cfgB schedulerhost.Config, lead, gap time.Duration) (stop func()) {
+	t.Helper()
+	m := memory.New(timing)
+	a := startNode(t, m, "a", cfgA)
+	b := startNode(t, m, "b", cfgB)
+	time.Sleep(lead)
+	a.backend.Cut()
+	time.Sleep(gap)
+	return func() {
+		a.backend.Heal()
+		b.stop(t)
+		a.stop(t)
 	}
 }
 
 func TestHost_CatchUpAfterCrash(t *testing.T) {
-	for _, tc := range []struct {
-		policy   schedulerhost.Misfire
-		maxCatch int
-	}{
-		{schedulerhost.MisfireSkip, 0},
-		{schedulerhost.MisfireRunOnce, 0},
-		{schedulerhost.MisfireRunAll, 0},
-		{schedulerhost.MisfireRunAll, 2},
-	} {
+	for _, tc := range misfireCases {
 		t.Run(string(tc.policy), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				// A wide safety margin leaves a gap of about 5 ticks between
-				// the crashed leader's last tick and the next leader's first.
-				m := memory.New(election.Timing{TTL: 10 * time.Second, RenewInterval: 2 * time.Second, SafetyMargin: 5 * time.Second})
 				var rec record
 				cfg := func(name string) schedulerhost.Config {
 					return schedulerhost.Config{Jobs: []schedulerhost.Job{{
@@ -58,14 +59,11 @@ func TestHost_CatchUpAfterCrash(t *testing.T) {
 						Run: rec.job(name),
 					}}}
 				}
-				a := startNode(t, m, "a", cfg("a"))
-				b := startNode(t, m, "b", cfg("b"))
-				time.Sleep(5500 * time.Millisecond)
-				a.backend.Cut() // a "crashes": no renewal, no release reaches the store
-				time.Sleep(20 * time.Second)
-				rec.mu.Lock()
-				runs, by := append([]schedulerhost.Tick(nil), rec.runs...), append([]string(nil), rec.by...)
-				rec.mu.Unlock()
+				// A wide safety margin leaves a gap of about 5 ticks between
+				// the crashed leader's last tick and the next leader's first.
+				timing := election.Timing{TTL: 10 * time.Second, RenewInterval: 2 * time.Second, SafetyMargin: 5 * time.Second}
+				stop := crashHandover(t, timing, cfg("a"), cfg("b"), 5500*time.Millisecond, 20*time.Second)
+				runs, by, _ := rec.snapshot()
 				seen := map[time.Time]string{}
 				var lastA time.Time
 				var catchUps []schedulerhost.Tick
@@ -134,9 +132,7 @@ func TestHost_CatchUpAfterCrash(t *testing.T) {
 						t.Errorf("run %d (tick %v, not a catch-up) has CatchUpFrom %v", i, r.Time, r.CatchUpFrom)
 					}
 				}
-				a.backend.Heal()
-				b.stop(t)
-				a.stop(t)
+				stop()
 			})
 		})
 	}
@@ -159,11 +155,10 @@ func TestHost_CatchUpRespectsGrace(t *testing.T) {
 		if !ok {
 			t.Fatal("b does not lead")
 		}
-		rec.mu.Lock()
-		defer rec.mu.Unlock()
+		runs, _, _ := rec.snapshot()
 		var lastA time.Time
 		var got []time.Time
-		for _, r := range rec.runs {
+		for _, r := range runs {
 			if r.CatchUp {
 				got = append(got, r.Time)
 			} else if r.Time.Before(term.Since) {

@@ -10,32 +10,40 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
-// tokenRuns records each run's tick and fencing token.
-type tokenRuns struct {
+// record is an independent log of runs, kept by the job itself: each
+// run's tick, who ran it and its fencing token.
+type record struct {
 	mu     sync.Mutex
-	ticks  []schedulerhost.Tick
+	runs   []schedulerhost.Tick
+	by     []string
 	tokens []uint64
 }
 
-func (r *tokenRuns) job(ctx context.Context) error {
-	tk, _ := schedulerhost.TickFromContext(ctx)
-	tok, _ := election.TokenFromContext(ctx)
-	r.mu.Lock()
-	r.ticks = append(r.ticks, tk)
-	r.tokens = append(r.tokens, tok)
-	r.mu.Unlock()
-	return nil
+// job returns a job function that records its runs as run by name (""
+// where the test does not tell the nodes' runs apart).
+func (r *record) job(name string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		tk, _ := schedulerhost.TickFromContext(ctx)
+		tok, _ := election.TokenFromContext(ctx)
+		r.mu.Lock()
+		r.runs = append(r.runs, tk)
+		r.by = append(r.by, name)
+		r.tokens = append(r.tokens, tok)
+		r.mu.Unlock()
+		return nil
+	}
 }
 
-func (r *tokenRuns) snapshot() ([]schedulerhost.Tick, []uint64) {
+// snapshot returns copies of what was recorded so far, in the order of
+// the runs' starts.
+func (r *record) snapshot() (runs []schedulerhost.Tick, by []string, tokens []uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return slices.Clone(r.ticks), slices.Clone(r.tokens)
+	return slices.Clone(r.runs), slices.Clone(r.by), slices.Clone(r.tokens)
 }
 
 // TestHost_EveryAcrossHandovers: two instances hand the lead over every
@@ -46,8 +54,8 @@ func TestHost_EveryAcrossHandovers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const every = 6 * time.Second
 		m := newMemory()
-		var runs tokenRuns
-		cfg := schedulerhost.Config{Jobs: []schedulerhost.Job{{Name: "slow", Schedule: "@every 6s", Run: runs.job}}}
+		var runs record
+		cfg := schedulerhost.Config{Jobs: []schedulerhost.Job{{Name: "slow", Schedule: "@every 6s", Run: runs.job("")}}}
 		start := time.Now()
 		nodes := []*node{startNode(t, m, "a", cfg), startNode(t, m, "b", cfg)}
 		// Hand over at odd seconds (5, 9, ..., 33), never at a tick: the
@@ -72,7 +80,7 @@ func TestHost_EveryAcrossHandovers(t *testing.T) {
 			}
 		}
 		end := time.Now()
-		ticks, tokens := runs.snapshot()
+		ticks, _, tokens := runs.snapshot()
 		var got []time.Duration // since start
 		for _, tk := range ticks {
 			got = append(got, tk.Time.Sub(start))
@@ -119,15 +127,7 @@ func everyTicks(t *testing.T, spec string, from, to time.Time) []time.Time {
 // them; the next leader's regular ticks are epoch ticks too.
 func TestHost_EveryCatchUpOfEpochTicks(t *testing.T) {
 	for _, spec := range []string{"@every 4s", "@every 3s offset 2s"} {
-		for _, tc := range []struct {
-			policy   schedulerhost.Misfire
-			maxCatch int
-		}{
-			{schedulerhost.MisfireSkip, 0},
-			{schedulerhost.MisfireRunOnce, 0},
-			{schedulerhost.MisfireRunAll, 0},
-			{schedulerhost.MisfireRunAll, 2},
-		} {
+		for _, tc := range misfireCases {
 			t.Run(fmt.Sprintf("%s/%s/%d", spec, tc.policy, tc.maxCatch), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) { everyCatchUp(t, spec, tc.policy, tc.maxCatch) })
 			})
@@ -138,19 +138,15 @@ func TestHost_EveryCatchUpOfEpochTicks(t *testing.T) {
 func everyCatchUp(t *testing.T, spec string, policy schedulerhost.Misfire, maxCatch int) {
 	// The crashed leader stops at its last renewal + TTL - margin; the
 	// next takes the lease at that renewal + TTL: 8 s later.
-	m := memory.New(election.Timing{TTL: 12 * time.Second, RenewInterval: 2 * time.Second, SafetyMargin: 8 * time.Second})
-	var runs tokenRuns
+	timing := election.Timing{TTL: 12 * time.Second, RenewInterval: 2 * time.Second, SafetyMargin: 8 * time.Second}
+	var runs record
 	cfg := schedulerhost.Config{Jobs: []schedulerhost.Job{{
-		Name: "j", Schedule: spec, Misfire: policy, MisfireGrace: time.Minute, MaxCatchUp: maxCatch, Run: runs.job,
+		Name: "j", Schedule: spec, Misfire: policy, MisfireGrace: time.Minute, MaxCatchUp: maxCatch, Run: runs.job(""),
 	}}}
 	start := time.Now()
-	a := startNode(t, m, "a", cfg)
-	b := startNode(t, m, "b", cfg)
-	time.Sleep(6500 * time.Millisecond)
-	a.backend.Cut() // a "crashes": no renewal, no release reaches the store
-	time.Sleep(24 * time.Second)
+	stop := crashHandover(t, timing, cfg, cfg, 6500*time.Millisecond, 24*time.Second)
 	end := time.Now()
-	ticks, tokens := runs.snapshot()
+	ticks, _, tokens := runs.snapshot()
 	all := everyTicks(t, spec, start, end)
 	var lastA, firstRegularB time.Time
 	var catchUps []schedulerhost.Tick
@@ -204,9 +200,7 @@ func everyCatchUp(t *testing.T, spec string, policy schedulerhost.Misfire, maxCa
 			t.Errorf("tick %v ran after %v", ticks[i].Time, ticks[i-1].Time)
 		}
 	}
-	a.backend.Heal()
-	b.stop(t)
-	a.stop(t)
+	stop()
 }
 
 // TestHost_EveryReloadMovesThePhase: a reload that changes the interval
@@ -218,9 +212,9 @@ func everyCatchUp(t *testing.T, spec string, policy schedulerhost.Misfire, maxCa
 func TestHost_EveryReloadMovesThePhase(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := newMemory()
-		var runs tokenRuns
+		var runs record
 		job := func(spec string) []schedulerhost.Job {
-			return []schedulerhost.Job{{Name: "j", Schedule: spec, Misfire: schedulerhost.MisfireRunAll, MisfireGrace: time.Minute, Run: runs.job}}
+			return []schedulerhost.Job{{Name: "j", Schedule: spec, Misfire: schedulerhost.MisfireRunAll, MisfireGrace: time.Minute, Run: runs.job("")}}
 		}
 		start := time.Now()
 		at := func(d time.Duration) time.Time { return start.Add(d) }
@@ -239,7 +233,7 @@ func TestHost_EveryReloadMovesThePhase(t *testing.T) {
 		n = startNode(t, m, "a", schedulerhost.Config{Jobs: job("@every 5s")})
 		time.Sleep(4 * time.Second) // to 35.5: caught up 25, 30; ran 35
 		n.stop(t)
-		ticks, _ := runs.snapshot()
+		ticks, _, _ := runs.snapshot()
 		var got, catchUps []time.Time
 		for _, tk := range ticks {
 			got = append(got, tk.Time)
