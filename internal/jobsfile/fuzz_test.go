@@ -43,14 +43,16 @@ func render(t *testing.T, f *jobsfile.File) []byte {
 	doc := &yaml.Node{Kind: yaml.MappingNode}
 	e := f.Election
 	election := &yaml.Node{Kind: yaml.MappingNode}
-	dur(election, "ttl", e.TTL)
-	dur(election, "renew_interval", e.RenewInterval)
-	dur(election, "safety_margin", e.SafetyMargin)
-	dur(election, "retry_period", e.RetryPeriod)
-	dur(election, "release_timeout", e.ReleaseTimeout)
-	dur(election, "shutdown_timeout", e.ShutdownTimeout)
-	dur(election, "kill_grace", e.KillGrace)
-	dur(election, "poll_interval", e.PollInterval)
+	for _, kv := range []struct {
+		key string
+		d   time.Duration
+	}{ // every setting of the section is a duration
+		{"ttl", e.TTL}, {"renew_interval", e.RenewInterval}, {"safety_margin", e.SafetyMargin},
+		{"retry_period", e.RetryPeriod}, {"release_timeout", e.ReleaseTimeout},
+		{"shutdown_timeout", e.ShutdownTimeout}, {"kill_grace", e.KillGrace}, {"poll_interval", e.PollInterval},
+	} {
+		dur(election, kv.key, kv.d)
+	}
 	if len(election.Content) > 0 {
 		doc.Content = append(doc.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: "election"}, election)
 	}
