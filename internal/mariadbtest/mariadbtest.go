@@ -12,7 +12,6 @@ package mariadbtest
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -97,15 +96,7 @@ func Start(t testing.TB) *Server {
 // start.
 func StartWith(t testing.TB, opts Options) *Server {
 	t.Helper()
-	s, err := StartServer(t.TempDir(), opts)
-	if errors.Is(err, testenv.ErrUnavailable) {
-		testenv.Unavailable(t, "%v", err)
-	}
-	if err != nil {
-		t.Fatalf("mariadbtest: %v", err)
-	}
-	t.Cleanup(s.Stop)
-	return s
+	return testenv.Start(t, "mariadbtest", func(dir string) (*Server, error) { return StartServer(dir, opts) })
 }
 
 // serverArgs are the settings of both the bootstrap and the server: small

@@ -10,7 +10,6 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
 	"os/exec"
@@ -97,15 +96,7 @@ func Start(t testing.TB) *Server {
 // StartWith is Start with opts.
 func StartWith(t testing.TB, opts Options) *Server {
 	t.Helper()
-	s, err := StartServer(t.TempDir(), opts)
-	if errors.Is(err, testenv.ErrUnavailable) {
-		testenv.Unavailable(t, "%v", err)
-	}
-	if err != nil {
-		t.Fatalf("redistest: %v", err)
-	}
-	t.Cleanup(s.Stop)
-	return s
+	return testenv.Start(t, "redistest", func(dir string) (*Server, error) { return StartServer(dir, opts) })
 }
 
 // StartServer starts a server working in dir; the caller must call Stop.
