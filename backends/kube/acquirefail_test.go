@@ -1,11 +1,9 @@
 package kube_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,23 +11,15 @@ import (
 	"github.com/batonhq/baton/backends/kube"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/internal/kubetest"
+	"github.com/batonhq/baton/internal/testenv"
 )
 
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+// pollUntil calls ok every 20 ms until it returns true or deadline has
+// passed.
+func pollUntil(deadline time.Time, ok func() bool) {
+	for !ok() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 type failCounter struct{ n atomic.Int64 }
@@ -64,7 +54,7 @@ func TestElector_CannotCampaignIsReported(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newBackend(t, kube.Config{Client: tc.client(t), Namespace: tc.ns, Name: leaseName(t)})
-			var logs logBuffer
+			var logs testenv.Buffer
 			var fails failCounter
 			el, err := election.New(election.Config{
 				Backend: b, Identity: election.Identity{ID: "a"}, Observer: &fails,
@@ -83,9 +73,7 @@ func TestElector_CannotCampaignIsReported(t *testing.T) {
 				<-done
 			}()
 			start := time.Now()
-			for !strings.Contains(logs.String(), "level=WARN") && time.Since(start) < 15*time.Second {
-				time.Sleep(20 * time.Millisecond)
-			}
+			pollUntil(start.Add(15*time.Second), func() bool { return strings.Contains(logs.String(), "level=WARN") })
 			if !strings.Contains(logs.String(), "level=WARN") {
 				t.Fatalf("no WARN in %v; %d failures counted; the log:\n%s", time.Since(start).Round(time.Millisecond), fails.n.Load(), logs.String())
 			}
@@ -93,9 +81,7 @@ func TestElector_CannotCampaignIsReported(t *testing.T) {
 			if !strings.Contains(logs.String(), tc.want) {
 				t.Errorf("the warning does not say %q:\n%s", tc.want, logs.String())
 			}
-			for el.AcquireFailing() == nil && time.Since(start) < 30*time.Second {
-				time.Sleep(20 * time.Millisecond)
-			}
+			pollUntil(start.Add(30*time.Second), func() bool { return el.AcquireFailing() != nil })
 			err = el.AcquireFailing()
 			if want := strings.ReplaceAll(tc.want, `\"`, `"`); err == nil || !strings.Contains(err.Error(), want) {
 				t.Fatalf("AcquireFailing() = %v after %v, want an error saying %q", err, time.Since(start).Round(time.Millisecond), tc.want)

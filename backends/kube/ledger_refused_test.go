@@ -42,19 +42,8 @@ func TestLedger_RoleWithoutUpdateIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	el, err := election.New(election.Config{Backend: b, Identity: election.Identity{ID: "pod-0"}, Election: "refused", Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- el.Run(rctx, host.Lead) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	el, stop := lead(t, ctx, b, host)
+	defer stop()
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
 		for !ok() {
@@ -114,19 +103,8 @@ func TestHost_FinishRetriedWhileTheTermLasts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	el, err := election.New(election.Config{Backend: b, Identity: election.Identity{ID: "pod-0"}, Election: "refused", Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- el.Run(rctx, host.Lead) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	_, stop := lead(t, ctx, b, host)
+	defer stop()
 	var tick time.Time
 	select {
 	case tick = <-started:
@@ -155,6 +133,26 @@ func TestHost_FinishRetriedWhileTheTermLasts(t *testing.T) {
 	}
 	if last.Result != ledger.ResultOK {
 		t.Errorf("the run of %v, whose end was refused for 15 s: %s %q, want ok once the Role was mended", tick, last.Result, last.Error)
+	}
+}
+
+// lead runs an elector "pod-0" on b, leading with host, until stop or
+// ctx's end; stop ends the Run, waits for it and fails t if it returned
+// an error.
+func lead(t *testing.T, ctx context.Context, b *kube.Backend, host *schedulerhost.Host) (el *election.Elector, stop func()) {
+	t.Helper()
+	el, err := election.New(election.Config{Backend: b, Identity: election.Identity{ID: "pod-0"}, Election: "refused", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- el.Run(rctx, host.Lead) }()
+	return el, func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
 	}
 }
 
