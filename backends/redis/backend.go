@@ -91,7 +91,31 @@ func New(cfg Config) (*Backend, error) {
 	}
 	// A WAIT may keep a connection's answer for WaitTimeout.
 	readTimeout := max(3*time.Second, cfg.WaitTimeout+time.Second)
-	noMaint := &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	// The options of all three clients; each takes the fields it has.
+	opts := &goredis.UniversalOptions{
+		MasterName:            cfg.MasterName,
+		SentinelUsername:      cfg.SentinelUsername,
+		SentinelPassword:      cfg.SentinelPassword,
+		Dialer:                cfg.Dialer,
+		Username:              cfg.Username,
+		Password:              cfg.Password,
+		TLSConfig:             tc,
+		DialTimeout:           cfg.DialTimeout,
+		ReadTimeout:           readTimeout,
+		ContextTimeoutEnabled: true,
+		// No retries inside the client: a script retried after a lost
+		// answer may have run already. Acquire, the renew loop and the
+		// Host retry on their own terms.
+		MaxRetries: -1,
+		// Cluster only: MOVED and ASK must be followed; a command may then
+		// be sent again after a network error too. Every script is safe
+		// to send twice: acquire by its nonce, a claim refused as
+		// ErrTickClaimed is found in History by the Host.
+		MaxRedirects:    3,
+		DisableIdentity: true,
+		// Not for the Sentinel failover client, which has no such option.
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	}
 	b := &Backend{
 		user:     cfg.Username,
 		election: cfg.Election,
@@ -106,60 +130,17 @@ func New(cfg Config) (*Backend, error) {
 	switch {
 	case len(cfg.SentinelAddrs) > 0:
 		b.where = fmt.Sprintf("primary %s of Sentinels %s", cfg.MasterName, strings.Join(cfg.SentinelAddrs, ","))
-		b.cli = goredis.NewFailoverClient(&goredis.FailoverOptions{
-			MasterName:            cfg.MasterName,
-			SentinelAddrs:         cfg.SentinelAddrs,
-			SentinelUsername:      cfg.SentinelUsername,
-			SentinelPassword:      cfg.SentinelPassword,
-			Dialer:                cfg.Dialer,
-			Username:              cfg.Username,
-			Password:              cfg.Password,
-			TLSConfig:             tc,
-			DialTimeout:           cfg.DialTimeout,
-			ReadTimeout:           readTimeout,
-			ContextTimeoutEnabled: true,
-			MaxRetries:            -1, // see the plain client below
-			DisableIdentity:       true,
-		})
+		opts.Addrs = cfg.SentinelAddrs
+		b.cli = goredis.NewFailoverClient(opts.Failover())
 	case len(cfg.ClusterAddrs) > 0:
 		b.where = "cluster " + strings.Join(cfg.ClusterAddrs, ",")
-		b.cluster = goredis.NewClusterClient(&goredis.ClusterOptions{
-			Addrs:                 cfg.ClusterAddrs,
-			Dialer:                cfg.Dialer,
-			Username:              cfg.Username,
-			Password:              cfg.Password,
-			TLSConfig:             tc,
-			DialTimeout:           cfg.DialTimeout,
-			ReadTimeout:           readTimeout,
-			ContextTimeoutEnabled: true,
-			// MOVED and ASK must be followed; a command may then be sent
-			// again after a network error too. Every script is safe to
-			// send twice: acquire by its nonce, a claim refused as
-			// ErrTickClaimed is found in History by the Host.
-			MaxRedirects:             3,
-			MaxRetries:               -1,
-			DisableIdentity:          true,
-			MaintNotificationsConfig: noMaint,
-		})
+		opts.Addrs = cfg.ClusterAddrs
+		b.cluster = goredis.NewClusterClient(opts.Cluster())
 		b.cli = b.cluster
 	default:
 		b.where = cfg.Addr
-		b.cli = goredis.NewClient(&goredis.Options{
-			Addr:                  cfg.Addr,
-			Dialer:                cfg.Dialer,
-			Username:              cfg.Username,
-			Password:              cfg.Password,
-			TLSConfig:             tc,
-			DialTimeout:           cfg.DialTimeout,
-			ReadTimeout:           readTimeout,
-			ContextTimeoutEnabled: true,
-			// No retries inside the client: a script retried after a lost
-			// answer may have run already. Acquire, the renew loop and the
-			// Host retry on their own terms.
-			MaxRetries:               -1,
-			DisableIdentity:          true,
-			MaintNotificationsConfig: noMaint,
-		})
+		opts.Addrs = []string{cfg.Addr}
+		b.cli = goredis.NewClient(opts.Simple())
 	}
 	return b, nil
 }
