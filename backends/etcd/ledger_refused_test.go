@@ -10,8 +10,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonhq/baton/backendtest"
-	"github.com/batonhq/baton/internal/etcdtest"
-	"github.com/batonhq/baton/internal/testcerts"
 	"github.com/batonhq/baton/ledger"
 )
 
@@ -19,15 +17,8 @@ import (
 // user's role loses the ledger prefix while its term leads) are marked
 // ledger.ErrRefused.
 func TestLedger_PermissionRevokedIsRefused(t *testing.T) {
-	certs := testcerts.New(t, "etcd", "unused")
-	srv := etcdtest.StartWith(t, etcdtest.Options{
-		TLS:          &etcdtest.TLS{CertFile: certs.Server.CertFile, KeyFile: certs.Server.KeyFile, CAFile: certs.CA.CertFile},
-		RootPassword: rootPassword,
-	})
-	root := mustSecureClient(t, srv, creds{ca: certs.CA, user: "root", pass: rootPassword})
-	pfx := prefix(t)
-	grantElection(t, root, "baton", "baton-secret", pfx)
-	b := newBackend(t, mustSecureClient(t, srv, creds{ca: certs.CA, user: "baton", pass: "baton-secret"}), pfx, 3*time.Second)
+	srv, ca, root, pfx := startPasswordEtcd(t)
+	b := newBackend(t, mustSecureClient(t, srv, creds{ca: ca, user: "baton", pass: "baton-secret"}), pfx, 3*time.Second)
 	l := backendtest.Acquire(t, b, "a", acquireWithin)
 	defer backendtest.Release(t, l)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

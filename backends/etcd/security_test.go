@@ -168,19 +168,30 @@ func TestSecurity_ClientCertificates(t *testing.T) {
 	})
 }
 
+// startPasswordEtcd runs an etcd with TLS (server certificate only) and
+// authentication enabled. It returns the server, the CA of its
+// certificate, a client logged in as root, and a prefix that user
+// "baton" (password "baton-secret") may use for an election
+// (grantElection).
+func startPasswordEtcd(t *testing.T) (srv *etcdtest.Server, ca *testcerts.CA, root *clientv3.Client, pfx string) {
+	t.Helper()
+	certs := testcerts.New(t, "etcd", "unused")
+	srv = etcdtest.StartWith(t, etcdtest.Options{
+		TLS:          &etcdtest.TLS{CertFile: certs.Server.CertFile, KeyFile: certs.Server.KeyFile, CAFile: certs.CA.CertFile},
+		RootPassword: rootPassword,
+	})
+	root = mustSecureClient(t, srv, creds{ca: certs.CA, user: "root", pass: rootPassword})
+	pfx = prefix(t)
+	grantElection(t, root, "baton", "baton-secret", pfx)
+	return srv, certs.CA, root, pfx
+}
+
 // TestSecurity_Password runs an etcd with TLS (server certificate only)
 // and authentication enabled; clients log in with a user name and
 // password. User "baton" has a role limited to one election's prefixes.
 func TestSecurity_Password(t *testing.T) {
-	certs := testcerts.New(t, "etcd", "unused")
-	srv := etcdtest.StartWith(t, etcdtest.Options{
-		TLS:          &etcdtest.TLS{CertFile: certs.Server.CertFile, KeyFile: certs.Server.KeyFile, CAFile: certs.CA.CertFile},
-		RootPassword: rootPassword,
-	})
-	root := mustSecureClient(t, srv, creds{ca: certs.CA, user: "root", pass: rootPassword})
-	pfx := prefix(t)
-	grantElection(t, root, "baton", "baton-secret", pfx)
-	good := creds{ca: certs.CA, user: "baton", pass: "baton-secret"}
+	srv, ca, root, pfx := startPasswordEtcd(t)
+	good := creds{ca: ca, user: "baton", pass: "baton-secret"}
 
 	t.Run("LeastPrivilegeUser", func(t *testing.T) {
 		a := newBackend(t, mustSecureClient(t, srv, good), pfx, 2*time.Second)
@@ -190,12 +201,12 @@ func TestSecurity_Password(t *testing.T) {
 	t.Run("Root", func(t *testing.T) {
 		rpfx := prefix(t)
 		a := newBackend(t, root, rpfx, 2*time.Second)
-		b := newBackend(t, mustSecureClient(t, srv, creds{ca: certs.CA, user: "root", pass: rootPassword}), rpfx, 2*time.Second)
+		b := newBackend(t, mustSecureClient(t, srv, creds{ca: ca, user: "root", pass: rootPassword}), rpfx, 2*time.Second)
 		backendtest.RunSmoke(t, a, b, 10*time.Second)
 	})
 	t.Run("WrongPassword", func(t *testing.T) {
 		start := time.Now()
-		cli, err := secureClient(t, srv, creds{ca: certs.CA, user: "baton", pass: "wrong"}, 30*time.Second)
+		cli, err := secureClient(t, srv, creds{ca: ca, user: "baton", pass: "wrong"}, 30*time.Second)
 		if err == nil {
 			// Not every client version authenticates in New: then the
 			// first request, Check's, must fail the same way.
@@ -214,7 +225,7 @@ func TestSecurity_Password(t *testing.T) {
 		t.Logf("wrong password: %v", err)
 	})
 	t.Run("NoCredentials", func(t *testing.T) {
-		err := checkFails(t, mustSecureClient(t, srv, creds{ca: certs.CA}), pfx, time.Second)
+		err := checkFails(t, mustSecureClient(t, srv, creds{ca: ca}), pfx, time.Second)
 		if !errors.Is(err, rpctypes.ErrUserEmpty) {
 			t.Errorf("err = %v, want ErrUserEmpty", err)
 		}
@@ -242,7 +253,7 @@ func TestSecurity_Password(t *testing.T) {
 		if _, err := root.UserGrantRole(ctx, "noledger", "no-ledger"); err != nil {
 			t.Fatal(err)
 		}
-		err := checkFails(t, mustSecureClient(t, srv, creds{ca: certs.CA, user: "noledger", pass: "pw-noledger"}), lpfx, time.Second)
+		err := checkFails(t, mustSecureClient(t, srv, creds{ca: ca, user: "noledger", pass: "pw-noledger"}), lpfx, time.Second)
 		wantIn(t, err, "write probe", "permission denied", lpfx+"-ledger/")
 	})
 }
