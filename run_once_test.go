@@ -15,7 +15,7 @@ import (
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 // A second Run (or RunServing) of an instance that runs is refused, and
@@ -47,7 +47,7 @@ func TestRun_SecondRunRefusedLeavesFirstRunning(t *testing.T) {
 			t.Errorf("first Run = %v, want nil after a clean stop", err)
 		}
 	}()
-	testenv.WaitUntil(t, "the first Run leads and runs its job", func() bool { return b.Leading() && runs.Load() > 0 })
+	envtest.WaitUntil(t, "the first Run leads and runs its job", func() bool { return b.Leading() && runs.Load() > 0 })
 
 	second, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -79,7 +79,7 @@ func TestRun_SecondRunRefusedLeavesFirstRunning(t *testing.T) {
 		t.Errorf("Ready after the refused Runs: %v", v)
 	}
 	before := runs.Load()
-	testenv.WaitUntil(t, "the job runs on after the refused Runs", func() bool { return runs.Load() > before })
+	envtest.WaitUntil(t, "the job runs on after the refused Runs", func() bool { return runs.Load() > before })
 	if !b.Leading() {
 		t.Error("not leading after the refused Runs")
 	}

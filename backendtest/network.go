@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/internal/faultproxy"
+	"github.com/batonhq/baton/internal/proxytest"
 )
 
 // Network is the path between one candidate and its server, which the
@@ -24,13 +24,13 @@ type Network interface {
 // Proxy is a TCP proxy on loopback that a test puts between a client and
 // its server, to cut the network of that client alone. It closes when
 // the test that made it ends.
-type Proxy struct{ p *faultproxy.Proxy }
+type Proxy struct{ p *proxytest.Proxy }
 
 // NewProxy starts a proxy to target (host:port). Point the client at
 // Addr.
 func NewProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
-	p, err := faultproxy.New(target)
+	p, err := proxytest.New(target)
 	if err != nil {
 		t.Fatalf("backendtest.NewProxy(%q): %v", target, err)
 	}

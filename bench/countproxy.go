@@ -10,10 +10,10 @@ import (
 
 	"golang.org/x/net/http2/hpack"
 
-	"github.com/batonhq/baton/internal/faultproxy"
+	"github.com/batonhq/baton/internal/proxytest"
 )
 
-// countProxy wraps a faultproxy.Proxy: clients connect to countProxy, which
+// countProxy wraps a proxytest.Proxy: clients connect to countProxy, which
 // forwards every connection through the fault proxy to the server and
 // parses what the client sends, to count requests (not bytes) by kind.
 // Blackhole and Close act on the fault proxy behind it.
@@ -33,7 +33,7 @@ import (
 //     keys: see classifyRedis.
 //   - "" (TLS, as to a kube-apiserver): nothing is counted; the bytes pass.
 type countProxy struct {
-	fp    *faultproxy.Proxy
+	fp    *proxytest.Proxy
 	ln    net.Listener
 	proto string
 	wg    sync.WaitGroup
@@ -56,7 +56,7 @@ const (
 var kinds = []string{kRead, kBlocking, kWrite, kRenew, kOther}
 
 func newCountProxy(target, proto string) (*countProxy, error) {
-	fp, err := faultproxy.New(target)
+	fp, err := proxytest.New(target)
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/batonhq/baton/driver"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 var testLimits = driver.BackendLimits{
@@ -58,7 +58,7 @@ func TestBackendLimits_Problems(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			errs := testLimits.Problems(tc.hasClient, tc.timing, tc.history)
-			testenv.WantErrors(t, driver.InvalidConfig("test", errs), tc.want)
+			envtest.WantErrors(t, driver.InvalidConfig("test", errs), tc.want)
 		})
 	}
 }

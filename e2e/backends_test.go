@@ -13,10 +13,10 @@ import (
 
 	"github.com/batonhq/baton/e2e/internal/history"
 	"github.com/batonhq/baton/internal/consultest"
+	"github.com/batonhq/baton/internal/dbtest"
+	"github.com/batonhq/baton/internal/envtest"
 	"github.com/batonhq/baton/internal/etcdtest"
 	"github.com/batonhq/baton/internal/redistest"
-	"github.com/batonhq/baton/internal/testdb"
-	"github.com/batonhq/baton/internal/testenv"
 )
 
 // backend is one backend under test: a server or a cluster the test owns
@@ -117,11 +117,11 @@ func newBackend(ctx context.Context, name, dir string) (*backend, error) {
 	case "etcd-cluster":
 		return newEtcdCluster(dir)
 	case "postgres":
-		return newSQL(ctx, testdb.Postgres)
+		return newSQL(ctx, dbtest.Postgres)
 	case "postgres-ha":
 		return newPostgresHA(ctx, dir)
 	case "mysql", "mariadb":
-		return newSQL(ctx, testdb.MySQL)
+		return newSQL(ctx, dbtest.MySQL)
 	case "consul":
 		return newConsul(ctx, dir)
 	case "consul-cluster":
@@ -156,12 +156,12 @@ func newEtcd(dir string) (*backend, error) {
 // of its own. The nodes connect under a name of their own too (PostgreSQL:
 // an application_name; MySQL: a user), so that the backend-restart fault
 // kills exactly their connections.
-func newSQL(ctx context.Context, d testdb.Dialect) (*backend, error) {
-	srv, err := testdb.Open(ctx, d)
+func newSQL(ctx context.Context, d dbtest.Dialect) (*backend, error) {
+	srv, err := dbtest.Open(ctx, d)
 	if err != nil {
 		return nil, err
 	}
-	name := testdb.NewName("baton_e2e_")
+	name := dbtest.NewName("baton_e2e_")
 	table := name // and the application name or user
 	ttl, poll := 3*time.Second, 250*time.Millisecond
 	be := &backend{
@@ -170,9 +170,9 @@ func newSQL(ctx context.Context, d testdb.Dialect) (*backend, error) {
 	}
 	var dropUser func(context.Context)
 	switch d {
-	case testdb.Postgres:
+	case dbtest.Postgres:
 		err = postgresNodes(be, srv, table, name)
-	case testdb.MySQL:
+	case dbtest.MySQL:
 		dropUser, err = mysqlNodes(ctx, be, srv, table, name)
 	}
 	if err != nil {
@@ -193,7 +193,7 @@ func newSQL(ctx context.Context, d testdb.Dialect) (*backend, error) {
 
 // postgresNodes sets the node flags and the restart fault of a PostgreSQL
 // backend whose nodes connect with application_name app.
-func postgresNodes(be *backend, srv *testdb.Server, table, app string) error {
+func postgresNodes(be *backend, srv *dbtest.Server, table, app string) error {
 	u, err := url.Parse(srv.DSN)
 	if err != nil {
 		return err
@@ -216,7 +216,7 @@ func postgresNodes(be *backend, srv *testdb.Server, table, app string) error {
 
 // mysqlNodes creates the user the nodes connect as and sets their flags
 // and the restart fault. It returns the drop of the user.
-func mysqlNodes(ctx context.Context, be *backend, srv *testdb.Server, table, user string) (dropUser func(context.Context), err error) {
+func mysqlNodes(ctx context.Context, be *backend, srv *dbtest.Server, table, user string) (dropUser func(context.Context), err error) {
 	admin := srv.Admin
 	for _, q := range []string{
 		fmt.Sprintf("CREATE USER '%s'@'%%'", user),
@@ -266,7 +266,7 @@ func mysqlNodes(ctx context.Context, be *backend, srv *testdb.Server, table, use
 func newConsul(ctx context.Context, dir string) (*backend, error) {
 	bin, err := consultest.Binary()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", testenv.ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %v", envtest.ErrUnavailable, err)
 	}
 	srv, err := consultest.Start(ctx, consultest.Options{Binary: bin, DataDir: filepath.Join(dir, "consul"), NodeName: "baton-e2e"})
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/e2e/internal/history"
-	"github.com/batonhq/baton/internal/faultproxy"
+	"github.com/batonhq/baton/internal/proxytest"
 )
 
 // event is one record of a node's JSON log, with the keys the suite reads.
@@ -141,7 +141,7 @@ func (t *tailer) lines() [][]byte {
 // a new process with a new identity on the same slot).
 type slot struct {
 	i       int
-	proxies []*faultproxy.Proxy
+	proxies []*proxytest.Proxy
 	gen     int
 	proc    *proc
 }

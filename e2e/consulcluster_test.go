@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/internal/consultest"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 // Faults of the Consul cluster.
@@ -25,7 +25,7 @@ const (
 func newConsulCluster(ctx context.Context, dir string) (*backend, error) {
 	bin, err := consultest.Binary()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", testenv.ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %v", envtest.ErrUnavailable, err)
 	}
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()

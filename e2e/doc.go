@@ -5,7 +5,7 @@
 // standby of the run's own; consul-cluster: three Consul servers and a
 // client agent per node), and several real `demo node` processes per backend,
 // each talking to its backend through proxies of its own
-// (faultproxy.Proxy, one per server it reaches), then inject faults chosen
+// (proxytest.Proxy, one per server it reaches), then inject faults chosen
 // at random from a printed seed: SIGKILL of the leader or a follower,
 // SIGTERM of the leader mid-job, SIGSTOP/SIGCONT of the leader, a
 // partition of one node, added latency, connection resets, a backend

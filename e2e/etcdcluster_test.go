@@ -17,8 +17,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/batonhq/baton/internal/faultproxy"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
+	"github.com/batonhq/baton/internal/proxytest"
 )
 
 // etcdBinary is the etcd server the clustered runs start: $ETCD_BIN,
@@ -38,7 +38,7 @@ func etcdBinary() (string, error) {
 	if p, err := exec.LookPath("etcd"); err == nil {
 		return p, nil
 	}
-	return "", fmt.Errorf("%w: no etcd server binary (run make tools, set ETCD_BIN, or put etcd on PATH)", testenv.ErrUnavailable)
+	return "", fmt.Errorf("%w: no etcd server binary (run make tools, set ETCD_BIN, or put etcd on PATH)", envtest.ErrUnavailable)
 }
 
 // nopZap silences the etcd clients of the suite.
@@ -51,7 +51,7 @@ type etcdMember struct {
 	name   string
 	dir    string
 	client string // host:port of its client listener
-	peer   *faultproxy.Proxy
+	peer   *proxytest.Proxy
 	args   []string
 
 	mu     sync.Mutex
@@ -77,13 +77,13 @@ func startEtcdCluster(dir string, n int) (*etcdCluster, error) {
 	c := &etcdCluster{bin: bin}
 	var initial []string
 	for i := range n {
-		ports, err := testenv.FreePorts(2)
+		ports, err := envtest.FreePorts(2)
 		if err != nil {
 			c.close()
 			return nil, err
 		}
 		cport, pport := ports[0], ports[1]
-		px, err := faultproxy.New(net.JoinHostPort("127.0.0.1", strconv.Itoa(pport)))
+		px, err := proxytest.New(net.JoinHostPort("127.0.0.1", strconv.Itoa(pport)))
 		if err != nil {
 			c.close()
 			return nil, err
@@ -187,7 +187,7 @@ func (m *etcdMember) stop() {
 	if cmd == nil {
 		return
 	}
-	testenv.Terminate(cmd.Process, exited, 10*time.Second)
+	envtest.Terminate(cmd.Process, exited, 10*time.Second)
 }
 
 // status asks member m alone for its status.

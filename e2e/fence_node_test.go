@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 // TestFenceSidecarNode is TestFence with `baton run` sidecars, each in
@@ -26,7 +26,7 @@ import (
 func TestFenceSidecarNode(t *testing.T) {
 	skipUnlessLong(t, "starts servers, sidecars and Node.js apps")
 	if _, err := exec.LookPath("node"); err != nil {
-		testenv.Unavailable(t, "node (the app behind the sidecars): %v", err)
+		envtest.Unavailable(t, "node (the app behind the sidecars): %v", err)
 	}
 	eachBackend(t, "etcd,postgres", func(t *testing.T, name string) {
 		for _, guarded := range []bool{true, false} {

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/fence"
-	"github.com/batonhq/baton/internal/testdb"
+	"github.com/batonhq/baton/internal/dbtest"
 )
 
 // TestFence: on etcd and PostgreSQL (BATON_E2E_BACKENDS), two real `demo
@@ -74,7 +74,7 @@ func fenceWriterBin(t *testing.T) string {
 
 // fenceTables creates the job's tables on the PostgreSQL test server and
 // drops them when t ends.
-func fenceTables(t *testing.T, srv *testdb.Server, table string) {
+func fenceTables(t *testing.T, srv *dbtest.Server, table string) {
 	t.Helper()
 	ctx := context.Background()
 	mig, err := (&fence.SQL{Dialect: fence.Postgres, Table: table + "_fence", Election: "e2e"}).MigrationSQL()
@@ -178,8 +178,8 @@ type fenceRig struct {
 // sqlRig is the command job e2e/internal/fencewriter writing to a
 // PostgreSQL table of its own.
 func sqlRig(t *testing.T) fenceRig {
-	srv := testdb.OpenT(t, testdb.Postgres)
-	table := testdb.NewName("fence_e2e_")
+	srv := dbtest.OpenT(t, dbtest.Postgres)
+	table := dbtest.NewName("fence_e2e_")
 	fenceTables(t, srv, table)
 	bin := fenceWriterBin(t)
 	return fenceRig{
@@ -275,7 +275,7 @@ func runFence(t *testing.T, name string, guarded bool, rig fenceRig) {
 
 // readFenceTable reads the job's table: its writes log, in commit order,
 // and the state row.
-func readFenceTable(t *testing.T, srv *testdb.Server, table string) ([]fenceWrite, fenceWrite) {
+func readFenceTable(t *testing.T, srv *dbtest.Server, table string) ([]fenceWrite, fenceWrite) {
 	t.Helper()
 	ctx := context.Background()
 	rows, err := srv.Admin.QueryContext(ctx, `SELECT token, instance FROM `+table+`_writes ORDER BY seq`)

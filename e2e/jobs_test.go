@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/e2e/internal/history"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 // jobsFile is the nodes' jobs file: a job every second and a sleeping job
@@ -127,7 +127,7 @@ func skipUnlessLong(t *testing.T, why string) {
 // eachBackend runs run for each backend of BATON_E2E_BACKENDS (def when
 // unset), in parallel subtests.
 func eachBackend(t *testing.T, def string, run func(t *testing.T, name string)) {
-	for _, name := range strings.Split(testenv.Getenv("BATON_E2E_BACKENDS", def), ",") {
+	for _, name := range strings.Split(envtest.Getenv("BATON_E2E_BACKENDS", def), ",") {
 		name = strings.TrimSpace(name)
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

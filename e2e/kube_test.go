@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/batonhq/baton/internal/envtest"
 	"github.com/batonhq/baton/internal/kubetest"
-	"github.com/batonhq/baton/internal/testenv"
 )
 
 // Faults of the Kubernetes backend's servers, beside the backend restart
@@ -33,7 +33,7 @@ func newKube(ctx context.Context, dir string) (*backend, error) {
 	}
 	srv, err := kubetest.Start(ctx, kdir, kubetest.Options{})
 	if errors.Is(err, kubetest.ErrNoBinary) {
-		return nil, fmt.Errorf("%w: %v", testenv.ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %v", envtest.ErrUnavailable, err)
 	}
 	if err != nil {
 		return nil, err

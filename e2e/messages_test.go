@@ -17,7 +17,7 @@ import (
 
 	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -115,7 +115,7 @@ func TestMisfireMessagesRead(t *testing.T) {
 // must be there under the names the suite reads. Renaming one in the
 // code, which no message test would notice, fails here.
 func TestLogSchema(t *testing.T) {
-	var out testenv.Buffer
+	var out envtest.Buffer
 	log := slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	mem := memory.New(election.Timing{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

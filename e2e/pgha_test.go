@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/batonhq/baton/internal/pgha"
-	"github.com/batonhq/baton/internal/testdb"
+	"github.com/batonhq/baton/internal/dbtest"
+	"github.com/batonhq/baton/internal/pghatest"
 )
 
 // Faults of the PostgreSQL pair.
@@ -28,12 +28,12 @@ const (
 func newPostgresHA(ctx context.Context, dir string) (*backend, error) {
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	pair, err := pgha.Start(sctx, filepath.Join(dir, "pg"), pgha.Options{Sync: true})
+	pair, err := pghatest.Start(sctx, filepath.Join(dir, "pg"), pghatest.Options{Sync: true})
 	if err != nil {
 		return nil, err
 	}
 	srv := pair.Servers()
-	table := testdb.NewName("baton_e2e_")
+	table := dbtest.NewName("baton_e2e_")
 	ttl, poll := 3*time.Second, 250*time.Millisecond
 	be := &backend{
 		name: "postgres-ha", topology: "PostgreSQL primary and pg_basebackup streaming standby (synchronous, remote_apply); each node lists both through a proxy each, target_session_attrs=read-write",
@@ -41,7 +41,7 @@ func newPostgresHA(ctx context.Context, dir string) (*backend, error) {
 		nodes:   4, ttl: ttl, poll: poll, grace: 30 * time.Second,
 		crashBound: ttl + poll + sqlReaction, handoverBound: time.Second + poll + reconnectAllowance,
 		args: func(addrs []string) []string {
-			u := url.URL{Scheme: "postgres", User: url.User("postgres"), Host: strings.Join(addrs, ","), Path: "/" + pgha.DefaultDatabase}
+			u := url.URL{Scheme: "postgres", User: url.User("postgres"), Host: strings.Join(addrs, ","), Path: "/" + pghatest.DefaultDatabase}
 			q := url.Values{}
 			q.Set("sslmode", "disable")
 			q.Set("target_session_attrs", "read-write")
@@ -57,7 +57,7 @@ func newPostgresHA(ctx context.Context, dir string) (*backend, error) {
 		// acquire committed 2.3 s late, when the standby was back.
 		restart: func(ctx context.Context) error {
 			p := pair.Primary()
-			if err := p.Stop(ctx, pgha.Fast); err != nil {
+			if err := p.Stop(ctx, pghatest.Fast); err != nil {
 				return err
 			}
 			if err := p.Start(ctx); err != nil {

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/e2e/internal/history"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 // TestReload: on every backend of BATON_E2E_BACKENDS, real `demo node`
@@ -240,7 +240,7 @@ func reloadPost(t *testing.T, p *proc) (int, string) {
 		}
 	}
 	p.mu.Unlock()
-	return testenv.Post(t, url+"/reload", "Bearer e2e-reload")
+	return envtest.Post(t, url+"/reload", "Bearer e2e-reload")
 }
 
 func readStarts(t *testing.T, path string) []history.Start {

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/e2e/internal/history"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 // Fault kinds. Every one is injected at least once per backend by the
@@ -66,18 +66,18 @@ func (p profile) lanesOf(name string) int {
 }
 
 func envProfile(t *testing.T) profile {
-	switch p := testenv.Getenv("BATON_E2E_PROFILE", "short"); p {
+	switch p := envtest.Getenv("BATON_E2E_PROFILE", "short"); p {
 	case "short":
 		return profile{name: "short", lanes: 1}
 	case "long":
-		d, err := time.ParseDuration(testenv.Getenv("BATON_E2E_DURATION", "30m"))
+		d, err := time.ParseDuration(envtest.Getenv("BATON_E2E_DURATION", "30m"))
 		if err != nil || d <= 0 {
 			t.Fatalf("BATON_E2E_DURATION: want a positive duration such as 30m: %v", err)
 		}
 		p := profile{name: "long", duration: d, lanes: 3, laneOf: map[string]int{}}
 		// BATON_E2E_LANES: a number for every backend, or
 		// name=number items (the others keep 3), comma-separated.
-		for _, item := range strings.Split(testenv.Getenv("BATON_E2E_LANES", "3"), ",") {
+		for _, item := range strings.Split(envtest.Getenv("BATON_E2E_LANES", "3"), ",") {
 			name, num, named := strings.Cut(strings.TrimSpace(item), "=")
 			if !named {
 				num = name
@@ -126,7 +126,7 @@ func TestFaults(t *testing.T) {
 	if prof.name == "long" {
 		def = "etcd,postgres"
 	}
-	names := strings.Split(testenv.Getenv("BATON_E2E_BACKENDS", def), ",")
+	names := strings.Split(envtest.Getenv("BATON_E2E_BACKENDS", def), ",")
 	fmt.Printf("e2e: profile %s, seed %d (replay: BATON_E2E_SEED=%d), backends %s\n", prof.name, seed, seed, strings.Join(names, ","))
 	var mu sync.Mutex
 	var summaries []string

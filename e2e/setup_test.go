@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/internal/faultproxy"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
+	"github.com/batonhq/baton/internal/proxytest"
 )
 
 // clusterOpts says how startCluster sets up a test's cluster.
@@ -78,7 +78,7 @@ func startCluster(t *testing.T, name string, sc *scenario, o clusterOpts) *proc 
 	for i := range nodes {
 		s := &slot{i: i}
 		for _, target := range be.targetsOf(i) {
-			px, err := faultproxy.New(target)
+			px, err := proxytest.New(target)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,8 +107,8 @@ func startCluster(t *testing.T, name string, sc *scenario, o clusterOpts) *proc 
 func startBackend(t *testing.T, name, dir string) *backend {
 	t.Helper()
 	be, err := newBackend(context.Background(), name, dir)
-	if errors.Is(err, testenv.ErrUnavailable) {
-		testenv.Unavailable(t, "%v", err)
+	if errors.Is(err, envtest.ErrUnavailable) {
+		envtest.Unavailable(t, "%v", err)
 	}
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/batonhq/baton/e2e/internal/history"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 // failFirst is how many attempts of each tick of the job "flaky" the app
@@ -37,10 +37,10 @@ const failFirst = 2
 func TestSidecar(t *testing.T) {
 	skipUnlessLong(t, "starts servers and processes")
 	if _, err := exec.LookPath("python3"); err != nil {
-		testenv.Unavailable(t, "python3 (the app beside the sidecars): %v", err)
+		envtest.Unavailable(t, "python3 (the app beside the sidecars): %v", err)
 	}
 	seed := envSeed(t)
-	names := strings.Split(testenv.Getenv("BATON_E2E_BACKENDS", "etcd,postgres,mysql,consul,redis"), ",")
+	names := strings.Split(envtest.Getenv("BATON_E2E_BACKENDS", "etcd,postgres,mysql,consul,redis"), ",")
 	var mu sync.Mutex
 	var summaries []string
 	t.Run("backends", func(t *testing.T) {

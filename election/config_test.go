@@ -6,7 +6,7 @@ import (
 
 	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 func TestConfig_Validate(t *testing.T) {
@@ -26,7 +26,7 @@ func TestConfig_Validate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := election.New(tc.cfg)
-			testenv.WantErrors(t, err, tc.want)
+			envtest.WantErrors(t, err, tc.want)
 		})
 	}
 }
@@ -50,7 +50,7 @@ func TestTiming_Validate(t *testing.T) {
 			[]string{"RenewInterval -1ns: must be positive", "SafetyMargin -1ns: must be positive"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			testenv.WantErrors(t, tc.t.Validate(tc.min, tc.gran), tc.want)
+			envtest.WantErrors(t, tc.t.Validate(tc.min, tc.gran), tc.want)
 		})
 	}
 }

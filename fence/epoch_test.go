@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/batonhq/baton/fence"
-	"github.com/batonhq/baton/internal/testdb"
+	"github.com/batonhq/baton/internal/dbtest"
 )
 
 // counter is a token counter in a table, as a SQL backend keeps one: an
@@ -59,7 +59,7 @@ func (c *counter) next() uint64 {
 // epoch is recognised, the old epoch's late writes are refused; without
 // a new epoch every write is refused until the operator's Reset.
 func TestSQL_TokensStartOver(t *testing.T) {
-	for _, d := range []testdb.Dialect{testdb.Postgres, testdb.MySQL} {
+	for _, d := range []dbtest.Dialect{dbtest.Postgres, dbtest.MySQL} {
 		t.Run(string(d), func(t *testing.T) {
 			ctx := context.Background()
 			r := newRig(t, d, sql.LevelReadCommitted)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/batonhq/baton/fence"
 	"github.com/batonhq/baton/fence/fencetest"
-	"github.com/batonhq/baton/internal/testdb"
+	"github.com/batonhq/baton/internal/dbtest"
 )
 
 // post sends a request from baton with election and token to url and
@@ -60,8 +60,8 @@ func server(t *testing.T, store fence.Store) string {
 }
 
 func TestMiddleware(t *testing.T) {
-	pg := testdb.OpenT(t, testdb.Postgres)
-	guard := &fence.SQL{Dialect: fence.Postgres, Table: testdb.NewName("fence_http_"), Election: "reports"}
+	pg := dbtest.OpenT(t, dbtest.Postgres)
+	guard := &fence.SQL{Dialect: fence.Postgres, Table: dbtest.NewName("fence_http_"), Election: "reports"}
 	if err := guard.Migrate(context.Background(), pg.Admin); err != nil {
 		t.Fatal(err)
 	}

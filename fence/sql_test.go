@@ -9,7 +9,7 @@ import (
 
 	"github.com/batonhq/baton/fence"
 	"github.com/batonhq/baton/fence/fencetest"
-	"github.com/batonhq/baton/internal/testdb"
+	"github.com/batonhq/baton/internal/dbtest"
 )
 
 // rig is a fence table and a data table (the user's resource: one row
@@ -21,10 +21,10 @@ type rig struct {
 	iso   sql.IsolationLevel
 }
 
-func newRig(t *testing.T, d testdb.Dialect, iso sql.IsolationLevel) *rig {
+func newRig(t *testing.T, d dbtest.Dialect, iso sql.IsolationLevel) *rig {
 	t.Helper()
-	s := testdb.OpenT(t, d)
-	name := testdb.NewName("fence_")
+	s := dbtest.OpenT(t, d)
+	name := dbtest.NewName("fence_")
 	r := &rig{db: s.Admin, data: name + "_data", iso: iso,
 		guard: &fence.SQL{Dialect: fence.Dialect(d), Table: name, Election: "reports"}}
 	ctx := context.Background()
@@ -32,7 +32,7 @@ func newRig(t *testing.T, d testdb.Dialect, iso sql.IsolationLevel) *rig {
 		t.Fatal(err)
 	}
 	col := "text"
-	if d == testdb.MySQL {
+	if d == dbtest.MySQL {
 		col = "varchar(191)"
 	}
 	if _, err := s.Admin.ExecContext(ctx, "CREATE TABLE "+r.data+" (resource "+col+" PRIMARY KEY, token bigint NOT NULL)"); err != nil {
@@ -85,15 +85,15 @@ func (r *rig) read(ctx context.Context, resource string) (uint64, error) {
 
 var sqlCases = []struct {
 	name string
-	d    testdb.Dialect
+	d    dbtest.Dialect
 	iso  sql.IsolationLevel
 }{
-	{"Postgres/ReadCommitted", testdb.Postgres, sql.LevelReadCommitted},
-	{"Postgres/RepeatableRead", testdb.Postgres, sql.LevelRepeatableRead},
-	{"Postgres/Serializable", testdb.Postgres, sql.LevelSerializable},
-	{"MariaDB/ReadCommitted", testdb.MySQL, sql.LevelReadCommitted},
-	{"MariaDB/RepeatableRead", testdb.MySQL, sql.LevelRepeatableRead},
-	{"MariaDB/Serializable", testdb.MySQL, sql.LevelSerializable},
+	{"Postgres/ReadCommitted", dbtest.Postgres, sql.LevelReadCommitted},
+	{"Postgres/RepeatableRead", dbtest.Postgres, sql.LevelRepeatableRead},
+	{"Postgres/Serializable", dbtest.Postgres, sql.LevelSerializable},
+	{"MariaDB/ReadCommitted", dbtest.MySQL, sql.LevelReadCommitted},
+	{"MariaDB/RepeatableRead", dbtest.MySQL, sql.LevelRepeatableRead},
+	{"MariaDB/Serializable", dbtest.MySQL, sql.LevelSerializable},
 }
 
 // The kit: ordered and concurrent writers, the resource holding the

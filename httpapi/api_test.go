@@ -8,7 +8,7 @@ import (
 
 	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -37,7 +37,7 @@ func memParts(t *testing.T, mem *memory.Server, id string, job schedulerhost.Job
 
 // startNode runs n until the test ends.
 func startNode(t *testing.T, n *API) {
-	testenv.Background(t, func(ctx context.Context) error { return runAPI(ctx, n) })
+	envtest.Background(t, func(ctx context.Context) error { return runAPI(ctx, n) })
 }
 
 func TestNew_Validates(t *testing.T) {
@@ -55,7 +55,7 @@ func TestNew_Validates(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.cfg)
-			testenv.WantErrors(t, err, tc.want)
+			envtest.WantErrors(t, err, tc.want)
 		})
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 	"github.com/batonhq/baton/metrics"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -31,7 +31,7 @@ func get(t *testing.T, srv *httptest.Server, path string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-var waitUntil = testenv.WaitUntil
+var waitUntil = envtest.WaitUntil
 
 // TestServer_HealthAfterLoss: /healthz is 200 while leading, 503 while a
 // run that ignores its context still goes after the lease was lost, and 200
@@ -127,11 +127,11 @@ func startMemNode(t *testing.T, mem *memory.Server, id string, token []byte) *me
 	}
 	srv := httptest.NewServer(n.Handler())
 	t.Cleanup(srv.Close)
-	testenv.Background(t, func(ctx context.Context) error { return runAPI(ctx, n) })
+	envtest.Background(t, func(ctx context.Context) error { return runAPI(ctx, n) })
 	return &memNode{n: n, el: el, host: host, srv: srv}
 }
 
-var post = testenv.Post
+var post = envtest.Post
 
 // TestServer_AdminAuth: admin endpoints are 403 with a hint when no token
 // is configured, 401 without or with a wrong bearer token, and work with
@@ -335,7 +335,7 @@ func (c *ctlNode) call(t *testing.T, method, path, token string, hdr map[string]
 	for k, v := range hdr {
 		header.Set(k, v)
 	}
-	return testenv.Request(t, method, c.srv.URL+path, header)
+	return envtest.Request(t, method, c.srv.URL+path, header)
 }
 
 type jobRuns struct {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -198,7 +198,7 @@ func (h hungReads) LastClaimed(ctx context.Context, jobs []string) ([]time.Time,
 // leadOnHungReads leads term 7 with jobs on a ledger whose reads hang, for
 // d of fake time, and returns the Host's JSON log. The store never granted
 // token 7: a claim the schedule loop makes ends the term.
-func leadOnHungReads(t *testing.T, d time.Duration, jobs ...schedulerhost.Job) *testenv.Buffer {
+func leadOnHungReads(t *testing.T, d time.Duration, jobs ...schedulerhost.Job) *envtest.Buffer {
 	t.Helper()
 	return leadTerm7(t, hungReads{newMemory().Ledger()}, d, jobs...)
 }
@@ -206,9 +206,9 @@ func leadOnHungReads(t *testing.T, d time.Duration, jobs ...schedulerhost.Job) *
 // leadTerm7 leads term 7 of a Host "a" with jobs on the ledger l for d of
 // fake time, then ends the term (a step-down), and returns the Host's JSON
 // log.
-func leadTerm7(t *testing.T, l ledger.Ledger, d time.Duration, jobs ...schedulerhost.Job) *testenv.Buffer {
+func leadTerm7(t *testing.T, l ledger.Ledger, d time.Duration, jobs ...schedulerhost.Job) *envtest.Buffer {
 	t.Helper()
-	logs := new(testenv.Buffer)
+	logs := new(envtest.Buffer)
 	h, err := schedulerhost.New(schedulerhost.Config{
 		Ledger: l, Instance: "a",
 		Logger: slog.New(slog.NewJSONHandler(logs, nil)), Jobs: jobs,
@@ -226,7 +226,7 @@ func leadTerm7(t *testing.T, l ledger.Ledger, d time.Duration, jobs ...scheduler
 }
 
 // logLines returns the records of logs whose msg is msg, decoded.
-func logLines(t *testing.T, logs *testenv.Buffer, msg string) []map[string]any {
+func logLines(t *testing.T, logs *envtest.Buffer, msg string) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	for _, ln := range strings.Split(logs.String(), "\n") {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -441,7 +441,7 @@ func TestHost_NoStartInTheLastMomentsOfAnUnrenewedTerm(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				t0 := time.Now()
-				var logs testenv.Buffer
+				var logs envtest.Buffer
 				type start struct {
 					tick time.Time
 					at   time.Duration

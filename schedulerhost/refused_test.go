@@ -13,7 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -54,7 +54,7 @@ func TestHost_RefusedClaimIsNamedAndCounted(t *testing.T) {
 			}
 			return false, nil
 		}}
-		logs := new(testenv.Buffer)
+		logs := new(envtest.Buffer)
 		obs := &claimObserver{}
 		n := startNode(t, m, "a", schedulerhost.Config{Ledger: fl, Observer: obs,
 			Logger: slog.New(slog.NewJSONHandler(logs, nil)), Jobs: []schedulerhost.Job{{

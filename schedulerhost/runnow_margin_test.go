@@ -11,7 +11,7 @@ import (
 
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -30,7 +30,7 @@ import (
 func TestControl_RunNowHoldsItsStartNearAnUnrenewedDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		t0 := time.Now()
-		var logs testenv.Buffer
+		var logs envtest.Buffer
 		m := newMemory()
 		type start struct {
 			token    uint64

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/control"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -40,7 +40,7 @@ func (s *hangingDone) Put(ctx context.Context, p control.Put) (int64, error) {
 func TestControl_RunNowFreesItsSlotBeforeItsRecord(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		t0 := time.Now()
-		var logs testenv.Buffer
+		var logs envtest.Buffer
 		m := newMemory()
 		st := &hangingDone{Store: m.Control()}
 		var scheduled atomic.Int32 // slow's scheduled runs after the heal

@@ -21,7 +21,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -641,7 +641,7 @@ func TestHost_WallClockStepForward_Years(t *testing.T) {
 // pause of the machine it saw itself. Renaming a key fails here.
 func TestHost_WallClockStepForward_LogsTheGap(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var out testenv.Buffer
+		var out envtest.Buffer
 		clk := schedulerhost.NewSteppingClock()
 		job := schedulerhost.Job{Name: "j", Schedule: "@every 1s", Misfire: schedulerhost.MisfireSkip,
 			Run: func(context.Context) error { return nil }}

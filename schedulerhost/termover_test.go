@@ -12,7 +12,7 @@ import (
 
 	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -44,7 +44,7 @@ func (l *hangingFinish) Finish(ctx context.Context, rs []ledger.Run) []error {
 // hang and one job, "every-second", that calls run; a's path is cut at
 // 4.3 s, after its renewal at 4.233 s, so that the tick of 8 s is claimed
 // and then not started when the term ends. a logs to logs.
-func cutAfterRenewal(t *testing.T, logs *testenv.Buffer, run func(context.Context) error) (*node, *hangingFinish) {
+func cutAfterRenewal(t *testing.T, logs *envtest.Buffer, run func(context.Context) error) (*node, *hangingFinish) {
 	t0 := time.Now()
 	m := newMemory()
 	l := &hangingFinish{Ledger: m.Ledger()}
@@ -70,7 +70,7 @@ func cutAfterRenewal(t *testing.T, logs *testenv.Buffer, run func(context.Contex
 func TestHost_TermOverIsSaidBeforeItsRecord(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		t0 := time.Now()
-		var logs testenv.Buffer
+		var logs envtest.Buffer
 		var ran atomic.Int32
 		n, l := cutAfterRenewal(t, &logs, func(context.Context) error { ran.Add(1); return nil })
 		time.Sleep(9*time.Second - time.Since(t0))
@@ -106,7 +106,7 @@ func TestHost_TermOverIsSaidBeforeItsRecord(t *testing.T) {
 func TestHost_TickNotStartedFreesItsSlotBeforeItsRecord(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		t0 := time.Now()
-		var logs testenv.Buffer
+		var logs envtest.Buffer
 		var mu sync.Mutex
 		var starts []time.Duration
 		n, l := cutAfterRenewal(t, &logs, func(context.Context) error {
@@ -148,7 +148,7 @@ func TestHost_TickNotStartedFreesItsSlotBeforeItsRecord(t *testing.T) {
 // takes over and catches up, and b is cut off during its first catch-up
 // run, which lasts until b's term ends. b logs to logs; bRuns counts b's
 // runs but that first catch-up.
-func runAllCutShort(t *testing.T, m *memory.Server, l ledger.Ledger, logs *testenv.Buffer) (a, b *node, bRuns *atomic.Int32) {
+func runAllCutShort(t *testing.T, m *memory.Server, l ledger.Ledger, logs *envtest.Buffer) (a, b *node, bRuns *atomic.Int32) {
 	caughtUp := make(chan struct{})
 	var first atomic.Bool
 	bRuns = new(atomic.Int32)
@@ -195,7 +195,7 @@ func runAllServer() *memory.Server {
 // each is said in the log first ("no tick a leader admitted goes unsaid").
 func TestHost_RunAllBatchCutShortSaysEachTick(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var logs testenv.Buffer
+		var logs envtest.Buffer
 		a, b, _ := runAllCutShort(t, runAllServer(), nil, &logs)
 		time.Sleep(20 * time.Second)
 		log := logs.String()
@@ -229,7 +229,7 @@ func TestHost_RunAllBatchCutShortSaysEachTick(t *testing.T) {
 // while their writes hang, wins the next term, and runs the job in it.
 func TestHost_RunAllBatchCutShortFreesItsSlot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var logs testenv.Buffer
+		var logs envtest.Buffer
 		m := runAllServer()
 		l := &hangingFinish{Ledger: m.Ledger()}
 		a, b, bRuns := runAllCutShort(t, m, l, &logs)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/batonhq/baton/backends/consul"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 func TestConfig_Validate(t *testing.T) {
@@ -75,7 +75,7 @@ func TestConfig_Validate(t *testing.T) {
 			if c != before {
 				t.Error("Validate modified the config")
 			}
-			testenv.WantErrors(t, err, tt.want)
+			envtest.WantErrors(t, err, tt.want)
 			if len(tt.want) == 0 {
 				if _, err := consul.New(c); err != nil {
 					t.Fatalf("New() = %v", err)

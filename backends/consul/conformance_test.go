@@ -12,7 +12,7 @@ import (
 
 	"github.com/batonhq/baton/backends/consul"
 	"github.com/batonhq/baton/backendtest"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 // TestConsulLock_Interop checks mutual exclusion with `consul lock
@@ -100,4 +100,4 @@ func TestConsulLock_Interop(t *testing.T) {
 }
 
 // waitFor polls cond every 20 ms until it holds or fails t after d.
-var waitFor = testenv.WaitFor
+var waitFor = envtest.WaitFor

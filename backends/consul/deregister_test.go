@@ -16,7 +16,7 @@ import (
 	"github.com/batonhq/baton/driver"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/internal/consultest"
-	"github.com/batonhq/baton/internal/faultproxy"
+	"github.com/batonhq/baton/internal/proxytest"
 )
 
 // serfFailed is serf's MemberStatus "failed", as /v1/agent/members (and
@@ -172,7 +172,7 @@ func deregisterWorstPhase(t *testing.T, srv *consultest.Agent, timing election.T
 	newBackend := func(c *api.Client) *consul.Backend {
 		return backendOn(t, c, key, func(c *consul.Config) { c.Timing, c.LockDelay = timing, lockDelay })
 	}
-	p, err := faultproxy.New(client.HTTPAddr)
+	p, err := proxytest.New(client.HTTPAddr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/internal/consultest"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 // TestAcquire_LockDelayReplayedByARestartedServer: a Consul server that
@@ -28,7 +28,7 @@ import (
 // is over and releases it after the restart (a graceful release).
 func TestAcquire_LockDelayReplayedByARestartedServer(t *testing.T) {
 	if _, err := consultest.Binary(); err != nil {
-		testenv.Unavailable(t, "%v", err)
+		envtest.Unavailable(t, "%v", err)
 	}
 	srv := consultest.StartTWith(t, consultest.Options{DataDir: t.TempDir(), NodeName: "baton-replay"})
 	admin := agentClient(t, srv, "", "")

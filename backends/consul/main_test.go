@@ -15,8 +15,8 @@ import (
 
 	"github.com/batonhq/baton/backends/consul"
 	"github.com/batonhq/baton/internal/consultest"
-	"github.com/batonhq/baton/internal/faultproxy"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
+	"github.com/batonhq/baton/internal/proxytest"
 )
 
 // One dev agent serves every test of the package.
@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 func sharedAgent(t testing.TB) *consultest.Agent {
 	t.Helper()
 	if _, err := consultest.Binary(); err != nil {
-		testenv.Unavailable(t, "%v", err)
+		envtest.Unavailable(t, "%v", err)
 	}
 	agentOnce.Do(func() {
 		start := time.Now()
@@ -89,7 +89,7 @@ const defaultLockDelay = consul.DefaultTTL
 // proxy.
 type candidate struct {
 	*consul.Backend
-	proxy *faultproxy.Proxy
+	proxy *proxytest.Proxy
 }
 
 func newCandidate(t testing.TB, a *consultest.Agent, key string) candidate {
@@ -99,9 +99,9 @@ func newCandidate(t testing.TB, a *consultest.Agent, key string) candidate {
 }
 
 // proxyTo returns a fault proxy in front of agent a, closed when t ends.
-func proxyTo(t testing.TB, a *consultest.Agent) *faultproxy.Proxy {
+func proxyTo(t testing.TB, a *consultest.Agent) *proxytest.Proxy {
 	t.Helper()
-	p, err := faultproxy.New(a.HTTPAddr)
+	p, err := proxytest.New(a.HTTPAddr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/batonhq/baton/backends/consul"
 	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/internal/consultest"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 const managementToken = "5ba7a9e2-6c1d-4f4e-9a55-b47015c0ffee"
@@ -77,7 +77,7 @@ session %q { policy = "write" }`, key, consultest.NodeName)), key, []string{"wri
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := backendtest.CheckFails(t, tokenBackend(t, a, tc.key, tc.token), 2*time.Second)
-			testenv.WantErrors(t, err, tc.want)
+			envtest.WantErrors(t, err, tc.want)
 		})
 	}
 	t.Run("CheckLeavesNothing", func(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"github.com/batonhq/baton/backends/etcd"
 	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/faultproxy"
+	"github.com/batonhq/baton/internal/proxytest"
 )
 
 // TestBackend runs the whole conformance suite on embedded etcd: the
@@ -69,7 +69,7 @@ func TestBackend(t *testing.T) {
 
 // timedBackend is a Backend of the election pfx at timing whose client
 // goes through a proxy of its own.
-func timedBackend(t *testing.T, pfx string, timing election.Timing) (*etcd.Backend, *faultproxy.Proxy) {
+func timedBackend(t *testing.T, pfx string, timing election.Timing) (*etcd.Backend, *proxytest.Proxy) {
 	cli, p := proxied(t)
 	b, err := etcd.New(etcd.Config{Client: cli, Prefix: pfx, Timing: timing})
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/batonhq/baton/backends/etcd"
 	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 // keyHeld reports whether l's key exists on the server under l's etcd
@@ -52,7 +52,7 @@ func countKeys(t *testing.T, cli *clientv3.Client, pfx string) int64 {
 }
 
 // waitFor polls cond every 20 ms until it holds or fails t after d.
-var waitFor = testenv.WaitFor
+var waitFor = envtest.WaitFor
 
 // etcd#19597: a campaign whose keepalives stop past the TTL (its lease
 // expires on the server while it waits behind the leader) must never

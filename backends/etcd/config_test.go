@@ -8,7 +8,7 @@ import (
 
 	"github.com/batonhq/baton/backends/etcd"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 func TestConfig_Validate(t *testing.T) {
@@ -52,7 +52,7 @@ func TestConfig_Validate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			testenv.WantErrors(t, tt.cfg.Validate(), tt.want)
+			envtest.WantErrors(t, tt.cfg.Validate(), tt.want)
 			if len(tt.want) == 0 {
 				return
 			}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/faultproxy"
+	"github.com/batonhq/baton/internal/proxytest"
 	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -34,7 +34,7 @@ func TestHost_OncePerTickAcrossNetworkCut(t *testing.T) {
 		name    string
 		elector *election.Elector
 		host    *schedulerhost.Host
-		proxy   *faultproxy.Proxy
+		proxy   *proxytest.Proxy
 		ledger  ledger.Ledger
 	}
 	mk := func(name string) instance {

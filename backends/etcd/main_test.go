@@ -13,9 +13,9 @@ import (
 
 	"github.com/batonhq/baton/backends/etcd"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/internal/envtest"
 	"github.com/batonhq/baton/internal/etcdtest"
-	"github.com/batonhq/baton/internal/faultproxy"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/proxytest"
 )
 
 // acquireWithin bounds the Acquire of a test that expects to lead at once
@@ -25,7 +25,7 @@ const acquireWithin = 10 * time.Second
 // One embedded server serves every test of the package; each test uses
 // prefixes of its own.
 var (
-	shared = testenv.Shared[*etcdtest.Server]{What: "embedded etcd", Dir: "baton-etcd-test-",
+	shared = envtest.Shared[*etcdtest.Server]{What: "embedded etcd", Dir: "baton-etcd-test-",
 		Start: etcdtest.StartDir,
 		Stop:  (*etcdtest.Server).Stop}
 	seq atomic.Int64
@@ -64,9 +64,9 @@ func dial(t testing.TB, addr string) *clientv3.Client {
 
 // proxied returns a client whose traffic goes through a fault proxy of its
 // own. The proxy is closed after the client when t ends.
-func proxied(t testing.TB) (*clientv3.Client, *faultproxy.Proxy) {
+func proxied(t testing.TB) (*clientv3.Client, *proxytest.Proxy) {
 	t.Helper()
-	p, err := faultproxy.New(server(t).Addr())
+	p, err := proxytest.New(server(t).Addr())
 	if err != nil {
 		t.Fatalf("proxy: %v", err)
 	}

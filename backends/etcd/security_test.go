@@ -15,9 +15,9 @@ import (
 	"github.com/batonhq/baton/backends/etcd"
 	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/internal/certtest"
+	"github.com/batonhq/baton/internal/envtest"
 	"github.com/batonhq/baton/internal/etcdtest"
-	"github.com/batonhq/baton/internal/testcerts"
-	"github.com/batonhq/baton/internal/testenv"
 )
 
 const rootPassword = "root-secret"
@@ -25,8 +25,8 @@ const rootPassword = "root-secret"
 // creds is how a test client authenticates: the CA it trusts, the client
 // certificate it presents (zero: none) and a user name and password.
 type creds struct {
-	ca         *testcerts.CA
-	cert       testcerts.Pair
+	ca         *certtest.CA
+	cert       certtest.Pair
 	user, pass string
 }
 
@@ -112,7 +112,7 @@ func wantIn(t *testing.T, err error, parts ...string) {
 // certificate's common name is the user: "baton", a user without a
 // password whose role covers one election's two prefixes only.
 func TestSecurity_ClientCertificates(t *testing.T) {
-	certs := testcerts.New(t, "etcd", "baton")
+	certs := certtest.New(t, "etcd", "baton")
 	srv := etcdtest.StartWith(t, etcdtest.Options{
 		TLS: &etcdtest.TLS{
 			CertFile: certs.Server.CertFile, KeyFile: certs.Server.KeyFile,
@@ -148,7 +148,7 @@ func TestSecurity_ClientCertificates(t *testing.T) {
 		wantIn(t, err, srv.Endpoint(), "TLS handshake")
 	})
 	t.Run("CertificateOfAnotherCA", func(t *testing.T) {
-		other := testcerts.New(t, "other", "baton")
+		other := certtest.New(t, "other", "baton")
 		err := checkFails(t, mustSecureClient(t, srv, creds{ca: certs.CA, cert: other.Client}), pfx, 2*time.Second)
 		// Go's TLS client sends no certificate when none is signed by a
 		// CA the server lists ("certificate required"); the server
@@ -162,7 +162,7 @@ func TestSecurity_ClientCertificates(t *testing.T) {
 		wantIn(t, err, srv.Endpoint(), "TLS")
 	})
 	t.Run("ServerNotTrusted", func(t *testing.T) {
-		other := testcerts.New(t, "other", "baton")
+		other := certtest.New(t, "other", "baton")
 		err := checkFails(t, mustSecureClient(t, srv, creds{ca: other.CA, cert: certs.Client}), pfx, 2*time.Second)
 		wantIn(t, err, srv.Endpoint(), "TLS handshake failed", "x509: certificate signed by unknown authority")
 	})
@@ -173,9 +173,9 @@ func TestSecurity_ClientCertificates(t *testing.T) {
 // certificate, a client logged in as root, and a prefix that user
 // "baton" (password "baton-secret") may use for an election
 // (grantElection).
-func startPasswordEtcd(t *testing.T) (srv *etcdtest.Server, ca *testcerts.CA, root *clientv3.Client, pfx string) {
+func startPasswordEtcd(t *testing.T) (srv *etcdtest.Server, ca *certtest.CA, root *clientv3.Client, pfx string) {
 	t.Helper()
-	certs := testcerts.New(t, "etcd", "unused")
+	certs := certtest.New(t, "etcd", "unused")
 	srv = etcdtest.StartWith(t, etcdtest.Options{
 		TLS:          &etcdtest.TLS{CertFile: certs.Server.CertFile, KeyFile: certs.Server.KeyFile, CAFile: certs.CA.CertFile},
 		RootPassword: rootPassword,
@@ -259,7 +259,7 @@ func TestSecurity_Password(t *testing.T) {
 }
 
 // lines collects log output for a test, safe for concurrent writes.
-type lines struct{ testenv.Buffer }
+type lines struct{ envtest.Buffer }
 
 func (l *lines) contains(s string) bool { return strings.Contains(l.String(), s) }
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/batonhq/baton/backends/kube"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/internal/envtest"
 	"github.com/batonhq/baton/internal/kubetest"
-	"github.com/batonhq/baton/internal/testenv"
 )
 
 // pollUntil calls ok every 20 ms until it returns true or deadline has
@@ -54,7 +54,7 @@ func TestElector_CannotCampaignIsReported(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newBackend(t, kube.Config{Client: tc.client(t), Namespace: tc.ns, Name: leaseName(t)})
-			var logs testenv.Buffer
+			var logs envtest.Buffer
 			var fails failCounter
 			el, err := election.New(election.Config{
 				Backend: b, Identity: election.Identity{ID: "a"}, Observer: &fails,

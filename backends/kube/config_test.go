@@ -6,7 +6,7 @@ import (
 
 	"github.com/batonhq/baton/backends/kube"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -33,7 +33,7 @@ func TestConfigValidate(t *testing.T) {
 			[]string{"Client <nil>", `Name "R"`, `Namespace "x_y"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			testenv.WantErrors(t, tc.cfg.Validate(), tc.want)
+			envtest.WantErrors(t, tc.cfg.Validate(), tc.want)
 		})
 	}
 }
@@ -48,6 +48,6 @@ func TestNewClientErrors(t *testing.T) {
 		{kube.ClientConfig{Server: "https://h:1", TokenFile: "/nonexistent/token"}, `TokenFile "/nonexistent/token"`},
 	} {
 		_, err := kube.NewClient(tc.cfg)
-		testenv.WantErrors(t, err, []string{tc.want})
+		envtest.WantErrors(t, err, []string{tc.want})
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/batonhq/baton/backends/redis"
 	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/faultproxy"
+	"github.com/batonhq/baton/internal/proxytest"
 	"github.com/batonhq/baton/internal/redistest"
 )
 
@@ -33,14 +33,14 @@ func TestBackend(t *testing.T) {
 		Failover: backendtest.FailoverHarness{
 			Timing: backendtest.WideFailoverTiming,
 			NewElection: func(t *testing.T, timing election.Timing) func(*testing.T, string) backendtest.Candidate {
-				return proxied(t, timing, func(b *redis.Backend, p *faultproxy.Proxy) backendtest.Candidate {
+				return proxied(t, timing, func(b *redis.Backend, p *proxytest.Proxy) backendtest.Candidate {
 					return backendtest.FailoverBehind(b, p, depose(adm, b))
 				})
 			},
 		},
 		JobControl: backendtest.JobControlHarness{
 			NewElection: func(t *testing.T, timing election.Timing) func(*testing.T, string) backendtest.JobControlCandidate {
-				return proxied(t, timing, func(b *redis.Backend, p *faultproxy.Proxy) backendtest.JobControlCandidate {
+				return proxied(t, timing, func(b *redis.Backend, p *proxytest.Proxy) backendtest.JobControlCandidate {
 					return backendtest.JobControlBehind(b, p)
 				})
 			},
@@ -124,7 +124,7 @@ func depose(adm goredis.Cmdable, b *redis.Backend) func(*testing.T, election.Lea
 // proxied starts an election of a fresh name whose candidates each talk
 // to the server through a proxy of their own; as makes a candidate of
 // the harness's kind of each backend and its proxy.
-func proxied[C any](t *testing.T, timing election.Timing, as func(*redis.Backend, *faultproxy.Proxy) C) func(*testing.T, string) C {
+func proxied[C any](t *testing.T, timing election.Timing, as func(*redis.Backend, *proxytest.Proxy) C) func(*testing.T, string) C {
 	e := electionName(t)
 	return func(t *testing.T, _ string) C {
 		p := proxy(t)
@@ -135,7 +135,7 @@ func proxied[C any](t *testing.T, timing election.Timing, as func(*redis.Backend
 // proxiedElection starts an election of a fresh name whose candidates
 // (TTL 2 s) each talk to the server through a proxy of their own.
 func proxiedElection(t *testing.T) func(t *testing.T, name string) backendtest.Candidate {
-	return proxied(t, election.Timing{TTL: 2 * time.Second}, func(b *redis.Backend, p *faultproxy.Proxy) backendtest.Candidate {
+	return proxied(t, election.Timing{TTL: 2 * time.Second}, func(b *redis.Backend, p *proxytest.Proxy) backendtest.Candidate {
 		return backendtest.Behind(b, p)
 	})
 }

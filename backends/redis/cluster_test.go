@@ -10,7 +10,7 @@ import (
 
 	"github.com/batonhq/baton/backends/redis"
 	"github.com/batonhq/baton/backendtest"
-	"github.com/batonhq/baton/internal/faultproxy"
+	"github.com/batonhq/baton/internal/proxytest"
 	"github.com/batonhq/baton/internal/redistest"
 )
 
@@ -22,11 +22,11 @@ import (
 type cutDialer struct {
 	mu      sync.Mutex
 	cut     bool
-	proxies map[string]*faultproxy.Proxy
+	proxies map[string]*proxytest.Proxy
 }
 
 func newCutDialer(t *testing.T) *cutDialer {
-	d := &cutDialer{proxies: map[string]*faultproxy.Proxy{}}
+	d := &cutDialer{proxies: map[string]*proxytest.Proxy{}}
 	t.Cleanup(d.close) // after the Backend's Close, registered later
 	return d
 }
@@ -36,7 +36,7 @@ func (d *cutDialer) dial(ctx context.Context, network, addr string) (net.Conn, e
 	p := d.proxies[addr]
 	if p == nil {
 		var err error
-		if p, err = faultproxy.New(addr); err != nil {
+		if p, err = proxytest.New(addr); err != nil {
 			d.mu.Unlock()
 			return nil, err
 		}
@@ -50,7 +50,7 @@ func (d *cutDialer) dial(ctx context.Context, network, addr string) (net.Conn, e
 	return nd.DialContext(ctx, network, p.Addr())
 }
 
-func (d *cutDialer) each(f func(*faultproxy.Proxy), cut bool) {
+func (d *cutDialer) each(f func(*proxytest.Proxy), cut bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.cut = cut
@@ -59,10 +59,10 @@ func (d *cutDialer) each(f func(*faultproxy.Proxy), cut bool) {
 	}
 }
 
-func (d *cutDialer) Cut()  { d.each((*faultproxy.Proxy).Blackhole, true) }
-func (d *cutDialer) Heal() { d.each((*faultproxy.Proxy).Heal, false) }
+func (d *cutDialer) Cut()  { d.each((*proxytest.Proxy).Blackhole, true) }
+func (d *cutDialer) Heal() { d.each((*proxytest.Proxy).Heal, false) }
 func (d *cutDialer) close() {
-	d.each(func(p *faultproxy.Proxy) { p.Close() }, false)
+	d.each(func(p *proxytest.Proxy) { p.Close() }, false)
 }
 
 // clusterBackend returns a Backend of Cluster c, closed when t ends, and

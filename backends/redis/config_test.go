@@ -6,7 +6,7 @@ import (
 
 	"github.com/batonhq/baton/backends/redis"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -42,12 +42,12 @@ func TestConfigValidate(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.cfg.Validate()
-			testenv.WantErrors(t, err, tt.want)
+			envtest.WantErrors(t, err, tt.want)
 			if _, nerr := redis.New(tt.cfg); (nerr == nil) != (err == nil) {
 				t.Errorf("New error %v, Validate error %v", nerr, err)
 			}
 			if err != nil && len(tt.want) > 0 {
-				testenv.WantErrors(t, err, []string{"redis: invalid config: "})
+				envtest.WantErrors(t, err, []string{"redis: invalid config: "})
 			}
 		})
 	}

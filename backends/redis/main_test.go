@@ -13,9 +13,9 @@ import (
 
 	"github.com/batonhq/baton/backends/redis"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/faultproxy"
+	"github.com/batonhq/baton/internal/envtest"
+	"github.com/batonhq/baton/internal/proxytest"
 	"github.com/batonhq/baton/internal/redistest"
-	"github.com/batonhq/baton/internal/testenv"
 )
 
 // acquireWithin bounds the Acquire of a test that expects to lead at once
@@ -25,7 +25,7 @@ const acquireWithin = 10 * time.Second
 // One redis-server serves every test of the package; each test uses
 // elections of its own.
 var (
-	shared = testenv.Shared[*redistest.Server]{What: "redis-server", Dir: "baton-redis-test-",
+	shared = envtest.Shared[*redistest.Server]{What: "redis-server", Dir: "baton-redis-test-",
 		Start: func(dir string) (*redistest.Server, error) { return redistest.StartServer(dir, redistest.Options{}) },
 		Stop:  (*redistest.Server).Stop}
 	seq atomic.Int64
@@ -46,9 +46,9 @@ func electionName(t testing.TB) string {
 }
 
 // proxy returns a fault proxy to the shared server, closed when t ends.
-func proxy(t testing.TB) *faultproxy.Proxy {
+func proxy(t testing.TB) *proxytest.Proxy {
 	t.Helper()
-	p, err := faultproxy.New(server(t).Addr())
+	p, err := proxytest.New(server(t).Addr())
 	if err != nil {
 		t.Fatalf("proxy: %v", err)
 	}

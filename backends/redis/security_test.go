@@ -13,8 +13,8 @@ import (
 	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/internal/certtest"
 	"github.com/batonhq/baton/internal/redistest"
-	"github.com/batonhq/baton/internal/testcerts"
 	"github.com/batonhq/baton/ledger"
 )
 
@@ -164,7 +164,7 @@ func TestSecurity_TLS(t *testing.T) {
 	if !redistest.SupportsTLS() {
 		t.Skip("the redis-server in PATH was built without TLS")
 	}
-	certs := testcerts.New(t, "redis", "baton")
+	certs := certtest.New(t, "redis", "baton")
 	s := redistest.StartWith(t, redistest.Options{TLS: &redistest.TLSFiles{
 		CertFile: certs.Server.CertFile, KeyFile: certs.Server.KeyFile, CAFile: certs.CA.CertFile}})
 	cfg := redis.Config{Addr: s.Addr(), Election: "tls", Timing: election.Timing{TTL: 2 * time.Second},

@@ -16,7 +16,7 @@ import (
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/driver"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/faultproxy"
+	"github.com/batonhq/baton/internal/proxytest"
 	"github.com/batonhq/baton/ledger"
 )
 
@@ -293,7 +293,7 @@ func TestListen_BrokenFallsBackToPolling(t *testing.T) {
 	t.Parallel()
 	s := getServer(t, "postgres")
 	table := s.newTable(t)
-	dead, err := faultproxy.New(s.target)
+	dead, err := proxytest.New(s.target)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/batonhq/baton/backends/sql/mysql"
 	"github.com/batonhq/baton/backends/sql/postgres"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 func TestConfig_Validate(t *testing.T) {
@@ -63,7 +63,7 @@ func TestConfig_Validate(t *testing.T) {
 			}
 			before := c
 			err := c.Validate()
-			testenv.WantErrors(t, err, tt.want)
+			envtest.WantErrors(t, err, tt.want)
 			if tt.want == nil {
 				if _, err := sql.New(c, drv); err != nil {
 					t.Fatalf("New() = %v", err)
@@ -100,7 +100,7 @@ func TestNew_Driver(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := sql.New(tt.cfg, tt.drv)
-			testenv.WantErrors(t, err, tt.want)
+			envtest.WantErrors(t, err, tt.want)
 		})
 	}
 }

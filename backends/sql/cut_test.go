@@ -16,7 +16,7 @@ import (
 
 // TestControl_PutCutMidTransaction: a leader's fenced control put (the
 // term's record, an operator's pause) is cut off by a silent partition
-// (faultproxy's Blackhole: the TCP connection stays open, nothing
+// (proxytest's Blackhole: the TCP connection stays open, nothing
 // passes) while its transaction holds the lease row's share lock. The
 // server ends the transaction after a second idle, so the next candidate
 // takes over within the TTL and a few seconds. Without that, the takeover
@@ -81,7 +81,7 @@ func TestControl_PutCutMidTransaction(t *testing.T) {
 }
 
 // TestLedger_ClaimCutMidTransaction (MariaDB): a leader's batched claim
-// is cut off by a silent partition (faultproxy's Blackhole: the TCP
+// is cut off by a silent partition (proxytest's Blackhole: the TCP
 // connections stay open, nothing passes) while both of its transactions
 // are open, past the lease row's share lock and the inserts of the new
 // tick rows. The server rolls them back after their
@@ -175,7 +175,7 @@ func TestLedger_ClaimCutMidTransaction(t *testing.T) {
 
 	// a's claims fail, as errors that are neither refusal: their outcome
 	// was not known to a. (Here after about a second: the server closes
-	// the connections it killed, and faultproxy, which holds bytes but not
+	// the connections it killed, and proxytest, which holds bytes but not
 	// closes, passes that on; across a real partition they would fail at
 	// QueryTimeout, the TTL.)
 	select {

@@ -20,9 +20,9 @@ import (
 	"github.com/batonhq/baton/backends/sql/mysql"
 	"github.com/batonhq/baton/backends/sql/postgres"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/faultproxy"
-	"github.com/batonhq/baton/internal/testdb"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/dbtest"
+	"github.com/batonhq/baton/internal/envtest"
+	"github.com/batonhq/baton/internal/proxytest"
 )
 
 // The tests of this package run every behaviour against both servers, so
@@ -47,8 +47,8 @@ type server struct {
 	target  string // host:port of the server
 	poll    time.Duration
 	admin   *dbsql.DB      // direct, for schema and hand edits: db.Admin
-	db      *testdb.Server // the server as internal/testdb opened it
-	kind    testdb.Dialect // which of testdb's servers it is
+	db      *dbtest.Server // the server as internal/dbtest opened it
+	kind    dbtest.Dialect // which of dbtest's servers it is
 
 	// connector dials addr (a proxy, or target) with the session time
 	// zone tz ("" for the server's).
@@ -71,7 +71,7 @@ func loadServers() {
 	for name, load := range map[string]func() (*server, error){"postgres": postgresServer, "mariadb": mariadbServer} {
 		s, err := load()
 		if err == nil {
-			s.db, err = testdb.Open(context.Background(), s.kind)
+			s.db, err = dbtest.Open(context.Background(), s.kind)
 		}
 		if err != nil {
 			serverErrs[name] = err
@@ -85,7 +85,7 @@ func loadServers() {
 // postgresServer describes the PostgreSQL server of BATON_TEST_POSTGRES_DSN
 // (admin not yet open).
 func postgresServer() (*server, error) {
-	cfg, err := pgx.ParseConfig(testdb.DSN(testdb.Postgres))
+	cfg, err := pgx.ParseConfig(dbtest.DSN(dbtest.Postgres))
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ func postgresServer() (*server, error) {
 	return &server{
 		name:      "postgres",
 		dialect:   sql.Postgres,
-		kind:      testdb.Postgres,
+		kind:      dbtest.Postgres,
 		target:    net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))),
 		poll:      pgPoll,
 		driver:    postgres.Driver,
@@ -117,7 +117,7 @@ func postgresServer() (*server, error) {
 // mariadbServer describes the MariaDB (or MySQL) server of
 // BATON_TEST_MYSQL_DSN (admin not yet open).
 func mariadbServer() (*server, error) {
-	cfg, err := mysqldriver.ParseDSN(testdb.DSN(testdb.MySQL))
+	cfg, err := mysqldriver.ParseDSN(dbtest.DSN(dbtest.MySQL))
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +127,7 @@ func mariadbServer() (*server, error) {
 	return &server{
 		name:    "mariadb",
 		dialect: sql.MySQL,
-		kind:    testdb.MySQL,
+		kind:    dbtest.MySQL,
 		target:  cfg.Addr,
 		poll:    myPoll,
 		driver:  func(func(context.Context) (*pgx.Conn, error)) sql.Driver { return mysql.Driver() },
@@ -160,7 +160,7 @@ func getServer(t *testing.T, name string) *server {
 	serversOnce.Do(loadServers)
 	s := servers[name]
 	if s == nil {
-		testenv.Unavailable(t, "%s: %v", name, serverErrs[name])
+		envtest.Unavailable(t, "%s: %v", name, serverErrs[name])
 	}
 	return s
 }
@@ -176,7 +176,7 @@ func forEachServer(t *testing.T, f func(t *testing.T, s *server)) {
 }
 
 // randomTable returns a table name no other test run uses.
-func randomTable() string { return testdb.NewName("baton_t_") }
+func randomTable() string { return dbtest.NewName("baton_t_") }
 
 // newTable creates the schema of a fresh table (EnsureSchema through the
 // admin pool) and drops it when t ends.
@@ -235,7 +235,7 @@ func (s *server) backend(t *testing.T, db *dbsql.DB, table, electionName string,
 // through a proxy of its own.
 type candidate struct {
 	*sql.Backend
-	proxy *faultproxy.Proxy
+	proxy *proxytest.Proxy
 	db    *dbsql.DB
 }
 
@@ -248,7 +248,7 @@ type candOpts struct {
 
 func (s *server) candidate(t *testing.T, table, electionName string, o candOpts) *candidate {
 	t.Helper()
-	p, err := faultproxy.New(s.target)
+	p, err := proxytest.New(s.target)
 	if err != nil {
 		t.Fatal(err)
 	}

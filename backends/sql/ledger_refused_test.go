@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/testdb"
+	"github.com/batonhq/baton/internal/dbtest"
 	"github.com/batonhq/baton/ledger"
 )
 
@@ -26,7 +26,7 @@ func TestLedger_PrivilegeRevokedIsRefused(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		table := s.newTable(t)
-		user, pass := testdb.NewName("baton_u_"), "baton-pw"
+		user, pass := dbtest.NewName("baton_u_"), "baton-pw"
 		exec := func(q string) {
 			t.Helper()
 			if _, err := s.admin.ExecContext(ctx, q); err != nil {
@@ -59,7 +59,7 @@ func TestLedger_PrivilegeRevokedIsRefused(t *testing.T) {
 			})
 			exec("GRANT ALL ON ALL TABLES IN SCHEMA public TO " + user)
 			exec("GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO " + user)
-			cfg, err := pgx.ParseConfig(testdb.DSN(testdb.Postgres))
+			cfg, err := pgx.ParseConfig(dbtest.DSN(dbtest.Postgres))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,7 +71,7 @@ func TestLedger_PrivilegeRevokedIsRefused(t *testing.T) {
 			for _, tb := range tables {
 				exec(fmt.Sprintf("GRANT ALL ON %s TO '%s'@'%%'", tb, user))
 			}
-			cfg, err := mysqldriver.ParseDSN(testdb.DSN(testdb.MySQL))
+			cfg, err := mysqldriver.ParseDSN(dbtest.DSN(dbtest.MySQL))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,7 +16,7 @@ import (
 	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/driver"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 	"github.com/batonhq/baton/ledger"
 )
 
@@ -443,7 +443,7 @@ func TestLedger_ConcurrentBatches(t *testing.T) {
 		a := s.candidate(t, table, "concurrent-batches", candOpts{timing: &election.Timing{TTL: 20 * time.Second}})
 		la := acquire(t, a, "a")
 		defer release(t, la)
-		var logs testenv.Buffer
+		var logs envtest.Buffer
 		db, _ := s.countingDB(t)
 		b := s.backend(t, db, table, "concurrent-batches", func(c *testConfig) {
 			c.History = 1

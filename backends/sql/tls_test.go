@@ -20,10 +20,10 @@ import (
 	"github.com/batonhq/baton/backends/sql/postgres"
 	"github.com/batonhq/baton/backendtest"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/internal/certtest"
+	"github.com/batonhq/baton/internal/dbtest"
+	"github.com/batonhq/baton/internal/envtest"
 	"github.com/batonhq/baton/internal/mariadbtest"
-	"github.com/batonhq/baton/internal/testcerts"
-	"github.com/batonhq/baton/internal/testdb"
-	"github.com/batonhq/baton/internal/testenv"
 )
 
 // sslConfig returns the pgx config of BATON_TEST_POSTGRES_DSN, a
@@ -31,7 +31,7 @@ import (
 // connect timeout of 5 s.
 func sslConfig(t *testing.T, mode string) *pgx.ConnConfig {
 	t.Helper()
-	u, err := url.Parse(testdb.DSN(testdb.Postgres))
+	u, err := url.Parse(dbtest.DSN(dbtest.Postgres))
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		t.Skipf("BATON_TEST_POSTGRES_DSN is not a postgres:// URL (%v); cannot set sslmode", err)
 	}
@@ -60,7 +60,7 @@ func TestPostgres_SSLModeRequire(t *testing.T) {
 	probe, err := pgx.ConnectConfig(ctx, cfg.Copy())
 	if err != nil {
 		if strings.Contains(err.Error(), "refused TLS") || strings.Contains(err.Error(), "server refused") {
-			testenv.Unavailable(t, "PostgreSQL at %s does not accept TLS (ssl = off): %v", s.target, err)
+			envtest.Unavailable(t, "PostgreSQL at %s does not accept TLS (ssl = off): %v", s.target, err)
 		}
 		t.Fatalf("connect with sslmode=require: %v", err)
 	}
@@ -172,7 +172,7 @@ func TestMySQL_TLS(t *testing.T) {
 	}
 	t.Logf("Ssl_cipher=%s", cipher)
 
-	other := testcerts.New(t, "other", "nobody")
+	other := certtest.New(t, "other", "nobody")
 	wrong := mysqlBackend(t, srv.DSN(registerTLS(t, other.CA.Pool())), table)
 	err := wrong.Check(ctx)
 	if err == nil || (!strings.Contains(err.Error(), "x509") && !strings.Contains(err.Error(), "certificate")) {
@@ -198,7 +198,7 @@ func TestMySQL_TLSRefusedByServer(t *testing.T) {
 // returns its tls= name.
 func registerTLS(t *testing.T, roots *x509.CertPool) string {
 	t.Helper()
-	name := testdb.NewName("baton-tls-")
+	name := dbtest.NewName("baton-tls-")
 	if err := mysqldriver.RegisterTLSConfig(name, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}); err != nil {
 		t.Fatal(err)
 	}

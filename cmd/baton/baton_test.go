@@ -19,14 +19,14 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/httpapi"
+	"github.com/batonhq/baton/internal/envtest"
 	"github.com/batonhq/baton/internal/etcdtest"
 	"github.com/batonhq/baton/internal/httpjob"
-	"github.com/batonhq/baton/internal/testenv"
 )
 
 // batonBin is cmd/baton installed with `go install` into a temporary
 // GOBIN, as a user would from a fresh clone, on first use.
-var batonBin = testenv.Shared[string]{What: "go install ./cmd/baton", Dir: "baton-cmd-test-", Fail: true,
+var batonBin = envtest.Shared[string]{What: "go install ./cmd/baton", Dir: "baton-cmd-test-", Fail: true,
 	Start: func(dir string) (string, error) {
 		cmd := exec.Command("go", "install", ".")
 		cmd.Env = append(os.Environ(), "GOBIN="+dir)
@@ -168,7 +168,7 @@ jobs:
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	defer func() {
-		testenv.Terminate(cmd.Process, exited, 20*time.Second)
+		envtest.Terminate(cmd.Process, exited, 20*time.Second)
 		if t.Failed() {
 			logMu.Lock()
 			t.Logf("baton run output:\n%s", logs.String())

@@ -17,7 +17,7 @@ import (
 	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 // The client commands read node.admin_token_file relative to the config
@@ -65,7 +65,7 @@ func statusNode(t *testing.T, mem *memory.Server, id string) (*batonhq.Baton, st
 	}
 	srv := httptest.NewServer(b.Handler())
 	t.Cleanup(srv.Close)
-	testenv.Background(t, b.Run)
+	envtest.Background(t, b.Run)
 	return b, srv.URL
 }
 

@@ -17,13 +17,13 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonhq/baton/internal/consultest"
+	"github.com/batonhq/baton/internal/envtest"
 	"github.com/batonhq/baton/internal/etcdtest"
 	"github.com/batonhq/baton/internal/execjob"
 	"github.com/batonhq/baton/internal/execjob/killtest"
-	"github.com/batonhq/baton/internal/faultproxy"
 	"github.com/batonhq/baton/internal/kubetest"
+	"github.com/batonhq/baton/internal/proxytest"
 	"github.com/batonhq/baton/internal/redistest"
-	"github.com/batonhq/baton/internal/testenv"
 )
 
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }
@@ -89,7 +89,7 @@ func TestLock_RevokedKilledAtOnce(t *testing.T) {
 			<-exited
 		}
 	}()
-	testenv.WaitFor(t, 20*time.Second, "the command to start", func() bool { return exists(started) })
+	envtest.WaitFor(t, 20*time.Second, "the command to start", func() bool { return exists(started) })
 
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.Endpoint()}, DialTimeout: 5 * time.Second})
 	if err != nil {
@@ -195,7 +195,7 @@ func interop(t *testing.T, batonArgs []string, other, otherTry func(name, file s
 			<-bdone
 		}
 	}()
-	testenv.WaitFor(t, 30*time.Second, "baton lock to hold the lock", func() bool { return exists(mark("baton-held")) })
+	envtest.WaitFor(t, 30*time.Second, "baton lock to hold the lock", func() bool { return exists(mark("baton-held")) })
 	out, _ := otherTry(name, mark("other-ran")).CombinedOutput()
 	if exists(mark("other-ran")) {
 		t.Errorf("the other tool ran its command while baton lock held the lock:\n%s", out)
@@ -220,7 +220,7 @@ func interop(t *testing.T, batonArgs []string, other, otherTry func(name, file s
 func etcdctlPath(t *testing.T) string {
 	p, err := filepath.Abs(filepath.Join("..", "..", ".bin", "etcdctl"))
 	if err != nil || !exists(p) {
-		testenv.Unavailable(t, "%s: run make tools", p)
+		envtest.Unavailable(t, "%s: run make tools", p)
 	}
 	return p
 }
@@ -430,7 +430,7 @@ func TestLock_LostEscapedGoneBeforeNextHolder(t *testing.T) {
 // lockProc is a running baton lock.
 type lockProc struct {
 	cmd    *exec.Cmd
-	stderr testenv.Buffer
+	stderr envtest.Buffer
 	exited chan error
 }
 
@@ -462,7 +462,7 @@ func lockLossTrial(t *testing.T, addr string, flags func(string) []string, name,
 	if err := os.Mkdir(pids, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	proxy, err := faultproxy.New(addr)
+	proxy, err := proxytest.New(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -482,7 +482,7 @@ func lockLossTrial(t *testing.T, addr string, flags func(string) []string, name,
 			t.Logf("old baton lock's stderr:\n%s", &old.stderr)
 		}
 	})
-	testenv.WaitFor(t, 20*time.Second, "the first holder's command to beat for 500 ms", func() bool {
+	envtest.WaitFor(t, 20*time.Second, "the first holder's command to beat for 500 ms", func() bool {
 		if !exists(file) {
 			return false
 		}
@@ -508,7 +508,7 @@ func lockLossTrial(t *testing.T, addr string, flags func(string) []string, name,
 	proxy.Blackhole()
 	cut := time.Now()
 	var nextTok uint64
-	testenv.WaitFor(t, 30*time.Second, "the next holder's command to start", func() bool {
+	envtest.WaitFor(t, 30*time.Second, "the next holder's command to start", func() bool {
 		for tok, r := range killtest.Read(t, file) {
 			if tok > oldTok && r.Beats {
 				nextTok = tok
@@ -521,7 +521,7 @@ func lockLossTrial(t *testing.T, addr string, flags func(string) []string, name,
 		t.Errorf("processes of the old holder (token %d) alive after the next holder's command started: %s", oldTok, left)
 	}
 	if pid := recs[oldTok].PID; pid > 0 {
-		testenv.WaitFor(t, 20*time.Second, "the end of the old command", func() bool { return !killtest.Alive(pid) })
+		envtest.WaitFor(t, 20*time.Second, "the end of the old command", func() bool { return !killtest.Alive(pid) })
 	}
 	gap := killtest.ReportHandover(t, file, oldTok, nextTok, cut)
 	_ = next

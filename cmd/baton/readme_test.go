@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/internal/envtest"
 	"github.com/batonhq/baton/internal/etcdtest"
 	"github.com/batonhq/baton/internal/httpjob"
-	"github.com/batonhq/baton/internal/testenv"
 )
 
 // readmeBlock returns the fenced code block that follows marker in the
@@ -99,7 +99,7 @@ func TestREADME_SidecarCommands(t *testing.T) {
 			done := make(chan struct{})
 			go func() { _ = cmd.Wait(); close(done) }()
 			t.Cleanup(func() {
-				testenv.Terminate(cmd.Process, done, 30*time.Second)
+				envtest.Terminate(cmd.Process, done, 30*time.Second)
 				if t.Failed() {
 					t.Logf("%s:\n%s", line, out.String())
 				}

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/httpapi"
+	"github.com/batonhq/baton/internal/envtest"
 	"github.com/batonhq/baton/internal/etcdtest"
-	"github.com/batonhq/baton/internal/testenv"
 )
 
 // With Redis down, `baton run` prints its own error only: go-redis's raw
@@ -87,7 +87,7 @@ jobs:
     command: 'echo "$BATON_TICK $BATON_TOKEN $BATON_INSTANCE" >> %s'
 `, srv.URL, tokenFile, srv.CAFile, runs))
 	start := func(id string) *exec.Cmd {
-		var logs testenv.Buffer
+		var logs envtest.Buffer
 		cmd := exec.Command(batonBinary(t), "run", "--config", cfg, "--id", id)
 		cmd.Stderr = &logs
 		if err := cmd.Start(); err != nil {
@@ -292,7 +292,7 @@ func startSidecar(t *testing.T, id, cfg, httpAddr string) *gateSidecar {
 	}
 	go func() { s.exited <- s.cmd.Wait() }()
 	t.Cleanup(func() {
-		testenv.Terminate(s.cmd.Process, s.exited, 20*time.Second)
+		envtest.Terminate(s.cmd.Process, s.exited, 20*time.Second)
 		if t.Failed() {
 			s.logMu.Lock()
 			t.Logf("%s output:\n%s", id, s.logs.String())
@@ -343,7 +343,7 @@ func startGatePair(t *testing.T, extra func(a *gateApp) string) ([]*gateApp, []*
 // waitGateLeader waits for one of the pair to lead.
 func waitGateLeader(t *testing.T, cars []*gateSidecar) (leader, other int) {
 	t.Helper()
-	testenv.WaitFor(t, 60*time.Second, "a leader", func() bool {
+	envtest.WaitFor(t, 60*time.Second, "a leader", func() bool {
 		for i, s := range cars {
 			if s.leading() {
 				leader, other = i, 1-i
@@ -361,7 +361,7 @@ func gateSkip(t *testing.T) {
 		t.Skip("starts etcd and processes")
 	}
 	if _, err := exec.LookPath("python3"); err != nil {
-		testenv.Unavailable(t, "python3 (the app beside the sidecars): %v", err)
+		envtest.Unavailable(t, "python3 (the app beside the sidecars): %v", err)
 	}
 }
 
@@ -374,7 +374,7 @@ func TestRun_LeadersAppStops_HealthyInstanceLeads(t *testing.T) {
 	apps, cars := startGatePair(t, func(*gateApp) string { return "" })
 	leader, other := waitGateLeader(t, cars)
 	start := time.Now()
-	testenv.WaitFor(t, 10*time.Second, "a tick at the leader's app", func() bool { return len(apps[leader].callsSince(start)) > 0 })
+	envtest.WaitFor(t, 10*time.Second, "a tick at the leader's app", func() bool { return len(apps[leader].callsSince(start)) > 0 })
 
 	killed := time.Now()
 	apps[leader].stop()
@@ -384,7 +384,7 @@ func TestRun_LeadersAppStops_HealthyInstanceLeads(t *testing.T) {
 			cars[other].id, bound, cars[leader].id, cars[leader].id, cars[leader].role())
 	}
 	took := time.Since(killed)
-	testenv.WaitFor(t, 10*time.Second, "a tick at the healthy instance's app", func() bool {
+	envtest.WaitFor(t, 10*time.Second, "a tick at the healthy instance's app", func() bool {
 		for _, c := range apps[other].callsSince(killed) {
 			if c.instance == cars[other].id {
 				return true
@@ -413,7 +413,7 @@ func TestRun_SidecarBeforeItsApp_LeadsOnceTheAppAnswers(t *testing.T) {
 	app := newGateApp(t, dir, 1)
 	cfg, addr := gateConfig(t, dir, srv.Endpoint(), 1, app, "")
 	car := startSidecar(t, "sidecar-1", cfg, addr)
-	testenv.WaitFor(t, 60*time.Second, "the sidecar's /status", func() bool { _, ok := car.status(); return ok })
+	envtest.WaitFor(t, 60*time.Second, "the sidecar's /status", func() bool { _, ok := car.status(); return ok })
 	// Alone in the election: it would lead within moments if it
 	// campaigned. Watch it for 5 s.
 	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
@@ -442,7 +442,7 @@ func TestRun_SidecarBeforeItsApp_LeadsOnceTheAppAnswers(t *testing.T) {
 		t.Fatalf("not leading within 15 s of its app's start: role %q", car.role())
 	}
 	took := time.Since(started)
-	testenv.WaitFor(t, 10*time.Second, "a tick at the app", func() bool { return len(app.callsSince(started)) > 0 })
+	envtest.WaitFor(t, 10*time.Second, "a tick at the app", func() bool { return len(app.callsSince(started)) > 0 })
 	t.Logf("led %v after its app started", took.Round(time.Millisecond))
 }
 
@@ -457,7 +457,7 @@ func TestRun_AllAppsDown_NobodyLeadsThenCatchUp(t *testing.T) {
 	})
 	waitGateLeader(t, cars)
 	start := time.Now()
-	testenv.WaitFor(t, 10*time.Second, "a tick", func() bool {
+	envtest.WaitFor(t, 10*time.Second, "a tick", func() bool {
 		return len(apps[0].callsSince(start))+len(apps[1].callsSince(start)) > 0
 	})
 
@@ -496,7 +496,7 @@ func TestRun_AllAppsDown_NobodyLeadsThenCatchUp(t *testing.T) {
 		t.Fatalf("%s did not lead within 15 s of its app's return: role %q", cars[1].id, cars[1].role())
 	}
 	t.Logf("%s led %v after its app came back", cars[1].id, time.Since(back).Round(time.Millisecond))
-	testenv.WaitFor(t, 10*time.Second, "the catch-up run of the ticks missed while nobody led", func() bool {
+	envtest.WaitFor(t, 10*time.Second, "the catch-up run of the ticks missed while nobody led", func() bool {
 		for _, c := range apps[1].callsSince(back) {
 			if c.kind == "catch-up" {
 				return true

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/internal/envtest"
 	"github.com/batonhq/baton/internal/etcdtest"
 	"github.com/batonhq/baton/internal/execjob"
 	"github.com/batonhq/baton/internal/execjob/killtest"
-	"github.com/batonhq/baton/internal/testenv"
 )
 
 // secondSignalJob leaves a setsid child and a double-forked daemon, both
@@ -66,7 +66,7 @@ jobs:
 	if mode == "fallback" {
 		cmd.Env = append(os.Environ(), mark, execjob.EnvCgroups+"=off")
 	}
-	var logs testenv.Buffer
+	var logs envtest.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -75,7 +75,7 @@ jobs:
 	go func() { exited <- cmd.Wait() }()
 	defer func() {
 		if !gone {
-			testenv.Terminate(cmd.Process, exited, 5*time.Second)
+			envtest.Terminate(cmd.Process, exited, 5*time.Second)
 		}
 		for _, p := range killtest.Survivors(t, mark) {
 			pid, _ := strconv.Atoi(strings.Fields(p)[0])
@@ -85,11 +85,11 @@ jobs:
 			t.Logf("baton run's output:\n%s", &logs)
 		}
 	}()
-	testenv.WaitFor(t, 30*time.Second, "the job and its two escaped processes", func() bool {
+	envtest.WaitFor(t, 30*time.Second, "the job and its two escaped processes", func() bool {
 		return len(killtest.Survivors(t, mark)) >= 3
 	})
 	_ = cmd.Process.Signal(syscall.SIGTERM)
-	testenv.WaitFor(t, 10*time.Second, "the drain", func() bool { return strings.Contains(logs.String(), "draining") })
+	envtest.WaitFor(t, 10*time.Second, "the drain", func() bool { return strings.Contains(logs.String(), "draining") })
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	var err error
 	select {

@@ -16,13 +16,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 // The tests here run the demo binary as real processes. It is built once
 // per test binary, into a temporary directory removed by TestMain.
 
-var demoBin = testenv.Shared[string]{What: "go build ./cmd/demo", Dir: "baton-demo-test-", Fail: true,
+var demoBin = envtest.Shared[string]{What: "go build ./cmd/demo", Dir: "baton-demo-test-", Fail: true,
 	Start: func(dir string) (string, error) {
 		bin := filepath.Join(dir, "demo")
 		if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -643,4 +643,4 @@ func errorsAs(err error, target **exec.ExitError) bool {
 	return ok
 }
 
-var waitUntil = testenv.WaitUntil
+var waitUntil = envtest.WaitUntil

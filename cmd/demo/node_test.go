@@ -22,11 +22,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/batonhq/baton/httpapi"
+	"github.com/batonhq/baton/internal/certtest"
 	"github.com/batonhq/baton/internal/cli"
 	"github.com/batonhq/baton/internal/consultest"
+	"github.com/batonhq/baton/internal/envtest"
 	"github.com/batonhq/baton/internal/etcdtest"
-	"github.com/batonhq/baton/internal/testcerts"
-	"github.com/batonhq/baton/internal/testenv"
 )
 
 // TestNode_Backends runs two `demo node` processes on one election of each
@@ -42,12 +42,12 @@ func TestNode_Backends(t *testing.T) {
 		testTwoNodes(t, "2s", "--backend", "etcd", "--endpoints", srv.Endpoint())
 	})
 	t.Run("postgres", func(t *testing.T) {
-		dsn := testenv.Getenv("BATON_TEST_POSTGRES_DSN", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+		dsn := envtest.Getenv("BATON_TEST_POSTGRES_DSN", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
 		requireDB(t, "pgx", dsn)
 		testTwoNodes(t, "2s", "--backend", "postgres", "--dsn", dsn, "--table", "baton_demo_test")
 	})
 	t.Run("mysql", func(t *testing.T) {
-		dsn := testenv.Getenv("BATON_TEST_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/test?parseTime=true")
+		dsn := envtest.Getenv("BATON_TEST_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/test?parseTime=true")
 		requireDB(t, "mysql", dsn)
 		testTwoNodes(t, "2s", "--backend", "mysql", "--dsn", dsn, "--table", "baton_demo_test")
 	})
@@ -67,7 +67,7 @@ func requireDB(t *testing.T, driver, dsn string) {
 		db.Close()
 	}
 	if err != nil {
-		testenv.Unavailable(t, "%s %s: %v", driver, dsn, err)
+		envtest.Unavailable(t, "%s %s: %v", driver, dsn, err)
 	}
 }
 
@@ -302,7 +302,7 @@ func failsAtStart(t *testing.T, bound time.Duration, env []string, want []string
 // election outside the role it exits 1 at once with one line naming etcd
 // and the problem.
 func TestNode_EtcdTLSAndAuth(t *testing.T) {
-	certs := testcerts.New(t, "etcd", "node")
+	certs := certtest.New(t, "etcd", "node")
 	srv := etcdtest.StartWith(t, etcdtest.Options{
 		TLS: &etcdtest.TLS{
 			CertFile: certs.Server.CertFile, KeyFile: certs.Server.KeyFile, CAFile: certs.CA.CertFile,
@@ -426,7 +426,7 @@ session %q { policy = "write" }`, cli.ConsulKey(name), consultest.NodeName)}, ni
 // --consul-cacert, --consul-cert, --consul-key and --consul-token-file;
 // without the client certificate it exits 1 at once with the TLS error.
 func TestNode_ConsulTLS(t *testing.T) {
-	certs := testcerts.New(t, "consul", "node")
+	certs := certtest.New(t, "consul", "node")
 	a := consultest.StartTWith(t, consultest.Options{
 		ACLManagementToken: "3c1d9a77-2b4e-4f0a-8e61-7d2c5b9a0f13",
 		TLS:                &consultest.TLS{CertFile: certs.Server.CertFile, KeyFile: certs.Server.KeyFile, CAFile: certs.CA.CertFile, VerifyIncoming: true},

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/httpapi"
+	"github.com/batonhq/baton/internal/envtest"
 	"github.com/batonhq/baton/internal/etcdtest"
-	"github.com/batonhq/baton/internal/testenv"
 )
 
 // The operations tests run real `demo node` processes on an embedded etcd:
@@ -89,7 +89,7 @@ func adminPost(t *testing.T, url, path, token string) (int, string) {
 	if token != "" {
 		auth = "Bearer " + token
 	}
-	return testenv.Post(t, url+path, auth)
+	return envtest.Post(t, url+path, auth)
 }
 
 // scrape reads n's /metrics into series ("name{labels}") -> value.
@@ -440,7 +440,7 @@ func TestNode_StatusPage_Chromium(t *testing.T) {
 	}
 	bin := chromium()
 	if bin == "" {
-		testenv.Unavailable(t, "no Chromium (apt-get install chromium, or set BATON_TEST_CHROMIUM)")
+		envtest.Unavailable(t, "no Chromium (apt-get install chromium, or set BATON_TEST_CHROMIUM)")
 	}
 	srv := etcdtest.Start(t)
 	cfg := writeFile(t, "jobs.yaml", opsJobs)
@@ -514,7 +514,7 @@ func startWebDriver(t *testing.T, chrome string) *webDriver {
 		drv, err = p, nil
 	}
 	if err != nil {
-		testenv.Unavailable(t, "no chromedriver (apt-get install chromium-driver, or set BATON_TEST_CHROMEDRIVER)")
+		envtest.Unavailable(t, "no chromedriver (apt-get install chromium-driver, or set BATON_TEST_CHROMEDRIVER)")
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -536,7 +536,7 @@ func startWebDriver(t *testing.T, chrome string) *webDriver {
 		}
 	})
 	root := fmt.Sprintf("http://127.0.0.1:%d", port)
-	testenv.WaitUntil(t, "chromedriver answers", func() bool {
+	envtest.WaitUntil(t, "chromedriver answers", func() bool {
 		resp, err := http.Get(root + "/status")
 		if err != nil {
 			return false
@@ -618,7 +618,7 @@ func (w *webDriver) find(css string) string {
 func (w *webDriver) waitFind(css, what string) string {
 	w.t.Helper()
 	var id string
-	testenv.WaitUntil(w.t, what, func() bool { id = w.find(css); return id != "" })
+	envtest.WaitUntil(w.t, what, func() bool { id = w.find(css); return id != "" })
 	return id
 }
 
@@ -640,7 +640,7 @@ func (w *webDriver) text(css string) string {
 // up again.
 func (w *webDriver) click(css, what string) {
 	w.t.Helper()
-	testenv.WaitUntil(w.t, what, func() bool {
+	envtest.WaitUntil(w.t, what, func() bool {
 		id := w.find(css)
 		if id == "" {
 			return false
@@ -673,7 +673,7 @@ func TestNode_StatusPageControls_Chromium(t *testing.T) {
 	}
 	bin := chromium()
 	if bin == "" {
-		testenv.Unavailable(t, "no Chromium (apt-get install chromium, or set BATON_TEST_CHROMIUM)")
+		envtest.Unavailable(t, "no Chromium (apt-get install chromium, or set BATON_TEST_CHROMIUM)")
 	}
 	wd := startWebDriver(t, bin)
 	srv := etcdtest.Start(t)
@@ -713,8 +713,8 @@ func TestNode_StatusPageControls_Chromium(t *testing.T) {
 	}
 	paused := len(a.snapshot()) // from here on, a runs no tick of tick
 	wd.click("#run-report", "clicking run now")
-	testenv.WaitUntil(t, "the run now accepted", func() bool { return strings.Contains(wd.text("#action"), "run report: request ") })
-	testenv.WaitUntil(t, "report's manual run in its history", func() bool { return wd.find("#jobs .run.ok.manual") != "" })
+	envtest.WaitUntil(t, "the run now accepted", func() bool { return strings.Contains(wd.text("#action"), "run report: request ") })
+	envtest.WaitUntil(t, "report's manual run in its history", func() bool { return wd.find("#jobs .run.ok.manual") != "" })
 
 	// The leader's page shows the pause too (no token needed to see it).
 	wd.open(a.url + "/")
@@ -725,7 +725,7 @@ func TestNode_StatusPageControls_Chromium(t *testing.T) {
 	}
 	wd.typeInto("#token", "page-secret")
 	wd.click("#resume-tick", "clicking resume")
-	testenv.WaitUntil(t, "the pause gone from a's page", func() bool { return wd.find("#paused-tick") == "" })
+	envtest.WaitUntil(t, "the pause gone from a's page", func() bool { return wd.find("#paused-tick") == "" })
 	resumed := len(a.snapshot())
 	a.waitFor(resumed, 10*time.Second, "tick runs again", func(ev event) bool { return ev.msg == "run ended" && ev.job == "tick" })
 }

@@ -1,11 +1,11 @@
-// Package testcerts generates throwaway certificates for tests that run
+// Package certtest generates throwaway certificates for tests that run
 // real servers with TLS: a CA, a server certificate for 127.0.0.1, ::1 and
 // localhost, and client certificates, all ECDSA P-256, valid for a day,
 // written as PEM files.
 //
 // Nothing here is fit for production: keys are written unencrypted to a
 // test's temporary directory.
-package testcerts
+package certtest
 
 import (
 	"crypto/ecdsa"
@@ -53,7 +53,7 @@ type Pair struct {
 func NewCA(dir, name string) (*CA, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, fmt.Errorf("testcerts: %w", err)
+		return nil, fmt.Errorf("certtest: %w", err)
 	}
 	now := time.Now()
 	tmpl := &x509.Certificate{
@@ -68,11 +68,11 @@ func NewCA(dir, name string) (*CA, error) {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		return nil, fmt.Errorf("testcerts: CA: %w", err)
+		return nil, fmt.Errorf("certtest: CA: %w", err)
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
-		return nil, fmt.Errorf("testcerts: CA: %w", err)
+		return nil, fmt.Errorf("certtest: CA: %w", err)
 	}
 	ca := &CA{Dir: dir, cert: cert, key: key}
 	p, err := ca.write(name+"-ca", der, key)
@@ -127,7 +127,7 @@ func (ca *CA) ClientTLS(cert Pair) (*tls.Config, error) {
 	if cert != (Pair{}) {
 		kp, err := tls.LoadX509KeyPair(cert.CertFile, cert.KeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("testcerts: %w", err)
+			return nil, fmt.Errorf("certtest: %w", err)
 		}
 		c.Certificates = []tls.Certificate{kp}
 	}
@@ -148,11 +148,11 @@ func (ca *CA) leaf(cn string) *x509.Certificate {
 func (ca *CA) issue(name string, tmpl *x509.Certificate) (Pair, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return Pair{}, fmt.Errorf("testcerts: %w", err)
+		return Pair{}, fmt.Errorf("certtest: %w", err)
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
-		return Pair{}, fmt.Errorf("testcerts: %s: %w", name, err)
+		return Pair{}, fmt.Errorf("certtest: %s: %w", name, err)
 	}
 	return ca.write(name, der, key)
 }
@@ -160,14 +160,14 @@ func (ca *CA) issue(name string, tmpl *x509.Certificate) (Pair, error) {
 func (ca *CA) write(name string, der []byte, key *ecdsa.PrivateKey) (Pair, error) {
 	kder, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		return Pair{}, fmt.Errorf("testcerts: %w", err)
+		return Pair{}, fmt.Errorf("certtest: %w", err)
 	}
 	p := Pair{CertFile: filepath.Join(ca.Dir, name+".pem"), KeyFile: filepath.Join(ca.Dir, name+"-key.pem")}
 	if err := os.WriteFile(p.CertFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		return Pair{}, fmt.Errorf("testcerts: %w", err)
+		return Pair{}, fmt.Errorf("certtest: %w", err)
 	}
 	if err := os.WriteFile(p.KeyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		return Pair{}, fmt.Errorf("testcerts: %w", err)
+		return Pair{}, fmt.Errorf("certtest: %w", err)
 	}
 	return p, nil
 }

@@ -1,4 +1,4 @@
-package testcerts_test
+package certtest_test
 
 import (
 	"crypto/tls"
@@ -7,16 +7,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/batonhq/baton/internal/testcerts"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/certtest"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 // TestSet_Handshake: a TLS server with the generated server certificate,
 // requiring client certificates from the CA, accepts the generated client
 // and refuses one from another CA.
 func TestSet_Handshake(t *testing.T) {
-	s := testcerts.New(t, "hs", "alice")
-	other := testcerts.New(t, "other", "mallory")
+	s := certtest.New(t, "hs", "alice")
+	other := certtest.New(t, "other", "mallory")
 	srvCert, err := tls.LoadX509KeyPair(s.Server.CertFile, s.Server.KeyFile)
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +30,7 @@ func TestSet_Handshake(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	testenv.Serve(ln, func(c net.Conn) {
+	envtest.Serve(ln, func(c net.Conn) {
 		tc := c.(*tls.Conn)
 		if tc.Handshake() == nil {
 			_, _ = io.WriteString(c, tc.ConnectionState().PeerCertificates[0].Subject.CommonName)

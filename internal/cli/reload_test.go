@@ -17,8 +17,8 @@ import (
 	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/httpapi"
+	"github.com/batonhq/baton/internal/envtest"
 	"github.com/batonhq/baton/internal/jobsfile"
-	"github.com/batonhq/baton/internal/testenv"
 )
 
 const reloadJobsV1 = `jobs:
@@ -60,7 +60,7 @@ type fileNode struct {
 	b    *baton.Baton
 	srv  *httptest.Server
 	path string
-	logs *testenv.Buffer
+	logs *envtest.Buffer
 }
 
 // startFileNode runs an instance of jobs with the admin token token,
@@ -76,7 +76,7 @@ func startFileNode(t *testing.T, jobs string, token []byte, sigs ...os.Signal) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := new(testenv.Buffer)
+	logs := new(envtest.Buffer)
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	mem := memory.New(election.Timing{})
 	hcfg, _ := HostConfig(f, "e", "n1", log)
@@ -91,7 +91,7 @@ func startFileNode(t *testing.T, jobs string, token []byte, sigs ...os.Signal) *
 	}
 	srv := httptest.NewServer(b.Handler())
 	t.Cleanup(srv.Close)
-	testenv.Background(t, b.Run)
+	envtest.Background(t, b.Run)
 	waitUntil(t, "leading", b.Leading)
 	return &fileNode{b: b, srv: srv, path: path, logs: logs}
 }
@@ -194,8 +194,8 @@ func TestNode_ReloadOnSignal(t *testing.T) {
 // The helpers of the tests that run a node on a jobs file.
 
 var (
-	waitUntil = testenv.WaitUntil
-	post      = testenv.Post
+	waitUntil = envtest.WaitUntil
+	post      = envtest.Post
 )
 
 // memStatus reads srv's /status.

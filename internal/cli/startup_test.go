@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/batonhq/baton/internal/testdb"
+	"github.com/batonhq/baton/internal/dbtest"
 )
 
 // A SQL backend that refuses the connection fails `baton run` with one
@@ -18,9 +18,9 @@ import (
 // backend, without the schema's statements: a wrong MySQL password, and a
 // PostgreSQL server not listening.
 func TestNode_SQLStartupErrors(t *testing.T) {
-	my := testdb.OpenT(t, testdb.MySQL)
+	my := dbtest.OpenT(t, dbtest.MySQL)
 	my.Close()
-	mc, err := mysql.ParseDSN(testdb.DSN(testdb.MySQL))
+	mc, err := mysql.ParseDSN(dbtest.DSN(dbtest.MySQL))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,8 +66,8 @@ backend:
 jobs:
   - {name: a, schedule: "@every 1m", http: {url: "http://127.0.0.1:1/"}}
   - {name: b, schedule: "0 * * * * *", jitter: 60s, http: {url: "http://127.0.0.1:1/"}}
-`, testdb.DSN(testdb.Postgres)))
-	testdb.OpenT(t, testdb.Postgres).Close()
+`, dbtest.DSN(dbtest.Postgres)))
+	dbtest.OpenT(t, dbtest.Postgres).Close()
 	p := &Program{Name: "baton", Getenv: env(nil)}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -33,7 +33,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 // NodeName is the agent's node name: sessions are created on it, so an
@@ -189,7 +189,7 @@ func (a *Agent) Close() error {
 
 // StartT starts an agent for t and stops it in t.Cleanup, printing the
 // tail of its log if t failed. Without a consul binary it calls
-// testenv.Unavailable (skip loudly, or fail under BATON_TEST_REQUIRE=1).
+// envtest.Unavailable (skip loudly, or fail under BATON_TEST_REQUIRE=1).
 func StartT(t testing.TB) *Agent {
 	t.Helper()
 	return StartTWith(t, Options{})
@@ -199,7 +199,7 @@ func StartT(t testing.TB) *Agent {
 func StartTWith(t testing.TB, opts Options) *Agent {
 	t.Helper()
 	if _, err := Binary(); err != nil {
-		testenv.Unavailable(t, "%v", err)
+		envtest.Unavailable(t, "%v", err)
 	}
 	a, err := Start(context.Background(), opts)
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/batonhq/baton/internal/consultest"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 // TestAgent_DataDirRestartKeepsState starts a server with a data
@@ -19,7 +19,7 @@ import (
 // agent cannot do.
 func TestAgent_DataDirRestartKeepsState(t *testing.T) {
 	if _, err := consultest.Binary(); err != nil {
-		testenv.Unavailable(t, "%v", err)
+		envtest.Unavailable(t, "%v", err)
 	}
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

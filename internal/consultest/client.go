@@ -53,7 +53,7 @@ func (a *Agent) getJSON(ctx context.Context, path string, v any) error {
 }
 
 // Client returns a new API client for the agent, or for addr (host:port,
-// e.g. a faultproxy in front of the agent) when addr is not empty. Each
+// e.g. a proxytest in front of the agent) when addr is not empty. Each
 // call makes its own HTTP transport, so clients share no connections. It
 // sends no ACL token (whatever CONSUL_HTTP_TOKEN says): on an agent with
 // ACLs it acts as the anonymous token.

@@ -11,7 +11,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/batonhq/baton/internal/consultest"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 // startCluster starts 3 servers and a client agent joined to all of them,
@@ -19,7 +19,7 @@ import (
 func startCluster(t *testing.T, ctx context.Context) (servers []*consultest.Agent, client *consultest.Agent) {
 	t.Helper()
 	if _, err := consultest.Binary(); err != nil {
-		testenv.Unavailable(t, "%v", err)
+		envtest.Unavailable(t, "%v", err)
 	}
 	began := time.Now()
 	servers, err := consultest.StartServers(ctx, 3, consultest.Options{DataDir: t.TempDir()})

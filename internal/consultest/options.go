@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 // Options tune Start. The zero value is fine.
@@ -76,7 +76,7 @@ type TLS struct {
 // line of an agent; start runs it. expect is the -bootstrap-expect of a
 // server with a data directory (1 for Start, n for StartServers).
 func newAgent(bin string, opts Options, expect int) (*Agent, error) {
-	ports, err := testenv.FreePorts(5)
+	ports, err := envtest.FreePorts(5)
 	if err != nil {
 		return nil, err
 	}

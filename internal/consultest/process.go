@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 // errExited marks a start that failed because the process exited before
@@ -134,5 +134,5 @@ func (a *Agent) stop() {
 	if cmd == nil || cmd.Process == nil {
 		return
 	}
-	testenv.Terminate(cmd.Process, exited, stopGrace)
+	envtest.Terminate(cmd.Process, exited, stopGrace)
 }

@@ -1,13 +1,13 @@
-// Package testdb gives tests the shared PostgreSQL and MariaDB (or MySQL)
+// Package dbtest gives tests the shared PostgreSQL and MariaDB (or MySQL)
 // servers: where they are (BATON_TEST_POSTGRES_DSN, BATON_TEST_MYSQL_DSN,
 // or the defaults that CI provides), an admin pool that has answered a
 // ping, fresh names, so that tests running side by side never share a
 // table, and the drop of a baton table with the tables and sequence
 // derived from its name.
 //
-// An unreachable server is reported as testenv.ErrUnavailable by Open, and
+// An unreachable server is reported as envtest.ErrUnavailable by Open, and
 // by OpenT as a loud skip, or a failure under BATON_TEST_REQUIRE=1.
-package testdb
+package dbtest
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 // Dialect names a database server kind.
@@ -52,9 +52,9 @@ const pingTimeout = 3 * time.Second
 // $BATON_TEST_POSTGRES_DSN or $BATON_TEST_MYSQL_DSN, else the default.
 func DSN(d Dialect) string {
 	if d == Postgres {
-		return testenv.Getenv("BATON_TEST_POSTGRES_DSN", DefaultPostgresDSN)
+		return envtest.Getenv("BATON_TEST_POSTGRES_DSN", DefaultPostgresDSN)
 	}
-	return testenv.Getenv("BATON_TEST_MYSQL_DSN", DefaultMySQLDSN)
+	return envtest.Getenv("BATON_TEST_MYSQL_DSN", DefaultMySQLDSN)
 }
 
 // Server is a test database server that has answered a ping.
@@ -74,7 +74,7 @@ type Server struct {
 
 // Open opens an admin pool on the dialect's test server and pings it
 // (bounded by 3 s and ctx). If the server does not answer, the error wraps
-// testenv.ErrUnavailable. The caller closes the Server.
+// envtest.ErrUnavailable. The caller closes the Server.
 func Open(ctx context.Context, d Dialect) (*Server, error) {
 	s := &Server{Dialect: d, DSN: DSN(d)}
 	driver := "mysql"
@@ -82,29 +82,29 @@ func Open(ctx context.Context, d Dialect) (*Server, error) {
 	case Postgres:
 		cc, err := pgx.ParseConfig(s.DSN)
 		if err != nil {
-			return nil, fmt.Errorf("testdb: %s: %w", d, err)
+			return nil, fmt.Errorf("dbtest: %s: %w", d, err)
 		}
 		s.Addr = net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port)))
 		s.DBName, driver = cc.Database, "pgx"
 	case MySQL:
 		mc, err := mysql.ParseDSN(s.DSN)
 		if err != nil {
-			return nil, fmt.Errorf("testdb: %s: %w", d, err)
+			return nil, fmt.Errorf("dbtest: %s: %w", d, err)
 		}
 		s.Addr, s.DBName = mc.Addr, mc.DBName
 	default:
-		return nil, fmt.Errorf("testdb: unknown dialect %q", d)
+		return nil, fmt.Errorf("dbtest: unknown dialect %q", d)
 	}
 	db, err := sql.Open(driver, s.DSN)
 	if err != nil {
-		return nil, fmt.Errorf("testdb: %s: %w", d, err)
+		return nil, fmt.Errorf("dbtest: %s: %w", d, err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	err = db.PingContext(pctx)
 	cancel()
 	if err != nil {
 		db.Close()
-		return nil, fmt.Errorf("%w: %s %s: %v", testenv.ErrUnavailable, d, s.DSN, err)
+		return nil, fmt.Errorf("%w: %s %s: %v", envtest.ErrUnavailable, d, s.DSN, err)
 	}
 	s.Admin = db
 	return s, nil
@@ -117,8 +117,8 @@ func OpenT(t testing.TB, d Dialect) *Server {
 	t.Helper()
 	s, err := Open(context.Background(), d)
 	if err != nil {
-		if errors.Is(err, testenv.ErrUnavailable) {
-			testenv.Unavailable(t, "%v", err)
+		if errors.Is(err, envtest.ErrUnavailable) {
+			envtest.Unavailable(t, "%v", err)
 		}
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func (s *Server) DropTables(ctx context.Context, table string) error {
 	}
 	for _, q := range stmts {
 		if _, err := s.Admin.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("testdb: %s: %w", q, err)
+			return fmt.Errorf("dbtest: %s: %w", q, err)
 		}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package testdb_test
+package dbtest_test
 
 import (
 	"context"
@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/internal/testdb"
+	"github.com/batonhq/baton/internal/dbtest"
 )
 
 func TestNewName_FreshEachCall(t *testing.T) {
-	a, b := testdb.NewName("baton_t_"), testdb.NewName("baton_t_")
+	a, b := dbtest.NewName("baton_t_"), dbtest.NewName("baton_t_")
 	if a == b {
 		t.Fatalf("two calls returned the same name %q", a)
 	}
@@ -22,19 +22,19 @@ func TestNewName_FreshEachCall(t *testing.T) {
 // TestServer_DropTables creates the tables a baton table derives, drops
 // them with DropTables and checks that none is left.
 func TestServer_DropTables(t *testing.T) {
-	for _, d := range []testdb.Dialect{testdb.Postgres, testdb.MySQL} {
+	for _, d := range []dbtest.Dialect{dbtest.Postgres, dbtest.MySQL} {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
-			s := testdb.OpenT(t, d)
+			s := dbtest.OpenT(t, d)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			table := testdb.NewName("baton_t_")
+			table := dbtest.NewName("baton_t_")
 			stmts := []string{
 				"CREATE TABLE " + table + " (id INT)",
 				"CREATE TABLE " + table + "_ticks (id INT)",
 				"CREATE TABLE " + table + "_runs (id INT)",
 			}
-			if d == testdb.Postgres {
+			if d == dbtest.Postgres {
 				stmts = append(stmts, "CREATE SEQUENCE "+table+"_token_seq")
 			} else {
 				stmts = append(stmts, "CREATE TABLE "+table+"_seq (id INT)")
@@ -51,7 +51,7 @@ func TestServer_DropTables(t *testing.T) {
 				t.Fatalf("second DropTables: %v", err)
 			}
 			q := "SELECT COUNT(*) FROM information_schema.tables WHERE table_name LIKE '" + table + "%'"
-			if d == testdb.Postgres {
+			if d == dbtest.Postgres {
 				q = "SELECT COUNT(*) FROM pg_class WHERE relname LIKE '" + table + "%'"
 			}
 			var n int

@@ -157,8 +157,8 @@ func TestArchitectureMatching(t *testing.T) {
 			t.Errorf("matches(%q, %q) = %v, want %v", c.pattern, c.pkg, got, c.want)
 		}
 	}
-	if !isRig("backendtest") || isRig("internal/testenv") {
-		t.Error("isRig: backendtest is a rig, testenv is not")
+	if !isRig("backendtest") || isRig("internal/lines") {
+		t.Error("isRig: backendtest is a rig, lines is not")
 	}
 }
 

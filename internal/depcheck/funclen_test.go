@@ -25,30 +25,15 @@ const (
 	maxFileLines = 400
 )
 
-// funclenRigsUntilRenamed are the rigs under internal/ whose folder
-// does not end in "test" yet: exempt from maxFuncLines until renamed.
-var funclenRigsUntilRenamed = []string{
-	"internal/pgha",
-	"internal/testdb",
-	"internal/testenv",
-	"internal/testcerts",
-	"internal/faultproxy",
-}
-
 // funclenRig reports whether the file at rel (slash-separated, relative
 // to the module root) belongs to a rig, exempt from maxFuncLines: under
 // e2e/, bench/, tools/ or backendtest/; a package under internal/ whose
 // folder, or a folder above it below internal/, ends in "test"
-// (consultest, execjob/killtest); or one of funclenRigsUntilRenamed.
+// (consultest, envtest, execjob/killtest).
 func funclenRig(rel string) bool {
 	dir := path.Dir(rel)
 	for _, top := range []string{"e2e", "bench", "tools", "backendtest"} {
 		if dir == top || strings.HasPrefix(dir, top+"/") {
-			return true
-		}
-	}
-	for _, r := range funclenRigsUntilRenamed {
-		if dir == r || strings.HasPrefix(dir, r+"/") {
 			return true
 		}
 	}
@@ -255,7 +240,7 @@ func TestFunclenRig(t *testing.T) {
 		"backendtest/ledger.go":                 true,
 		"internal/consultest/consultest.go":     true,
 		"internal/execjob/killtest/killtest.go": true,
-		"internal/pgha/pgha.go":                 true,
+		"internal/pghatest/pgha.go":             true,
 		"internal/execjob/execjob.go":           false,
 		"internal/cli/node.go":                  false,
 		"backends/consul/ledger_claim.go":       false,

@@ -1,4 +1,4 @@
-package testenv
+package envtest
 
 import (
 	"errors"
@@ -42,7 +42,7 @@ func get[S any](t *testing.T, s *Shared[S]) (S, *stopTB) {
 func TestShared_StartsOnceStopsAndRemoves(t *testing.T) {
 	starts, stops := 0, 0
 	var dir string
-	s := &Shared[string]{What: "thing", Dir: "testenv-shared-",
+	s := &Shared[string]{What: "thing", Dir: "envtest-shared-",
 		Start: func(d string) (string, error) { starts++; dir = d; return "srv:" + d, nil },
 		Stop:  func(string) { stops++ }}
 	a, r1 := get(t, s)
@@ -62,12 +62,12 @@ func TestShared_StartsOnceStopsAndRemoves(t *testing.T) {
 func TestShared_StartErrorSkipsOrFails(t *testing.T) {
 	boom := func(string) (string, error) { return "", errors.New("boom") }
 	t.Setenv("BATON_TEST_REQUIRE", "")
-	s := &Shared[string]{What: "thing", Dir: "testenv-shared-", Start: boom, Stop: func(string) { t.Error("stopped a server that never started") }}
+	s := &Shared[string]{What: "thing", Dir: "envtest-shared-", Start: boom, Stop: func(string) { t.Error("stopped a server that never started") }}
 	if _, r := get(t, s); r.fatal != "" || !strings.Contains(r.skip, "thing: boom") {
 		t.Errorf("a server that cannot start: fatal %q, skip %q; want a skip naming it", r.fatal, r.skip)
 	}
 	s.Close()
-	f := &Shared[string]{What: "go build", Dir: "testenv-shared-", Start: boom, Fail: true}
+	f := &Shared[string]{What: "go build", Dir: "envtest-shared-", Start: boom, Fail: true}
 	if _, r := get(t, f); r.skip != "" || r.fatal != "go build: boom" {
 		t.Errorf("with Fail: fatal %q, skip %q; want the failure", r.fatal, r.skip)
 	}

@@ -1,5 +1,5 @@
-// Package testenv holds helpers shared by the tests that need real servers.
-package testenv
+// Package envtest holds helpers shared by the tests that need real servers.
+package envtest
 
 import (
 	"errors"

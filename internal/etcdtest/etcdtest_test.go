@@ -11,8 +11,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/batonhq/baton/internal/certtest"
 	"github.com/batonhq/baton/internal/etcdtest"
-	"github.com/batonhq/baton/internal/testcerts"
 )
 
 // plainClient returns a client of s (no TLS, no user); the caller closes
@@ -85,7 +85,7 @@ func TestStartDir_ReusesDataDirOnNewPorts(t *testing.T) {
 // authentication serves https, refuses a request without credentials,
 // accepts root's, and keeps both across Restart.
 func TestStartWith_TLSAndAuth(t *testing.T) {
-	certs := testcerts.New(t, "etcdtest", "admin")
+	certs := certtest.New(t, "etcdtest", "admin")
 	s := etcdtest.StartWith(t, etcdtest.Options{
 		TLS: &etcdtest.TLS{CertFile: certs.Server.CertFile, KeyFile: certs.Server.KeyFile, CAFile: certs.CA.CertFile,
 			ClientCertAuth: true, AdminCertFile: certs.Client.CertFile, AdminKeyFile: certs.Client.KeyFile},

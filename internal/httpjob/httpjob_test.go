@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/testcerts"
+	"github.com/batonhq/baton/internal/certtest"
 	"github.com/batonhq/baton/schedulerhost"
 )
 
@@ -214,7 +214,7 @@ func TestRun_CancelAbortsRequest(t *testing.T) {
 // TLS: the CA file verifies the server, and the client certificate is
 // presented to a server that requires one; without them the request fails.
 func TestRun_TLS(t *testing.T) {
-	set := testcerts.New(t, "job", "baton")
+	set := certtest.New(t, "job", "baton")
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	kp, err := tls.LoadX509KeyPair(set.Server.CertFile, set.Server.KeyFile)
 	if err != nil {

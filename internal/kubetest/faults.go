@@ -8,7 +8,7 @@ import (
 	"slices"
 	"syscall"
 
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 // The faults the e2e suite injects into the server pair: each acts on the
@@ -73,7 +73,7 @@ func (s *Server) relaunch(sig syscall.Signal, log, bin string, args []string, cm
 // host:port once it answers, and its stop (SIGTERM, then wait). Close
 // stops it too.
 func (s *Server) StartSecondAPI(ctx context.Context) (addr string, stop func(), err error) {
-	ports, err := testenv.FreePorts(1)
+	ports, err := envtest.FreePorts(1)
 	if err != nil {
 		return "", nil, err
 	}

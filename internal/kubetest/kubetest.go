@@ -38,8 +38,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/internal/testcerts"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/certtest"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 // Token is the bearer token of the server's administrator (group
@@ -73,7 +73,7 @@ type Server struct {
 	apiArgs, etcdArgs []string
 	etcdURL           string
 	pool              *x509.CertPool
-	ca                *testcerts.CA
+	ca                *certtest.CA
 	second            []*exec.Cmd // more API servers on the same etcd
 	secondDone        []chan struct{}
 }
@@ -97,7 +97,7 @@ func StartT(t testing.TB, opts Options) *Server {
 	s, err := Start(context.Background(), dir, opts)
 	if errors.Is(err, ErrNoBinary) {
 		os.RemoveAll(dir)
-		testenv.Unavailable(t, "%v", err)
+		envtest.Unavailable(t, "%v", err)
 	}
 	if err != nil {
 		os.RemoveAll(dir)
@@ -114,7 +114,7 @@ func Start(ctx context.Context, dir string, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	ca, err := testcerts.NewCA(dir, "kube")
+	ca, err := certtest.NewCA(dir, "kube")
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +134,7 @@ func Start(ctx context.Context, dir string, opts Options) (*Server, error) {
 	if err := os.WriteFile(tokenFile, []byte(tokens), 0o600); err != nil {
 		return nil, err
 	}
-	ports, err := testenv.FreePorts(3)
+	ports, err := envtest.FreePorts(3)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +188,7 @@ func (s *Server) HTTPClient() *http.Client {
 // ClientCert issues a client certificate the server accepts: the user
 // cn in groups (system:masters makes it an administrator). Its files
 // are in Dir.
-func (s *Server) ClientCert(cn string, groups ...string) (testcerts.Pair, error) {
+func (s *Server) ClientCert(cn string, groups ...string) (certtest.Pair, error) {
 	return s.ca.ClientIn(cn, groups...)
 }
 
@@ -356,7 +356,7 @@ func Main(m *testing.M) int {
 func Shared(t testing.TB) *Server {
 	t.Helper()
 	if errors.Is(sharedErr, ErrNoBinary) {
-		testenv.Unavailable(t, "%v", sharedErr)
+		envtest.Unavailable(t, "%v", sharedErr)
 	}
 	if sharedErr != nil {
 		t.Fatalf("kubetest: %v", sharedErr)

@@ -6,7 +6,7 @@
 //
 // The binaries (mariadbd and mariadb-install-db) are found in PATH or in
 // /usr/sbin; when they are missing, Start skips the test through
-// internal/testenv (a failure under BATON_TEST_REQUIRE=1).
+// internal/envtest (a failure under BATON_TEST_REQUIRE=1).
 package mariadbtest
 
 import (
@@ -24,8 +24,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/batonhq/baton/internal/testcerts"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/certtest"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 // ReadyTimeout bounds how long a start waits for the data directory to be
@@ -49,11 +49,11 @@ type Server struct {
 	// Addr is the server's host:port (127.0.0.1).
 	Addr string
 	// CA signed the server's certificate (nil without Options.TLS).
-	CA *testcerts.CA
+	CA *certtest.CA
 
 	cmd  *exec.Cmd
 	done chan struct{}
-	out  *testenv.Buffer
+	out  *envtest.Buffer
 }
 
 // DSN returns a go-sql-driver/mysql data source name for root (no
@@ -79,7 +79,7 @@ func binary(name string) (string, error) {
 	}
 	p := filepath.Join("/usr/sbin", name)
 	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("%w: %s not in PATH or /usr/sbin", testenv.ErrUnavailable, name)
+		return "", fmt.Errorf("%w: %s not in PATH or /usr/sbin", envtest.ErrUnavailable, name)
 	}
 	return p, nil
 }
@@ -96,7 +96,7 @@ func Start(t testing.TB) *Server {
 // start.
 func StartWith(t testing.TB, opts Options) *Server {
 	t.Helper()
-	return testenv.Start(t, "mariadbtest", func(dir string) (*Server, error) { return StartServer(dir, opts) })
+	return envtest.Start(t, "mariadbtest", func(dir string) (*Server, error) { return StartServer(dir, opts) })
 }
 
 // serverArgs are the settings of both the bootstrap and the server: small
@@ -108,7 +108,7 @@ var serverArgs = []string{
 
 // StartServer initialises a data directory under dir and starts a server
 // on it; the caller calls Stop and removes dir. Missing binaries give an
-// error wrapping testenv.ErrUnavailable.
+// error wrapping envtest.ErrUnavailable.
 func StartServer(dir string, opts Options) (*Server, error) {
 	mariadbd, err := binary("mariadbd")
 	if err != nil {
@@ -135,9 +135,9 @@ func StartServer(dir string, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("mariadb-install-db: %w: %s", err, out)
 	}
 	var tlsArgs []string
-	var ca *testcerts.CA
+	var ca *certtest.CA
 	if opts.TLS {
-		ca, err = testcerts.NewCA(dir, "mariadb")
+		ca, err = certtest.NewCA(dir, "mariadb")
 		if err != nil {
 			return nil, err
 		}
@@ -149,7 +149,7 @@ func StartServer(dir string, opts Options) (*Server, error) {
 	}
 	var last error
 	for range 5 { // a port found free may be taken before the server binds it
-		ports, err := testenv.FreePorts(1)
+		ports, err := envtest.FreePorts(1)
 		if err != nil {
 			return nil, err
 		}
@@ -178,7 +178,7 @@ func currentUser() string {
 
 func (s *Server) start(bin string, args []string) error {
 	cmd := exec.Command(bin, args...)
-	s.out = &testenv.Buffer{}
+	s.out = &envtest.Buffer{}
 	cmd.Stdout, cmd.Stderr = s.out, s.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

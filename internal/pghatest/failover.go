@@ -1,4 +1,4 @@
-package pgha
+package pghatest
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 func (p *Pair) KillPrimary(ctx context.Context) error {
 	pri := p.Primary()
 	if pri == nil {
-		return errors.New("pgha: kill: no primary")
+		return errors.New("pghatest: kill: no primary")
 	}
 	return pri.Stop(ctx, Immediate)
 }
@@ -28,20 +28,20 @@ func (p *Pair) KillPrimary(ctx context.Context) error {
 func (p *Pair) Promote(ctx context.Context) error {
 	sb := p.Standby()
 	if sb == nil {
-		return errors.New("pgha: promote: no standby")
+		return errors.New("pghatest: promote: no standby")
 	}
 	old := p.Primary()
 	if old != nil {
 		running, err := old.Running(ctx)
 		if err != nil {
-			return fmt.Errorf("pgha: promote: %w", err)
+			return fmt.Errorf("pghatest: promote: %w", err)
 		}
 		if running {
-			return fmt.Errorf("pgha: promote: the primary %s is running (KillPrimary first)", old.Name)
+			return fmt.Errorf("pghatest: promote: the primary %s is running (KillPrimary first)", old.Name)
 		}
 	}
 	if err := p.run(ctx, "pg_ctl", "-D", sb.Dir, "-w", "-t", waitSeconds, "promote"); err != nil {
-		return fmt.Errorf("pgha: promote %s: %w", sb.Name, err)
+		return fmt.Errorf("pghatest: promote %s: %w", sb.Name, err)
 	}
 	err := p.waitFor(ctx, sb, "pg_is_in_recovery() to be false", func(ctx context.Context, c *pgx.Conn) (bool, error) {
 		var rec bool
@@ -75,19 +75,19 @@ func (p *Pair) Rebuild(ctx context.Context) error {
 	pri := p.Primary()
 	old := p.withRole(RoleDemoted)
 	if pri == nil || old == nil {
-		return errors.New("pgha: rebuild: no demoted server (Promote first)")
+		return errors.New("pghatest: rebuild: no demoted server (Promote first)")
 	}
 	running, err := old.Running(ctx)
 	if err != nil {
-		return fmt.Errorf("pgha: rebuild: %w", err)
+		return fmt.Errorf("pghatest: rebuild: %w", err)
 	}
 	if running {
 		if err := old.Stop(ctx, Immediate); err != nil {
-			return fmt.Errorf("pgha: rebuild: %w", err)
+			return fmt.Errorf("pghatest: rebuild: %w", err)
 		}
 	}
 	if err := os.RemoveAll(old.Dir); err != nil {
-		return fmt.Errorf("pgha: rebuild: %w", err)
+		return fmt.Errorf("pghatest: rebuild: %w", err)
 	}
 	if err := p.baseBackup(ctx, pri, old); err != nil {
 		return err
@@ -96,7 +96,7 @@ func (p *Pair) Rebuild(ctx context.Context) error {
 		return err
 	}
 	if err := old.Start(ctx); err != nil {
-		return fmt.Errorf("pgha: rebuild: %w (port %d taken meanwhile?)", err, old.Port)
+		return fmt.Errorf("pghatest: rebuild: %w (port %d taken meanwhile?)", err, old.Port)
 	}
 	if err := p.waitStreaming(ctx, pri, old); err != nil {
 		return err
@@ -128,7 +128,7 @@ func (p *Pair) Failover(ctx context.Context) (FailoverTimes, error) {
 func (p *Pair) WaitStreaming(ctx context.Context) error {
 	pri, sb := p.Primary(), p.Standby()
 	if pri == nil || sb == nil {
-		return errors.New("pgha: wait for streaming: no primary and standby")
+		return errors.New("pghatest: wait for streaming: no primary and standby")
 	}
 	return p.waitStreaming(ctx, pri, sb)
 }
@@ -154,11 +154,11 @@ func (p *Pair) waitStreaming(ctx context.Context, pri, sb *Server) error {
 func (p *Pair) CaughtUp(ctx context.Context) error {
 	pri, sb := p.Primary(), p.Standby()
 	if pri == nil || sb == nil {
-		return errors.New("pgha: caught up: no primary and standby")
+		return errors.New("pghatest: caught up: no primary and standby")
 	}
 	var lsn string
 	if err := p.queryRow(ctx, pri, `SELECT pg_current_wal_lsn()::text`, &lsn); err != nil {
-		return fmt.Errorf("pgha: caught up: %s: %w", pri.Name, err)
+		return fmt.Errorf("pghatest: caught up: %s: %w", pri.Name, err)
 	}
 	return p.waitFor(ctx, sb, "replay of "+lsn, func(ctx context.Context, c *pgx.Conn) (bool, error) {
 		var ok bool
@@ -200,7 +200,7 @@ func (p *Pair) waitFor(ctx context.Context, s *Server, what string, cond func(co
 		}
 		select {
 		case <-ctx.Done():
-			msg := fmt.Sprintf("pgha: %s: waiting for %s: %v", s.Name, what, ctx.Err())
+			msg := fmt.Sprintf("pghatest: %s: waiting for %s: %v", s.Name, what, ctx.Err())
 			if last != nil {
 				msg += " (last error: " + last.Error() + ")"
 			}

@@ -1,4 +1,4 @@
-// Package pgha runs a PostgreSQL primary and a streaming standby of a
+// Package pghatest runs a PostgreSQL primary and a streaming standby of a
 // test's own, and fails over between them as often as a test asks: kill
 // the primary, promote the standby, rebuild the dead server as the new
 // standby, and again.
@@ -13,14 +13,14 @@
 // not.
 //
 // When the server programs are missing, Start returns an error wrapping
-// testenv.ErrUnavailable; StartT skips the test loudly then (a failure
+// envtest.ErrUnavailable; StartT skips the test loudly then (a failure
 // under BATON_TEST_REQUIRE=1).
 //
 // A Pair's methods that change it (KillPrimary, Promote, Rebuild,
 // Failover, Close) are meant to be called from one goroutine; the
 // accessors (Primary, Standby, Servers, Server.Role) are safe to call
 // from any goroutine at any time.
-package pgha
+package pghatest
 
 import (
 	"context"
@@ -194,7 +194,7 @@ func (p *Pair) removeRoots() error {
 	for _, s := range p.servers {
 		if s != nil {
 			if err := os.RemoveAll(s.root); err != nil {
-				errs = append(errs, fmt.Errorf("pgha: %w", err))
+				errs = append(errs, fmt.Errorf("pghatest: %w", err))
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package pgha_test
+package pghatest_test
 
 import (
 	"context"
@@ -7,11 +7,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/batonhq/baton/internal/pgha"
+	"github.com/batonhq/baton/internal/pghatest"
 )
 
 // execSQL runs q on a connection of its own to the pair's database on s.
-func execSQL(t *testing.T, ctx context.Context, s *pgha.Server, q string, args ...any) {
+func execSQL(t *testing.T, ctx context.Context, s *pghatest.Server, q string, args ...any) {
 	t.Helper()
 	c := connect(t, ctx, s)
 	defer c.Close(context.Background())
@@ -21,7 +21,7 @@ func execSQL(t *testing.T, ctx context.Context, s *pgha.Server, q string, args .
 }
 
 // rows returns the values of table r on s, in order.
-func rows(t *testing.T, ctx context.Context, s *pgha.Server) []int {
+func rows(t *testing.T, ctx context.Context, s *pghatest.Server) []int {
 	t.Helper()
 	c := connect(t, ctx, s)
 	defer c.Close(context.Background())
@@ -36,16 +36,16 @@ func rows(t *testing.T, ctx context.Context, s *pgha.Server) []int {
 	return ns
 }
 
-func connect(t *testing.T, ctx context.Context, s *pgha.Server) *pgx.Conn {
+func connect(t *testing.T, ctx context.Context, s *pghatest.Server) *pgx.Conn {
 	t.Helper()
-	c, err := pgx.Connect(ctx, s.DSN(pgha.DefaultDatabase))
+	c, err := pgx.Connect(ctx, s.DSN(pghatest.DefaultDatabase))
 	if err != nil {
 		t.Fatalf("connect to %v: %v", s, err)
 	}
 	return c
 }
 
-func syncState(t *testing.T, ctx context.Context, p *pgha.Pair) string {
+func syncState(t *testing.T, ctx context.Context, p *pghatest.Pair) string {
 	t.Helper()
 	c := connect(t, ctx, p.Primary())
 	defer c.Close(context.Background())
@@ -80,7 +80,7 @@ func TestFailover_Sync(t *testing.T) {
 	}
 	t.Parallel()
 	start := time.Now()
-	p := pgha.StartT(t, pgha.Options{Sync: true})
+	p := pghatest.StartT(t, pghatest.Options{Sync: true})
 	t.Logf("Start (sync): %v", time.Since(start).Round(time.Millisecond))
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -137,7 +137,7 @@ func TestFailover_Async(t *testing.T) {
 	}
 	t.Parallel()
 	start := time.Now()
-	p := pgha.StartT(t, pgha.Options{})
+	p := pghatest.StartT(t, pghatest.Options{})
 	t.Logf("Start (async): %v", time.Since(start).Round(time.Millisecond))
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -152,7 +152,7 @@ func TestFailover_Async(t *testing.T) {
 	if err := p.Rebuild(ctx); err == nil {
 		t.Fatal("Rebuild with no demoted server: no error")
 	}
-	if p.Primary() != pri || p.Standby() != sb || pri.Role() != pgha.RolePrimary || sb.Role() != pgha.RoleStandby {
+	if p.Primary() != pri || p.Standby() != sb || pri.Role() != pghatest.RolePrimary || sb.Role() != pghatest.RoleStandby {
 		t.Fatalf("after a refused Promote and Rebuild: primary %v, standby %v", p.Primary(), p.Standby())
 	}
 	execSQL(t, ctx, p.Primary(), `CREATE TABLE r (n int PRIMARY KEY)`)

@@ -1,4 +1,4 @@
-package pgha
+package pghatest
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 // waitSeconds is WaitLimit for pg_ctl -t.
@@ -43,7 +43,7 @@ func (p *Pair) run(ctx context.Context, prog string, args ...string) error {
 var installDirs = "/usr/lib/postgresql/*/bin"
 
 // binDir returns the newest installed PostgreSQL's program directory that
-// has the server programs, or an error wrapping testenv.ErrUnavailable.
+// has the server programs, or an error wrapping envtest.ErrUnavailable.
 func binDir() (string, error) {
 	dirs, _ := filepath.Glob(installDirs)
 	version := func(d string) int {
@@ -63,7 +63,7 @@ func binDir() (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%w: PostgreSQL server programs (initdb, pg_ctl, pg_basebackup, postgres) not found in %s",
-		testenv.ErrUnavailable, installDirs)
+		envtest.ErrUnavailable, installDirs)
 }
 
 // lookupPostgres finds the postgres user and runuser, which running as
@@ -71,10 +71,10 @@ func binDir() (string, error) {
 func (p *Pair) lookupPostgres() error {
 	u, err := user.Lookup("postgres")
 	if err != nil {
-		return fmt.Errorf("%w: running as root needs the postgres user: %w", testenv.ErrUnavailable, err)
+		return fmt.Errorf("%w: running as root needs the postgres user: %w", envtest.ErrUnavailable, err)
 	}
 	if _, err := exec.LookPath("runuser"); err != nil {
-		return fmt.Errorf("%w: running as root needs runuser: %w", testenv.ErrUnavailable, err)
+		return fmt.Errorf("%w: running as root needs runuser: %w", envtest.ErrUnavailable, err)
 	}
 	p.uid, _ = strconv.Atoi(u.Uid)
 	p.gid, _ = strconv.Atoi(u.Gid)
@@ -87,7 +87,7 @@ func (p *Pair) chown(path string) error {
 		return nil
 	}
 	if err := os.Chown(path, p.uid, p.gid); err != nil {
-		return fmt.Errorf("pgha: %w", err)
+		return fmt.Errorf("pghatest: %w", err)
 	}
 	return nil
 }
@@ -98,11 +98,11 @@ func searchable(dir string) error {
 	for d := dir; ; d = filepath.Dir(d) {
 		fi, err := os.Stat(d)
 		if err != nil {
-			return fmt.Errorf("pgha: %w", err)
+			return fmt.Errorf("pghatest: %w", err)
 		}
 		if fi.Mode().Perm()&0o001 == 0 {
 			if err := os.Chmod(d, fi.Mode().Perm()|0o001); err != nil {
-				return fmt.Errorf("pgha: make %s reachable for the postgres user: %w", d, err)
+				return fmt.Errorf("pghatest: make %s reachable for the postgres user: %w", d, err)
 			}
 		}
 		if d == filepath.Dir(d) {

@@ -1,4 +1,4 @@
-package pgha
+package pghatest
 
 import (
 	"context"
@@ -68,7 +68,7 @@ func (s *Server) Start(ctx context.Context) error {
 		from = fi.Size()
 	}
 	if err := s.pair.run(ctx, "pg_ctl", "-D", s.Dir, "-l", s.Log, "-w", "-t", waitSeconds, "start"); err != nil {
-		return fmt.Errorf("pgha: start %s: %w%s", s.Name, err, logTail(s.Log, from))
+		return fmt.Errorf("pghatest: start %s: %w%s", s.Name, err, logTail(s.Log, from))
 	}
 	return nil
 }
@@ -77,7 +77,7 @@ func (s *Server) Start(ctx context.Context) error {
 // role (KillPrimary and Promote do).
 func (s *Server) Stop(ctx context.Context, mode StopMode) error {
 	if err := s.pair.run(ctx, "pg_ctl", "-D", s.Dir, "-m", string(mode), "-w", "-t", waitSeconds, "stop"); err != nil {
-		return fmt.Errorf("pgha: stop %s: %w", s.Name, err)
+		return fmt.Errorf("pghatest: stop %s: %w", s.Name, err)
 	}
 	return nil
 }
@@ -93,7 +93,7 @@ func (s *Server) Running(ctx context.Context) (bool, error) {
 	case errors.As(err, &ee) && (ee.ExitCode() == 3 || ee.ExitCode() == 4): // not running; no data directory
 		return false, nil
 	}
-	return false, fmt.Errorf("pgha: status of %s: %w", s.Name, err)
+	return false, fmt.Errorf("pghatest: status of %s: %w", s.Name, err)
 }
 
 // writeConf replaces s's postgresql.auto.conf (which initdb and
@@ -102,7 +102,7 @@ func (s *Server) Running(ctx context.Context) (bool, error) {
 // upstream a standby streams from.
 func (s *Server) writeConf(upstream *Server) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Written by pgha for %s; ALTER SYSTEM may add to it.\n", s.Name)
+	fmt.Fprintf(&b, "# Written by pghatest for %s; ALTER SYSTEM may add to it.\n", s.Name)
 	fmt.Fprintf(&b, "listen_addresses = '127.0.0.1'\nport = %d\nunix_socket_directories = ''\n", s.Port)
 	b.WriteString("wal_level = replica\nmax_wal_senders = 4\nwal_keep_size = '64MB'\nfsync = off\n")
 	if s.pair.opts.Sync {
@@ -113,7 +113,7 @@ func (s *Server) writeConf(upstream *Server) error {
 	}
 	f := filepath.Join(s.Dir, "postgresql.auto.conf")
 	if err := os.WriteFile(f, []byte(b.String()), 0o600); err != nil {
-		return fmt.Errorf("pgha: %w", err)
+		return fmt.Errorf("pghatest: %w", err)
 	}
 	return s.pair.chown(f)
 }

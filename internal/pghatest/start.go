@@ -1,4 +1,4 @@
-package pgha
+package pghatest
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 // Start runs a primary and a streaming standby under dir (made if
@@ -30,7 +30,7 @@ import (
 // nothing.
 //
 // A missing PostgreSQL installation (or postgres user, or runuser) gives
-// an error wrapping testenv.ErrUnavailable. On any error, what Start
+// an error wrapping envtest.ErrUnavailable. On any error, what Start
 // started is stopped and removed. The caller calls Close.
 func Start(ctx context.Context, dir string, opts Options) (_ *Pair, err error) {
 	if opts.Database == "" {
@@ -48,26 +48,26 @@ func Start(ctx context.Context, dir string, opts Options) (_ *Pair, err error) {
 	}
 	dir, err = filepath.Abs(dir)
 	if err != nil {
-		return nil, fmt.Errorf("pgha: %w", err)
+		return nil, fmt.Errorf("pghatest: %w", err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("pgha: %w", err)
+		return nil, fmt.Errorf("pghatest: %w", err)
 	}
 	if p.uid >= 0 {
 		if err := searchable(dir); err != nil {
 			return nil, err
 		}
 	}
-	ports, err := testenv.FreePorts(2)
+	ports, err := envtest.FreePorts(2)
 	if err != nil {
-		return nil, fmt.Errorf("pgha: %w", err)
+		return nil, fmt.Errorf("pghatest: %w", err)
 	}
 	for i := range p.servers {
 		name := "pg" + strconv.Itoa(i)
 		root := filepath.Join(dir, name)
 		if err := os.Mkdir(root, 0o700); err != nil {
 			p.removeRoots()
-			return nil, fmt.Errorf("pgha: %w", err)
+			return nil, fmt.Errorf("pghatest: %w", err)
 		}
 		p.servers[i] = &Server{Name: name, Port: ports[i], Dir: filepath.Join(root, "data"),
 			Log: filepath.Join(root, "server.log"), root: root, pair: p}
@@ -85,7 +85,7 @@ func Start(ctx context.Context, dir string, opts Options) (_ *Pair, err error) {
 	pri, sb := p.servers[0], p.servers[1]
 	if err := p.run(ctx, "initdb", "-D", pri.Dir, "-U", "postgres", "-A", "trust",
 		"-E", "UTF8", "--locale=C", "--no-sync"); err != nil {
-		return nil, fmt.Errorf("pgha: initdb %s: %w", pri.Name, err)
+		return nil, fmt.Errorf("pghatest: initdb %s: %w", pri.Name, err)
 	}
 	if err := p.startFresh(ctx, pri, nil); err != nil {
 		return nil, err
@@ -115,15 +115,15 @@ func StartT(t testing.TB, opts Options) *Pair {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*WaitLimit)
 	defer cancel()
 	p, err := Start(ctx, t.TempDir(), opts)
-	if errors.Is(err, testenv.ErrUnavailable) {
-		testenv.Unavailable(t, "%v", err)
+	if errors.Is(err, envtest.ErrUnavailable) {
+		envtest.Unavailable(t, "%v", err)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		if err := p.Close(); err != nil {
-			t.Errorf("pgha: close: %v", err)
+			t.Errorf("pghatest: close: %v", err)
 		}
 	})
 	return p
@@ -149,9 +149,9 @@ func (p *Pair) startFresh(ctx context.Context, s, upstream *Server) error {
 		if attempt == 3 || !strings.Contains(tail, "could not bind") && !strings.Contains(tail, "already in use") {
 			return err
 		}
-		ports, perr := testenv.FreePorts(1)
+		ports, perr := envtest.FreePorts(1)
 		if perr != nil {
-			return fmt.Errorf("pgha: %w", perr)
+			return fmt.Errorf("pghatest: %w", perr)
 		}
 		s.Port = ports[0]
 	}
@@ -164,15 +164,15 @@ func (p *Pair) createDatabase(ctx context.Context, pri *Server) error {
 	defer cancel()
 	c, err := pgx.Connect(ctx, pri.DSN("postgres"))
 	if err != nil {
-		return fmt.Errorf("pgha: %s: %w", pri.Name, err)
+		return fmt.Errorf("pghatest: %s: %w", pri.Name, err)
 	}
 	defer c.Close(context.Background())
 	if _, err := c.Exec(ctx, `SET synchronous_commit = local`); err != nil {
-		return fmt.Errorf("pgha: %s: %w", pri.Name, err)
+		return fmt.Errorf("pghatest: %s: %w", pri.Name, err)
 	}
 	var version int
 	if err := c.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
-		return fmt.Errorf("pgha: %s: %w", pri.Name, err)
+		return fmt.Errorf("pghatest: %s: %w", pri.Name, err)
 	}
 	q := `CREATE DATABASE ` + pgx.Identifier{p.opts.Database}.Sanitize()
 	if version >= 150000 {
@@ -181,7 +181,7 @@ func (p *Pair) createDatabase(ctx context.Context, pri *Server) error {
 		q += ` STRATEGY = FILE_COPY`
 	}
 	if _, err := c.Exec(ctx, q); err != nil {
-		return fmt.Errorf("pgha: %s: create database %q: %w", pri.Name, p.opts.Database, err)
+		return fmt.Errorf("pghatest: %s: create database %q: %w", pri.Name, p.opts.Database, err)
 	}
 	return nil
 }
@@ -191,7 +191,7 @@ func (p *Pair) createDatabase(ctx context.Context, pri *Server) error {
 func (p *Pair) baseBackup(ctx context.Context, from, to *Server) error {
 	if err := p.run(ctx, "pg_basebackup", "-h", "127.0.0.1", "-p", strconv.Itoa(from.Port), "-U", "postgres",
 		"-D", to.Dir, "-R", "-X", "stream", "--checkpoint=fast", "--no-sync"); err != nil {
-		return fmt.Errorf("pgha: base backup of %s for %s: %w", from.Name, to.Name, err)
+		return fmt.Errorf("pghatest: base backup of %s for %s: %w", from.Name, to.Name, err)
 	}
 	return nil
 }

@@ -1,8 +1,8 @@
-// Package faultproxy is an in-process TCP proxy for tests: put it between a
+// Package proxytest is an in-process TCP proxy for tests: put it between a
 // client and its server, then blackhole, delay or reset the traffic to
 // inject network faults on loopback. It is internal because it is a test
 // tool, not part of baton's API; the backend tests, e2e and bench use it.
-package faultproxy
+package proxytest
 
 import (
 	"errors"

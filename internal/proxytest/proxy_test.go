@@ -1,4 +1,4 @@
-package faultproxy_test
+package proxytest_test
 
 import (
 	"bufio"
@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/internal/faultproxy"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
+	"github.com/batonhq/baton/internal/proxytest"
 )
 
 // echoServer answers each line with the same line.
@@ -22,7 +22,7 @@ func lineServer(t *testing.T, answer func(line string) string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	testenv.Serve(ln, func(c net.Conn) {
+	envtest.Serve(ln, func(c net.Conn) {
 		r := bufio.NewReader(c)
 		for {
 			line, err := r.ReadString('\n')
@@ -55,7 +55,7 @@ func roundTrip(c net.Conn, within time.Duration) error {
 }
 
 func TestProxy_BlackholeHealResetDelay(t *testing.T) {
-	p, err := faultproxy.New(echoServer(t))
+	p, err := proxytest.New(echoServer(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestProxy_HoldReplies(t *testing.T) {
 		got <- line
 		return line
 	})
-	p, err := faultproxy.New(addr)
+	p, err := proxytest.New(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestProxy_Retarget(t *testing.T) {
 		return lineServer(t, func(string) string { return name + "\n" })
 	}
 	a, b := named("a"), named("b")
-	p, err := faultproxy.New(a)
+	p, err := proxytest.New(a)
 	if err != nil {
 		t.Fatal(err)
 	}

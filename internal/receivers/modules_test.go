@@ -14,7 +14,7 @@ import (
 
 	"github.com/batonhq/baton/fence"
 	"github.com/batonhq/baton/fence/fencetest"
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 // The receiver modules, from this package's folder.
@@ -77,7 +77,7 @@ func TestPythonModule_Kit(t *testing.T) {
 func lookPath(t *testing.T, tool string) string {
 	p, err := exec.LookPath(tool)
 	if err != nil {
-		testenv.Unavailable(t, "%s not installed", tool)
+		envtest.Unavailable(t, "%s not installed", tool)
 	}
 	return p
 }

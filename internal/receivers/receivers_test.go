@@ -17,8 +17,8 @@ import (
 
 	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/internal/envtest"
 	"github.com/batonhq/baton/internal/httpjob"
-	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -48,7 +48,7 @@ func snippet(t *testing.T, name string) string {
 }
 
 // output collects a process's output.
-type output struct{ testenv.Buffer }
+type output struct{ envtest.Buffer }
 
 // count returns how many lines of the output start with prefix.
 func (o *output) count(prefix string) int {
@@ -75,7 +75,7 @@ func (o *output) waitFor(prefix string, d time.Duration) bool {
 // and returns its URL once it accepts connections.
 func start(t *testing.T, dir string, argv ...string) (string, *output) {
 	t.Helper()
-	ports, err := testenv.FreePorts(1)
+	ports, err := envtest.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func exercise(t *testing.T, url string, out *output) {
 func TestExpress(t *testing.T) {
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			testenv.Unavailable(t, "%s not installed (Debian: apt-get install nodejs npm)", tool)
+			envtest.Unavailable(t, "%s not installed (Debian: apt-get install nodejs npm)", tool)
 		}
 	}
 	dir := t.TempDir()
@@ -226,7 +226,7 @@ func TestExpress(t *testing.T) {
 	npm := exec.CommandContext(ctx, "npm", "install", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error", "express@5")
 	npm.Dir = dir
 	if b, err := npm.CombinedOutput(); err != nil {
-		testenv.Unavailable(t, "npm install express: %v\n%s", err, b)
+		envtest.Unavailable(t, "npm install express: %v\n%s", err, b)
 	}
 	url, out := start(t, dir, "node", "app.js")
 	exercise(t, url, out)
@@ -246,7 +246,7 @@ func TestFlask(t *testing.T) {
 		tried = append(tried, fmt.Sprintf("%s: %v: %s", p, err, bytes.TrimSpace(b)))
 	}
 	if python == "" {
-		testenv.Unavailable(t, "no python3 imports flask (Debian: apt-get install python3-flask): %s", strings.Join(tried, "; "))
+		envtest.Unavailable(t, "no python3 imports flask (Debian: apt-get install python3-flask): %s", strings.Join(tried, "; "))
 	}
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "app.py"), []byte(snippet(t, "flask")), 0o644); err != nil {

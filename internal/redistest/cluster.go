@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 // ClusterTimeout bounds StartCluster's wait for cluster_state:ok.
@@ -37,7 +37,7 @@ func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
-		testenv.Unavailable(t, "redis-cli not in PATH: %v", err)
+		envtest.Unavailable(t, "redis-cli not in PATH: %v", err)
 	}
 	c := &Cluster{}
 	for range 3 {

@@ -3,7 +3,7 @@
 // never uses a shared instance (such as one on 6379).
 //
 // The binary is found in PATH; when it is missing, Start skips the test
-// through internal/testenv (a failure under BATON_TEST_REQUIRE=1).
+// through internal/envtest (a failure under BATON_TEST_REQUIRE=1).
 package redistest
 
 import (
@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/internal/envtest"
 )
 
 // ReadyTimeout bounds how long Start waits for the server to answer PING.
@@ -64,11 +64,11 @@ type Server struct {
 func (s *Server) Addr() string { return s.addr }
 
 // Binary returns the path of redis-server, or an error wrapping
-// testenv.ErrUnavailable.
+// envtest.ErrUnavailable.
 func Binary() (string, error) {
 	p, err := exec.LookPath("redis-server")
 	if err != nil {
-		return "", fmt.Errorf("%w: redis-server not in PATH: %w", testenv.ErrUnavailable, err)
+		return "", fmt.Errorf("%w: redis-server not in PATH: %w", envtest.ErrUnavailable, err)
 	}
 	return p, nil
 }
@@ -96,11 +96,11 @@ func Start(t testing.TB) *Server {
 // StartWith is Start with opts.
 func StartWith(t testing.TB, opts Options) *Server {
 	t.Helper()
-	return testenv.Start(t, "redistest", func(dir string) (*Server, error) { return StartServer(dir, opts) })
+	return envtest.Start(t, "redistest", func(dir string) (*Server, error) { return StartServer(dir, opts) })
 }
 
 // StartServer starts a server working in dir; the caller must call Stop.
-// A missing binary gives an error wrapping testenv.ErrUnavailable.
+// A missing binary gives an error wrapping envtest.ErrUnavailable.
 func StartServer(dir string, opts Options) (*Server, error) {
 	bin, err := Binary()
 	if err != nil {
@@ -197,7 +197,7 @@ func (s *Server) kill() {
 	if s.cmd == nil {
 		return
 	}
-	testenv.Terminate(s.cmd.Process, s.done, 5*time.Second)
+	envtest.Terminate(s.cmd.Process, s.done, 5*time.Second)
 	s.cmd = nil
 }
 

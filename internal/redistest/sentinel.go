@@ -12,7 +12,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/batonhq/baton/internal/faultproxy"
+	"github.com/batonhq/baton/internal/proxytest"
 )
 
 // Sentinels is a primary, one replica and three Sentinels on loopback,
@@ -26,7 +26,7 @@ type Sentinels struct {
 	Master    string // the name the Sentinels monitor
 	Primary   *Server
 	Replica   *Server
-	Proxy     *faultproxy.Proxy // in front of Primary
+	Proxy     *proxytest.Proxy // in front of Primary
 	Sentinels []*Server
 }
 
@@ -52,7 +52,7 @@ func StartSentinels(t testing.TB, master string) *Sentinels {
 	s := &Sentinels{Master: master}
 	fast := []string{"--repl-diskless-sync-delay", "0"} // a sync starts at once
 	s.Primary = StartWith(t, Options{Args: fast})
-	p, err := faultproxy.New(s.Primary.Addr())
+	p, err := proxytest.New(s.Primary.Addr())
 	if err != nil {
 		t.Fatalf("redistest: proxy: %v", err)
 	}

@@ -13,15 +13,15 @@ import (
 
 	"github.com/batonhq/baton/backends/sql/postgres"
 	"github.com/batonhq/baton/election"
-	"github.com/batonhq/baton/internal/pgha"
+	"github.com/batonhq/baton/internal/pghatest"
 	"github.com/batonhq/baton/ledger"
 )
 
 // openDB opens a pool on the pair's database on s. connect_timeout makes
 // a dead server fail statements instead of hanging them.
-func openDB(t *testing.T, s *pgha.Server) *dbsql.DB {
+func openDB(t *testing.T, s *pghatest.Server) *dbsql.DB {
 	t.Helper()
-	db, err := dbsql.Open("pgx", s.DSN(pgha.DefaultDatabase)+"&connect_timeout=5")
+	db, err := dbsql.Open("pgx", s.DSN(pghatest.DefaultDatabase)+"&connect_timeout=5")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func openDB(t *testing.T, s *pgha.Server) *dbsql.DB {
 	return db
 }
 
-// must fails t on a pgha error.
+// must fails t on a pghatest error.
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
@@ -47,7 +47,7 @@ var (
 
 // leader opens a backend on s, creates the schema if needed and takes the
 // lease.
-func leader(t *testing.T, s *pgha.Server, id string) (*ledgerLease, error) {
+func leader(t *testing.T, s *pghatest.Server, id string) (*ledgerLease, error) {
 	t.Helper()
 	be, err := postgres.New(postgres.Config{DB: openDB(t, s), Table: "baton_lease", Election: "billing",
 		Timing: election.Timing{TTL: 10 * time.Second}, QueryTimeout: 3 * time.Second,
@@ -98,13 +98,13 @@ func lastClaimed(t *testing.T, l *ledgerLease) time.Time {
 	return last[0]
 }
 
-// claimedOnPrimary starts a primary and its standby (pgha.StartT with
+// claimedOnPrimary starts a primary and its standby (pghatest.StartT with
 // opts), leads on the primary as node-a and claims tick1 there. It
 // returns a context for the test's steps (2 minutes from the start of
 // the pair), the pair, its standby and the leader.
-func claimedOnPrimary(t *testing.T, opts pgha.Options) (context.Context, *pgha.Pair, *pgha.Server, *ledgerLease) {
+func claimedOnPrimary(t *testing.T, opts pghatest.Options) (context.Context, *pghatest.Pair, *pghatest.Server, *ledgerLease) {
 	t.Helper()
-	pair := pgha.StartT(t, opts)
+	pair := pghatest.StartT(t, opts)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	t.Cleanup(cancel)
 	primary, standby := pair.Primary(), pair.Standby()
@@ -130,13 +130,13 @@ func TestReplication_AsyncFailoverLosesClaims(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two PostgreSQL servers")
 	}
-	ctx, pair, standby, old := claimedOnPrimary(t, pgha.Options{})
+	ctx, pair, standby, old := claimedOnPrimary(t, pghatest.Options{})
 	must(t, pair.CaughtUp(ctx))
 
 	// Replication stalls (here: the standby is stopped; a lagging network
 	// does the same), the leader claims the next tick, and the primary
 	// crashes before the standby has it.
-	must(t, standby.Stop(ctx, pgha.Fast))
+	must(t, standby.Stop(ctx, pghatest.Fast))
 	if err := old.claim(tick2, 10*time.Second); err != nil {
 		t.Fatalf("claim of tick 2 with the standby away: %v (asynchronous commits do not wait)", err)
 	}
@@ -177,9 +177,9 @@ func TestReplication_SyncFailoverKeepsClaims(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two PostgreSQL servers")
 	}
-	ctx, pair, standby, old := claimedOnPrimary(t, pgha.Options{Sync: true})
+	ctx, pair, standby, old := claimedOnPrimary(t, pghatest.Options{Sync: true})
 
-	must(t, standby.Stop(ctx, pgha.Fast))
+	must(t, standby.Stop(ctx, pghatest.Fast))
 	start := time.Now()
 	err := old.claim(tick2, 3*time.Second)
 	if err == nil {
