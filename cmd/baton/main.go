@@ -18,6 +18,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/batonhq/baton/internal/cli"
 	"github.com/batonhq/baton/internal/execjob"
@@ -25,9 +28,15 @@ import (
 
 // Every child process of baton is started by internal/execjob, so it may
 // be a subreaper where runs get no cgroup (execjob.AllowSubreaper).
+// main runs the command under a context that SIGINT and SIGTERM end (a
+// second signal: run's own watch, WatchSecondSignal), then exits with
+// its status.
 func main() {
 	execjob.AllowSubreaper()
-	cli.Main(run)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(cli.ExitCode(err, os.Stderr))
 }
 
 // baton is the program's shared part: no built-in jobs, --config is

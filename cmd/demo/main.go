@@ -15,11 +15,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/batonhq/baton/internal/cli"
 )
 
-func main() { cli.Main(run) }
+// main runs the command under a context that SIGINT and SIGTERM end (a
+// second signal: run's own watch, WatchSecondSignal), then exits with
+// its status.
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(cli.ExitCode(err, os.Stderr))
+}
 
 const usage = `usage:
   demo cluster [--nodes 3] [--config FILE] [--http-base-port N] [--log-format text|json]

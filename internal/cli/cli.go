@@ -166,26 +166,24 @@ type ExitError struct {
 
 func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d: %s", e.Code, e.Msg) }
 
-// Main runs a command's run function under a context that SIGINT and
-// SIGTERM end, and exits: 0 on success or -h, 2 after a second signal
-// (run has said why), an ExitError's code, else 1 with the error on
-// stderr.
-func Main(run func(ctx context.Context, args []string, stdout, stderr io.Writer) error) {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
+// ExitCode is the exit status of a command whose run function returned
+// err, and writes what stderr should say: 0 on success or -h, 2 after a
+// second signal (run has said why), an ExitError's code (with its
+// message), else 1 with the error. A command's main calls it, then
+// os.Exit.
+func ExitCode(err error, stderr io.Writer) int {
 	var ex *ExitError
 	switch {
 	case err == nil || errors.Is(err, flag.ErrHelp):
-		os.Exit(0)
+		return 0
 	case errors.As(err, &ex):
 		if ex.Msg != "" {
-			fmt.Fprintln(os.Stderr, ex.Msg)
+			fmt.Fprintln(stderr, ex.Msg)
 		}
-		os.Exit(ex.Code)
+		return ex.Code
 	case errors.Is(err, ErrExitNow):
-		os.Exit(2)
+		return 2
 	}
-	fmt.Fprintln(os.Stderr, err)
-	os.Exit(1)
+	fmt.Fprintln(stderr, err)
+	return 1
 }
