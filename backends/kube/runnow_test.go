@@ -53,6 +53,17 @@ func (s *onFirst) List(ctx context.Context, prefix string) ([]control.Entry, err
 	return s.Store.List(ctx, prefix)
 }
 
+// Put: with atFence, the first write of the term is where the hook
+// runs, whichever comes first: the term's record (Host.Lead writes its
+// start with the term's token, which raises the fence as Fence does) or
+// the run-now loop's Fence.
+func (s *onFirst) Put(ctx context.Context, p control.Put) (int64, error) {
+	if s.atFence {
+		s.once.Do(s.hook)
+	}
+	return s.Store.Put(ctx, p)
+}
+
 func (s *onFirst) Fence(ctx context.Context, token uint64) error {
 	if s.atFence {
 		s.once.Do(s.hook)
