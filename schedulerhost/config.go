@@ -92,6 +92,13 @@ type Job struct {
 	// It must be shorter than the shortest gap between the schedule's
 	// ticks. See the package doc, Jitter.
 	Jitter time.Duration
+	// Deadline, if positive, is how long after a due tick a run that
+	// ended ok must stand for it: Host.Absence reports the job overdue
+	// once the latest tick at least Deadline old has no such run (see
+	// absence.go). Every instance reads it, followers too, so that an
+	// alert fires when the leader is gone. Zero means none; it must not
+	// be negative.
+	Deadline time.Duration
 }
 
 // Config configures a Host. Zero values mean the documented defaults.
@@ -294,6 +301,9 @@ func (c Config) Validate() error {
 		}
 		if j.MaxCatchUp < 0 {
 			add("%s: MaxCatchUp %d: must not be negative", where, j.MaxCatchUp)
+		}
+		if j.Deadline < 0 {
+			add("%s: Deadline %v: must not be negative", where, j.Deadline)
 		}
 		validateRetries(where, j, add)
 		validateJitter(where, j, add)

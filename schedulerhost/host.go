@@ -20,9 +20,10 @@ import (
 //
 // Create it with New.
 type Host struct {
-	cfg   Config
-	log   *slog.Logger
-	clock clock
+	cfg     Config
+	log     *slog.Logger
+	clock   clock
+	started time.Time // wall clock at New: Absence counts the ticks after it
 
 	running   atomic.Int64                                         // runs whose function has not returned, across terms
 	finishes  *batchQueue[ledger.Run]                              // history entries on their way to the ledger (batch.go); nil without a Ledger
@@ -73,6 +74,7 @@ func New(cfg Config) (*Host, error) {
 	}
 	cfg = cfg.withDefaults()
 	h := &Host{cfg: cfg, log: cfg.Logger, clock: newRealClock()}
+	h.started = h.wallNow()
 	if l := cfg.Ledger; l != nil {
 		h.finishes = newBatchQueue(l.MaxBatch(), finishesInflight, func(rs []ledger.Run) []error {
 			ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
