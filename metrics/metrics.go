@@ -40,7 +40,8 @@ type Metrics struct {
 	manual        *prometheus.CounterVec
 	paused        prometheus.Gauge
 
-	claims claimMetrics // claims.go
+	claims  claimMetrics    // claims.go
+	absence *absenceMetrics // absence.go
 }
 
 var (
@@ -95,8 +96,10 @@ func New(reg prometheus.Registerer, electionName string) (*Metrics, error) {
 			Help: "Jobs paused, as this instance last read them while leading."}),
 	}
 	m.claims = newClaimMetrics(cl)
-	for _, c := range []prometheus.Collector{m.leader, m.token, m.elected, m.termsEnded, m.acquireErrors, m.runs, m.retries,
-		m.duration, m.lateness, m.misfires, m.skipped, m.running, m.drain, m.abandoned, m.skips, m.manual, m.paused, m.claims.refused} {
+	m.absence = newAbsenceMetrics(cl)
+	for _, c := range append([]prometheus.Collector{m.leader, m.token, m.elected, m.termsEnded, m.acquireErrors, m.runs, m.retries,
+		m.duration, m.lateness, m.misfires, m.skipped, m.running, m.drain, m.abandoned, m.skips, m.manual, m.paused, m.claims.refused},
+		m.absence.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: register: %w", err)
 		}
