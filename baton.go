@@ -132,6 +132,12 @@ type Advanced struct {
 	// (Reloader), from Run's start until its shutdown begins: the baton
 	// command gives SIGHUP. Empty means none; they need a Reloader.
 	ReloadSignals []os.Signal
+	// AbsencePollInterval is how often Run's absence poll (absence.go)
+	// reads, on every instance, the history of each job with a Deadline
+	// and who leads, for the metrics baton_job_overdue and
+	// baton_election_leaderless_seconds. Zero means
+	// DefaultAbsencePollInterval.
+	AbsencePollInterval time.Duration
 }
 
 // check returns one error per bad setting of a, each naming the field and
@@ -141,7 +147,8 @@ func (a Advanced) check() []error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"KillGrace", a.KillGrace}, {"RetryPeriod", a.RetryPeriod}, {"ReleaseTimeout", a.ReleaseTimeout}, {"StepDownCooldown", a.StepDownCooldown}} {
+	}{{"KillGrace", a.KillGrace}, {"RetryPeriod", a.RetryPeriod}, {"ReleaseTimeout", a.ReleaseTimeout}, {"StepDownCooldown", a.StepDownCooldown},
+		{"AbsencePollInterval", a.AbsencePollInterval}} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("baton: Config.Advanced.%s %v: must not be negative", d.name, d.v))
 		}
@@ -216,7 +223,8 @@ func New(cfg Config) (*Baton, error) {
 		return nil, err
 	}
 	b := &Baton{elector: el, host: host, api: api,
-		run: runner{publish: hcfg.Control != nil, watchApp: adv.App != nil, reloadSignals: adv.ReloadSignals, log: cfg.Logger}}
+		run: runner{publish: hcfg.Control != nil, watchApp: adv.App != nil, reloadSignals: adv.ReloadSignals, log: cfg.Logger,
+			absence: newAbsencePoll(cfg, host, el, m)}}
 	if hcfg.Control != nil {
 		b.jobs = control.NewJobs(hcfg.Control)
 	}
