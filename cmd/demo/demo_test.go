@@ -605,7 +605,7 @@ func TestBadJobsFile(t *testing.T) {
 		name, sub, yaml, want string
 	}{
 		{"unknown field", "node", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n    retry: 3\n",
-			`:7: jobs[0].retry: unknown field (want one of name, schedule, builtin, duration, command, http, timeout, overlap, misfire, misfire_grace, max_catch_up, retries, retry_backoff, retry_backoff_max, jitter)`},
+			`:7: jobs[0].retry: unknown field (want one of name, schedule, builtin, duration, command, http, timeout, overlap, misfire, misfire_grace, max_catch_up, retries, retry_backoff, retry_backoff_max, jitter, deadline)`},
 		{"bad cron spec", "node", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n  - name: b\n    schedule: '*/5 * * *'\n    command: date\n",
 			`:8: jobs[1].schedule: "*/5 * * *": expected 5 to 6 fields, found 4: [*/5 * * *]`},
 		{"missing command", "node", head + "  - name: a\n    schedule: '@every 1s'\n    timeout: 5s\n",

@@ -74,6 +74,7 @@ func hostJobs(f *jobsfile.File, electionName, instance string, grace time.Durati
 			RetryBackoff:    j.RetryBackoff,
 			RetryBackoffMax: j.RetryBackoffMax,
 			Jitter:          j.Jitter,
+			Deadline:        j.Deadline,
 		}
 		switch {
 		case j.Command != "":

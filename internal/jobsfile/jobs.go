@@ -14,7 +14,7 @@ import (
 )
 
 var jobFields = []string{"name", "schedule", "builtin", "duration", "command", "http", "timeout", "overlap", "misfire", "misfire_grace", "max_catch_up",
-	"retries", "retry_backoff", "retry_backoff_max", "jitter"}
+	"retries", "retry_backoff", "retry_backoff_max", "jitter", "deadline"}
 
 // oneOf reads the string at n (path names it in errors) as one of
 // allowed, which want lists for the error. An empty string is no error
@@ -157,6 +157,9 @@ func (d *decoder) job(n *yaml.Node, path string) (Job, bool) {
 	}
 	if f, ok := fields["jitter"]; ok {
 		j.Jitter = d.duration(f.val, path+".jitter") // shorter than the schedule's period: checked by the Host (Locate)
+	}
+	if f, ok := fields["deadline"]; ok {
+		j.Deadline = d.duration(f.val, path+".deadline")
 	}
 	return j, true
 }

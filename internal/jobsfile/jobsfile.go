@@ -100,6 +100,9 @@ type Job struct {
 	RetryBackoff    time.Duration // schedulerhost.Job.RetryBackoff
 	RetryBackoffMax time.Duration // schedulerhost.Job.RetryBackoffMax
 	Jitter          time.Duration // schedulerhost.Job.Jitter
+	// Deadline is schedulerhost.Job.Deadline. Left out of the JSON (and
+	// so of JobsHash) when zero: a file without it hashes as before.
+	Deadline time.Duration `json:",omitempty"`
 
 	// Line is the line of the job's entry in the list.
 	Line int

@@ -69,6 +69,30 @@ func TestParse_Good(t *testing.T) {
 	}
 }
 
+// TestParse_Deadline: deadline is read as a duration; a file without it
+// hashes as it did before the key existed.
+func TestParse_Deadline(t *testing.T) {
+	const file = "jobs:\n  - name: a\n    schedule: '@every 1m'\n    builtin: log\n"
+	f, err := jobsfile.Parse("jobs.yaml", []byte(file+"    deadline: 5m\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Jobs[0].Deadline; got != 5*time.Minute {
+		t.Errorf("deadline = %v, want 5m", got)
+	}
+	g, err := jobsfile.Parse("jobs.yaml", []byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Jobs[0].Deadline != 0 || f.JobsHash() == g.JobsHash() {
+		t.Errorf("without deadline: %v, hashes %s and %s: want 0 and different hashes", g.Jobs[0].Deadline, f.JobsHash(), g.JobsHash())
+	}
+	// A job without deadline hashes as before the key existed.
+	if got, want := g.JobsHash(), "6ea9f095fec5285b01b3cc97bddd2ef751b318df43581756898103db17b9bb19"; got != want {
+		t.Errorf("hash without deadline = %s, want %s (the hash before deadline existed)", got, want)
+	}
+}
+
 func TestParse_Bad(t *testing.T) {
 	const head = "election:\n  ttl: 2s\njobs:\n"
 	for _, tc := range []struct {
@@ -80,7 +104,7 @@ func TestParse_Bad(t *testing.T) {
 		{"unknown election field", "election:\n  ttl: 2s\n  tll: 3s\njobs:\n  - {name: a, schedule: '@every 1s', builtin: log}\n",
 			`jobs.yaml:3: election.tll: unknown field (want one of name, ttl, renew_interval, safety_margin, retry_period, release_timeout, shutdown_timeout, kill_grace, poll_interval)`},
 		{"unknown job field", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n    retry: 3\n",
-			`jobs.yaml:7: jobs[0].retry: unknown field (want one of name, schedule, builtin, duration, command, http, timeout, overlap, misfire, misfire_grace, max_catch_up, retries, retry_backoff, retry_backoff_max, jitter)`},
+			`jobs.yaml:7: jobs[0].retry: unknown field (want one of name, schedule, builtin, duration, command, http, timeout, overlap, misfire, misfire_grace, max_catch_up, retries, retry_backoff, retry_backoff_max, jitter, deadline)`},
 		{"negative retries", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n    retries: -1\n",
 			`jobs.yaml:7: jobs[0].retries: "-1": must not be negative`},
 		{"too many retries", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n    retries: 1000\n",
@@ -89,6 +113,10 @@ func TestParse_Bad(t *testing.T) {
 			`jobs.yaml:7: jobs[0].retries: "twice": want a whole number`},
 		{"backoff above its cap", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n    retry_backoff: 1m\n    retry_backoff_max: 10s\n",
 			`jobs.yaml:8: jobs[0].retry_backoff_max: "10s": less than retry_backoff (1m0s)`},
+		{"negative deadline", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n    deadline: -2m\n",
+			`jobs.yaml:7: jobs[0].deadline: "-2m": must not be negative`},
+		{"deadline not a duration", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n    deadline: soon\n",
+			`jobs.yaml:7: jobs[0].deadline: "soon": not a duration (want e.g. "5s", "1m30s")`},
 		{"negative jitter", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n    jitter: -1s\n",
 			`jobs.yaml:7: jobs[0].jitter: "-1s": must not be negative`},
 		{"bad cron spec", head + "  - name: a\n    schedule: '@every 1s'\n    builtin: log\n  - name: b\n    schedule: '61 * * * *'\n    builtin: log\n",
