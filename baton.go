@@ -271,9 +271,9 @@ func checked(cfg Config) (Config, error) {
 // until ctx ends and the instance has stopped: the runs drained (within
 // ShutdownTimeout), the lease released. It owns every part of the run
 // (run.go): the Elector with the Host's Lead as its lead function, and
-// beside it the registry publisher (with a control store), the
-// application check (Advanced.App) and the reload at
-// Advanced.ReloadSignals, each on a goroutine of its own; when the first
+// beside it the registry publisher (with a control store), the absence
+// poll (absence.go), the application check (Advanced.App) and the reload
+// at Advanced.ReloadSignals, each on a goroutine of its own; when the first
 // returns it stops them all and waits for all. From the moment ctx ends,
 // Ready says "shutting down". It returns the first error a part returned
 // (the Elector's, say), nil after a clean stop. Call it once: a second
