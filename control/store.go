@@ -129,8 +129,10 @@ func trunc(s string) string {
 	return s
 }
 
-// escape makes a job name or an id into one key segment: path-escaped,
+// Segment makes a job name or an id into one key segment: path-escaped,
 // so that it holds no '/' and only printable ASCII.
+func Segment(s string) string { return escape(s) }
+
 func escape(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {

@@ -1,0 +1,80 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/batonhq/baton/control"
+)
+
+// Prefix is where Accounts live in the control store: Prefix followed by
+// the job's name as one key segment (control.Segment).
+const Prefix = "audit/"
+
+// Key is the control store key of job's Account.
+func Key(job string) string { return Prefix + control.Segment(job) }
+
+// Stored is an Account as read, with the entry's version (0: absent).
+type Stored struct {
+	Account
+	Version int64
+}
+
+// Load reads job's Account: one List round trip. An absent Account is
+// an empty one at version 0.
+func Load(ctx context.Context, s control.Store, job string) (Stored, error) {
+	key := Key(job)
+	es, err := s.List(ctx, key)
+	if err != nil {
+		return Stored{}, fmt.Errorf("audit: read the account of %q: %w", job, err)
+	}
+	for _, e := range es {
+		if e.Key == key {
+			a, err := Decode(e.Value)
+			if err != nil {
+				return Stored{}, fmt.Errorf("audit: account of %q: %w", job, err)
+			}
+			a.Job = job
+			return Stored{a, e.Version}, nil
+		}
+	}
+	return Stored{Account: Account{Job: job}}, nil
+}
+
+// LoadAll reads every job's Account in one List round trip, by job. An
+// entry that does not decode is an error naming its key; the others are
+// still returned.
+func LoadAll(ctx context.Context, s control.Store) (map[string]Stored, error) {
+	es, err := s.List(ctx, Prefix)
+	if err != nil {
+		return nil, fmt.Errorf("audit: read the accounts: %w", err)
+	}
+	out := make(map[string]Stored, len(es))
+	var errs []error
+	for _, e := range es {
+		a, err := Decode(e.Value)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("audit: %s: %w", e.Key, err))
+			continue
+		}
+		out[a.Job] = Stored{a, e.Version}
+	}
+	return out, errors.Join(errs...)
+}
+
+// Save writes st.Account (fitted within MaxBytes) if the entry is still at
+// st.Version and the term with token still holds, and returns the new
+// version. Its errors are the Store's: ErrVersionMismatch, a stale term,
+// or an outcome unknown.
+func Save(ctx context.Context, s control.Store, st Stored, token uint64) (int64, error) {
+	b, err := st.Fit()
+	if err != nil {
+		return 0, err
+	}
+	v, err := s.Put(ctx, control.Put{Key: Key(st.Job), Value: b, IfVersion: st.Version, Token: token})
+	if err != nil {
+		return 0, fmt.Errorf("audit: write the account of %q: %w", st.Job, err)
+	}
+	return v, nil
+}

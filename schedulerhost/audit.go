@@ -1,0 +1,112 @@
+package schedulerhost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/batonhq/baton/audit"
+	"github.com/batonhq/baton/control"
+)
+
+// ErrNoAccounting: the Host has no Control store, where the accounting
+// lives.
+var ErrNoAccounting = errors.New("schedulerhost: no tick accounting without a control store")
+
+// AccountWriteInterval is how often a leader writes the Accounts its runs
+// changed (one fenced write per changed job); it also writes them at the
+// end of its term. A reader treats a tick nothing records as pending for
+// AuditLag.
+const (
+	AccountWriteInterval = 5 * time.Second
+	AuditLag             = 3*AccountWriteInterval + ledgerTimeout
+)
+
+// Audit reports the due ticks of each job of the set (or of job alone,
+// if not empty) after from through to: one read of the Accounts, one of
+// the terms, and one of each job's ledger history (AbsenceHistory
+// entries). It works on every instance, leading or not. A job whose
+// Account holds no schedule yet is read with its schedule now, due from
+// when this Host took it on.
+func (h *Host) Audit(ctx context.Context, job string, from, to time.Time) ([]audit.Report, error) {
+	if h.cfg.Control == nil {
+		return nil, ErrNoAccounting
+	}
+	var jobs []*jobState
+	for _, j := range h.jobSet() {
+		if job == "" || j.Name == job {
+			jobs = append(jobs, j)
+		}
+	}
+	if job != "" && len(jobs) == 0 {
+		return nil, fmt.Errorf("schedulerhost: audit: no job %q", job)
+	}
+	var accts map[string]audit.Stored
+	var err error
+	if job != "" {
+		var st audit.Stored
+		st, err = audit.Load(ctx, h.cfg.Control, job)
+		accts = map[string]audit.Stored{job: st}
+	} else {
+		accts, err = audit.LoadAll(ctx, h.cfg.Control)
+	}
+	if err != nil {
+		return nil, err
+	}
+	terms, err := control.NewJobs(h.cfg.Control).Terms(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("schedulerhost: audit: read the terms: %w", err)
+	}
+	out := make([]audit.Report, 0, len(jobs))
+	for _, j := range jobs {
+		a := accts[j.Name].Account
+		a.Job = j.Name
+		if len(a.Specs) == 0 {
+			a.Specs = []audit.Spec{h.specOf(j)}
+		}
+		runs, err := h.recentRuns(ctx, j)
+		if err != nil {
+			return nil, fmt.Errorf("schedulerhost: audit: history of %s: %w", j.Name, err)
+		}
+		rep, err := audit.Compute(audit.Input{Account: a, History: runs, Terms: terms, From: from, To: to,
+			Lag: AuditLag, Schedules: h.schedules()})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rep)
+	}
+	return out, nil
+}
+
+// specOf is j's schedule as an Account records it, in force from when
+// this Host took it on.
+func (h *Host) specOf(j *jobState) audit.Spec {
+	return audit.Spec{At: laterOf(h.started, j.since), Schedule: j.Schedule, Zone: h.cfg.Location.String()}
+}
+
+// schedules parses an Account's specs as the loop does: ParseSchedule,
+// read in the zone recorded with it.
+func (h *Host) schedules() audit.Schedules {
+	var mu sync.Mutex
+	zones := map[string]*time.Location{}
+	return func(s audit.Spec) (audit.Next, error) {
+		sched, err := ParseSchedule(s.Schedule)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		loc, ok := zones[s.Zone]
+		mu.Unlock()
+		if !ok {
+			if loc, err = time.LoadLocation(s.Zone); err != nil {
+				return nil, fmt.Errorf("zone %q: %w", s.Zone, err)
+			}
+			mu.Lock()
+			zones[s.Zone] = loc
+			mu.Unlock()
+		}
+		return func(t time.Time) time.Time { return sched.Next(t.In(loc)) }, nil
+	}
+}
