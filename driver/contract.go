@@ -75,4 +75,14 @@ type (
 		// Control returns the election's control store.
 		Control() control.Store
 	}
+	// Accounter is a backend that keeps the tick accounts (package
+	// audit) in a store of their own rather than in its control store:
+	// one whose control store is a single object of bounded size, which
+	// the accounts would crowd out of room for pauses and requests.
+	// baton.New finds it by this interface; without one, the accounts
+	// live in the control store.
+	Accounter interface {
+		// AccountStore returns the store of the election's tick accounts.
+		AccountStore() control.Store
+	}
 )

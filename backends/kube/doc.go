@@ -94,6 +94,7 @@
 //
 // A candidate needs get, create, update and watch on the Lease and get,
 // create and update on the ConfigMaps Name-terms, Name-control,
+// Name-audit (the tick accounts),
 // Name-ledger-00 to -15 and Name-history-00 to -63 in Namespace (baton
 // lock: the Lease and Name-terms only). Check reads the Lease and
 // Name-terms, so a missing permission there fails at start.

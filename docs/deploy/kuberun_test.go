@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/backends/kube"
+	"github.com/batonhq/baton/audit"
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/httpapi"
@@ -122,6 +123,11 @@ func TestKubeRun(t *testing.T) {
 	jc := control.NewJobs(b.Control())
 	if err := jc.Pause(ctx, control.Pause{Job: "invoice-run", By: "test", At: time.Now()}); err != nil {
 		t.Fatalf("pause as the ServiceAccount: %v", err)
+	}
+	acct := audit.Stored{Account: audit.Account{Job: "invoice-run"}}
+	acct.Add(audit.Range{Class: audit.Ran, Reason: audit.ReasonOK, First: base, Last: base, Count: 1}, func(t time.Time) time.Time { return t.Add(time.Second) })
+	if _, err := audit.Save(ctx, b.AccountStore(), acct, l.Token()); err != nil {
+		t.Fatalf("writing a tick account as the ServiceAccount: %v", err)
 	}
 	// A ConfigMap the Role does not name.
 	other, err := kube.New(kube.Config{Client: c, Name: "another-election"})
