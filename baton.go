@@ -192,6 +192,12 @@ func New(cfg Config) (*Baton, error) {
 	if c, ok := cfg.Backend.(driver.Controller); ok && hcfg.Control == nil {
 		hcfg.Control = c.Control()
 	}
+	if a, ok := cfg.Backend.(driver.Accounter); ok && adv.Control == nil {
+		hcfg.Accounts = a.AccountStore()
+	}
+	if r, ok := cfg.Backend.(driver.LeaderReader); ok {
+		hcfg.Leader = r.Leader
+	}
 	ecfg := election.Config{
 		Backend: cfg.Backend, Identity: election.Identity{ID: cfg.Instance}, Election: cfg.Election,
 		RetryPeriod: adv.RetryPeriod, ReleaseTimeout: adv.ReleaseTimeout, Logger: cfg.Logger, Observer: m,

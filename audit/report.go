@@ -18,6 +18,10 @@ type Input struct {
 	// Terms, if known, say when somebody led: a tick nothing records is
 	// missed for no-leader when no term was live at it.
 	Terms []control.Term
+	// Refusals are leaders' reports of claims the backend refused
+	// (lease notes): a tick nothing records, of a refused streak, is
+	// refused.
+	Refusals []Refusal
 	// From and To: the window, ticks after From through To.
 	From, To time.Time
 	// Lag: a tick due within Lag before To that nothing records yet is
@@ -178,6 +182,10 @@ func (w *walker) loose(t time.Time) Range {
 	}
 	if w.in.To.Sub(t) < w.in.Lag {
 		r.Class, r.Reason = Pending, ReasonNotWritten
+		return r
+	}
+	if f, ok := refusedAt(w.in.Refusals, t); ok {
+		r.Class, r.Reason, r.Token, r.Instance, r.Error = Refused, ReasonDenied, f.Token, f.Instance, f.Error
 		return r
 	}
 	r.Class, r.Reason = Missed, ReasonUnaccounted

@@ -44,6 +44,9 @@ type (
 	// Loser is a lease that can be ended locally at once: see
 	// election.Loser.
 	Loser = election.Loser
+	// Noter is a lease that carries a note from its holder to every
+	// reader of the election: see election.Noter.
+	Noter = election.Noter
 )
 
 // The optional capabilities of a Backend, found by type assertion.

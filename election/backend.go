@@ -76,6 +76,16 @@ type (
 		// end do nothing.
 		Lose(reason error)
 	}
+	// Noter is a lease that carries a short note from its holder to
+	// every reader of the election (LeaderInfo.Note), on the one record
+	// the holder can always write while it holds: its lease. A leader
+	// whose other writes the backend refuses says so there. SetNote
+	// calls it.
+	Noter interface {
+		// SetNote sets the note the lease shows from its next renewal
+		// on; "" removes it. It does not block.
+		SetNote(note string)
+	}
 )
 
 // LeaderReader is the optional capability of a Backend that can tell who
@@ -102,4 +112,7 @@ type LeaderInfo struct {
 	Identity Identity  `json:"identity"`
 	Token    uint64    `json:"token"`
 	Since    time.Time `json:"since,omitzero"`
+	// Note is the leader's note (Noter), "" if none or the backend
+	// keeps none.
+	Note string `json:"note,omitempty"`
 }

@@ -86,6 +86,16 @@ func LeaseDone(ctx context.Context) <-chan struct{} {
 	return nil
 }
 
+// SetNote sets the note of the lease of the term ctx derives from
+// (Noter), and reports whether that lease keeps one.
+func SetNote(ctx context.Context, note string) bool {
+	if n, ok := ctx.Value(leaseKey{}).(Noter); ok {
+		n.SetNote(note)
+		return true
+	}
+	return false
+}
+
 // LocalDeadline returns the local safe deadline of the term ctx derives
 // from, as its lease knows it now (Deadliner), and false when ctx carries
 // no lease or the lease cannot tell. A renewal moves it later. A read on

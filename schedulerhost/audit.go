@@ -31,7 +31,8 @@ const (
 // Account holds no schedule yet is read with its schedule now, due from
 // when this Host took it on.
 func (h *Host) Audit(ctx context.Context, job string, from, to time.Time) ([]audit.Report, error) {
-	if h.cfg.Control == nil {
+	store := h.accountStore()
+	if store == nil {
 		return nil, ErrNoAccounting
 	}
 	var jobs []*jobState
@@ -47,10 +48,10 @@ func (h *Host) Audit(ctx context.Context, job string, from, to time.Time) ([]aud
 	var err error
 	if job != "" {
 		var st audit.Stored
-		st, err = audit.Load(ctx, h.cfg.Control, job)
+		st, err = audit.Load(ctx, store, job)
 		accts = map[string]audit.Stored{job: st}
 	} else {
-		accts, err = audit.LoadAll(ctx, h.cfg.Control)
+		accts, err = audit.LoadAll(ctx, store)
 	}
 	if err != nil {
 		return nil, err
@@ -59,6 +60,7 @@ func (h *Host) Audit(ctx context.Context, job string, from, to time.Time) ([]aud
 	if err != nil {
 		return nil, fmt.Errorf("schedulerhost: audit: read the terms: %w", err)
 	}
+	refusals := h.refusals(ctx)
 	out := make([]audit.Report, 0, len(jobs))
 	for _, j := range jobs {
 		a := accts[j.Name].Account
@@ -70,7 +72,7 @@ func (h *Host) Audit(ctx context.Context, job string, from, to time.Time) ([]aud
 		if err != nil {
 			return nil, fmt.Errorf("schedulerhost: audit: history of %s: %w", j.Name, err)
 		}
-		rep, err := audit.Compute(audit.Input{Account: a, History: runs, Terms: terms, From: from, To: to,
+		rep, err := audit.Compute(audit.Input{Account: a, History: runs, Terms: terms, Refusals: refusals, From: from, To: to,
 			Lag: AuditLag, Schedules: h.schedules()})
 		if err != nil {
 			return nil, err
@@ -78,6 +80,31 @@ func (h *Host) Audit(ctx context.Context, job string, from, to time.Time) ([]aud
 		out = append(out, rep)
 	}
 	return out, nil
+}
+
+// accountStore is where the accounts live: Accounts, or Control.
+func (h *Host) accountStore() control.Store {
+	if h.cfg.Accounts != nil {
+		return h.cfg.Accounts
+	}
+	return h.cfg.Control
+}
+
+// refusals reads the leader's report of refused claims from its lease's
+// note; none if there is no leader, no note, or the read fails (those
+// ticks then show as unaccounted).
+func (h *Host) refusals(ctx context.Context) []audit.Refusal {
+	if h.cfg.Leader == nil {
+		return nil
+	}
+	info, err := h.cfg.Leader(ctx)
+	if err != nil {
+		return nil
+	}
+	if r, ok := audit.ParseNote(info.Note); ok {
+		return []audit.Refusal{r}
+	}
+	return nil
 }
 
 // specOf is j's schedule as an Account records it, in force from when

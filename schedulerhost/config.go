@@ -11,6 +11,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/batonhq/baton/control"
+	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/ledger"
 )
 
@@ -128,6 +129,13 @@ type Config struct {
 	// Take it from a backend of the same election (for example etcd's
 	// (*Backend).Control).
 	Control control.Store
+	// Accounts, if not nil, is where the tick accounts live (package
+	// audit; a backend's driver.Accounter); nil means Control.
+	Accounts control.Store
+	// Leader, if not nil, reads who leads now (an election.LeaderReader's
+	// Leader): Audit reads the leader's note there, which tells of claims
+	// the backend refuses (audit.Refusal).
+	Leader func(ctx context.Context) (election.LeaderInfo, error)
 	// RunNowPoll is how often a leader with a Control store looks for
 	// run-now requests. Zero means 500 ms.
 	RunNowPoll time.Duration

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/batonhq/baton/audit"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/ledger"
 )
@@ -18,6 +19,10 @@ import (
 // refused" with the backend's error, the job's recent runs (Status) keep
 // an entry saying the same (the ledger cannot: the backend refuses its
 // writes), and a ClaimObserver counts it.
+//
+// The term's lease carries the streak (election.SetNote, an
+// audit.Refusal), since the backend refuses the ledger's writes: every
+// instance's Audit shows the ticks from its first as refused.
 //
 // A leader whose claims are all refused keeps its lease (it may still
 // renew it) while no job runs anywhere. An instance elsewhere, with other
@@ -75,8 +80,9 @@ type refusals struct {
 	mu      sync.Mutex
 	count   int
 	since   time.Time
-	calling bool // OnClaimsRefused's function is running
-	closed  bool // Lead waits for the term's background work: start no more
+	first   time.Time // the streak's first refused tick
+	calling bool      // OnClaimsRefused's function is running
+	closed  bool      // Lead waits for the term's background work: start no more
 	span    time.Duration
 }
 
@@ -105,8 +111,11 @@ func refusalSpan(base context.Context) time.Duration {
 // recorded ends the streak: a claim of the term was recorded.
 func (t *termRun) recorded() {
 	t.refused.mu.Lock()
+	defer t.refused.mu.Unlock()
+	if t.refused.count > 0 {
+		election.SetNote(t.base, "")
+	}
 	t.refused.count = 0
-	t.refused.mu.Unlock()
 }
 
 // refusedClaim accounts for a claim of tick of j that the backend refused
@@ -128,10 +137,14 @@ func (t *termRun) refusedClaim(j *jobState, tick time.Time, catchUp bool, err er
 	r := &t.refused
 	r.mu.Lock()
 	if r.count == 0 {
-		r.since = time.Now()
+		r.since, r.first = time.Now(), tick
 	}
 	r.count++
 	s := RefusedStreak{Token: t.token, Count: r.count, Since: r.since, Span: r.span, Err: err}
+	// The ledger and the control store refuse this term's writes: its
+	// lease, which it still renews, tells every instance (Audit).
+	election.SetNote(t.base, audit.Refusal{Token: t.token, Instance: h.cfg.Instance, Since: r.since, First: r.first,
+		Count: r.count, Error: err.Error()}.Note())
 	f := h.onRefused.Load()
 	call := f != nil && !r.calling && !r.closed && r.count >= minRefusals && time.Since(r.since) > r.span && t.live()
 	if call {

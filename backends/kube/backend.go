@@ -233,7 +233,7 @@ func (b *Backend) Leader(ctx context.Context) (election.LeaderInfo, error) {
 	info := election.LeaderInfo{Identity: election.Identity{ID: holder}, Since: o.timeField("acquireTime")}
 	var id election.Identity
 	if json.Unmarshal([]byte(o.annotation(annoIdentity)), &id) == nil && id.ID == holder {
-		info.Identity, info.Token = id, o.token()
+		info.Identity, info.Token, info.Note = id, o.token(), o.annotation(annoNote)
 	}
 	return info, nil
 }

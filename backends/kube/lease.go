@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/batonhq/baton/driver"
@@ -27,6 +28,8 @@ type lease struct {
 	last *object // the Lease as this term last wrote or read it
 
 	announcer // the Event of the term's start (events.go)
+
+	note atomic.Pointer[string] // SetNote's, written by the renewals
 
 	// What client-go candidates see: they compare the record with
 	// renewTime cut to whole seconds, so a renewal in the same second as
@@ -87,6 +90,9 @@ func (l *lease) renew(ctx context.Context) (time.Duration, error) {
 			l.triedSec, l.triedAt = now.Unix(), now
 		}
 		o.renew(now)
+		if n := l.note.Load(); n != nil {
+			o.setAnnotation(annoNote, *n)
+		}
 		out, err := l.b.c.update(ctx, leases, l.b.ns, o)
 		if err == nil {
 			l.store(out)
@@ -115,6 +121,16 @@ func (l *lease) renew(ctx context.Context) (time.Duration, error) {
 		}
 	}
 	return 0, errors.New("kube: renew: the Lease kept changing")
+}
+
+// SetNote sets the holder's note (election.Noter), cut to maxNote
+// bytes: the renewals write it in the annotation baton.dev/note ("":
+// removed), where Leader reads it.
+func (l *lease) SetNote(note string) {
+	if len(note) > maxNote {
+		note = note[:maxNote]
+	}
+	l.note.Store(&note)
 }
 
 // watch returns the reason the term is lost when the Lease is deleted or

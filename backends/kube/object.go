@@ -18,7 +18,13 @@ const (
 	annoToken = "baton.dev/token"
 	// annoIdentity is the JSON election.Identity of that term's holder.
 	annoIdentity = "baton.dev/identity"
+	// annoNote is the holder's note (election.Noter): what it could not
+	// write elsewhere, such as claims the backend refuses.
+	annoNote = "baton.dev/note"
 )
+
+// maxNote bounds a note on the Lease, in bytes.
+const maxNote = 1024
 
 // microTime is the format of a Lease's acquireTime and renewTime.
 const microTime = "2006-01-02T15:04:05.000000Z07:00"
@@ -119,6 +125,9 @@ func (o *object) take(id string, ttl time.Duration, token uint64, identity []byt
 	spec["renewTime"] = now.UTC().Format(microTime)
 	o.setAnnotation(annoToken, strconv.FormatUint(token, 10))
 	o.setAnnotation(annoIdentity, string(identity))
+	if m, _ := o.meta()["annotations"].(map[string]any); m != nil {
+		delete(m, annoNote) // the term before's
+	}
 }
 
 // renew moves renewTime to now.
