@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/backends/kube"
 	"github.com/batonhq/baton/audit"
+	"github.com/batonhq/baton/backends/kube"
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/httpapi"
