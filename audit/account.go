@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // MaxBytes bounds an Account, encoded: the most a job's accounting takes
@@ -41,7 +42,8 @@ type Range struct {
 	// span in which nobody did, as far as it is known (zero: unknown).
 	NobodyFrom  time.Time `json:"nobody_from,omitzero"`
 	NobodyUntil time.Time `json:"nobody_until,omitzero"`
-	// Error is the first tick's error, cut to MaxError bytes.
+	// Error is the first tick's error, cut to at most MaxError bytes
+	// on a character boundary.
 	Error string `json:"error,omitempty"`
 }
 
@@ -110,9 +112,7 @@ func (a *Account) Add(r Range, next Next) bool {
 	if r.Count <= 0 || r.Last.Before(r.First) {
 		return false
 	}
-	if len(r.Error) > MaxError {
-		r.Error = r.Error[:MaxError]
-	}
+	r.Error = cutError(r.Error)
 	if !r.First.After(a.FoldedThrough) && !a.FoldedThrough.IsZero() {
 		if r = clipFront(r, a.FoldedThrough, next); r.Count == 0 {
 			return false
@@ -145,6 +145,18 @@ func (a *Account) Add(r Range, next Next) bool {
 	copy(a.Ranges[i+1:], a.Ranges[i:])
 	a.Ranges[i] = r
 	return true
+}
+
+// cutError cuts e to at most MaxError bytes, on a character boundary.
+func cutError(e string) string {
+	if len(e) <= MaxError {
+		return e
+	}
+	n := MaxError
+	for n > 0 && !utf8.RuneStart(e[n]) {
+		n--
+	}
+	return e[:n]
 }
 
 func joins(p, r Range, next Next) bool {
