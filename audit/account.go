@@ -3,6 +3,7 @@ package audit
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 	"unicode/utf8"
 )
@@ -106,45 +107,74 @@ func (a *Account) SetSpec(s Spec) bool {
 // Add records r (Count ticks from First through Last, each next's
 // successor of the one before) and returns whether the Account changed.
 // Ticks already recorded, or folded, are not recorded again: a tick is
-// in one range only. r joins the range before it when it has the same
-// class, reason, term and By and follows its last tick on the schedule.
+// in one range only, and r's other ticks are recorded around them. A
+// range joins its neighbours when they have the same class, reason, term
+// and By and follow one another on the schedule, whatever order their
+// ticks came in.
 func (a *Account) Add(r Range, next Next) bool {
 	if r.Count <= 0 || r.Last.Before(r.First) {
 		return false
 	}
 	r.Error = cutError(r.Error)
 	if !r.First.After(a.FoldedThrough) && !a.FoldedThrough.IsZero() {
-		if r = clipFront(r, a.FoldedThrough, next); r.Count == 0 {
-			return false
+		r = clipFront(r, a.FoldedThrough, next)
+	}
+	changed := false
+	for r.Count > 0 {
+		i := len(a.Ranges) // insert before i: the first range starting after r.First
+		for i > 0 && a.Ranges[i-1].First.After(r.First) {
+			i--
 		}
-	}
-	i := len(a.Ranges) // insert before i: the first range starting after r.First
-	for i > 0 && a.Ranges[i-1].First.After(r.First) {
-		i--
-	}
-	if i > 0 && !r.First.After(a.Ranges[i-1].Last) {
-		if r = clipFront(r, a.Ranges[i-1].Last, next); r.Count == 0 {
-			return false
+		if i > 0 && !r.First.After(a.Ranges[i-1].Last) {
+			r = clipFront(r, a.Ranges[i-1].Last, next)
+			continue
 		}
-	}
-	if i < len(a.Ranges) && !r.Last.Before(a.Ranges[i].First) {
-		if r = clipBack(r, a.Ranges[i].First, next); r.Count == 0 {
-			return false
+		piece, rest := r, Range{}
+		if i < len(a.Ranges) && !r.Last.Before(a.Ranges[i].First) {
+			piece = clipBack(r, a.Ranges[i].First, next)
+			rest = clipFront(r, a.Ranges[i].Last, next)
 		}
+		if piece.Count > 0 {
+			a.insert(i, piece, next)
+			changed = true
+		}
+		r = rest
 	}
+	return changed
+}
+
+// insert puts r, which overlaps no range, before a.Ranges[i], joining
+// the ranges on either side that it continues.
+func (a *Account) insert(i int, r Range, next Next) {
 	if i > 0 && joins(a.Ranges[i-1], r, next) {
-		p := &a.Ranges[i-1]
-		p.Last, p.Count = r.Last, p.Count+r.Count
-		p.Attempts, p.Late = max(p.Attempts, r.Attempts), max(p.Late, r.Late)
-		if r.NobodyUntil.After(p.NobodyUntil) {
-			p.NobodyUntil = r.NobodyUntil
-		}
-		return true
+		i--
+		a.Ranges[i] = join(a.Ranges[i], r)
+	} else {
+		a.Ranges = slices.Insert(a.Ranges, i, r)
 	}
-	a.Ranges = append(a.Ranges, Range{})
-	copy(a.Ranges[i+1:], a.Ranges[i:])
-	a.Ranges[i] = r
-	return true
+	if i+1 < len(a.Ranges) && joins(a.Ranges[i], a.Ranges[i+1], next) {
+		a.Ranges[i] = join(a.Ranges[i], a.Ranges[i+1])
+		a.Ranges = slices.Delete(a.Ranges, i+1, i+2)
+	}
+}
+
+func joins(p, r Range, next Next) bool {
+	return p.Class == r.Class && p.Reason == r.Reason && p.Token == r.Token && p.Instance == r.Instance &&
+		p.By.Equal(r.By) && next(p.Last).Equal(r.First)
+}
+
+// join returns p followed by r: the most attempts and lateness of both,
+// the first error, and the nobody-led span through r's.
+func join(p, r Range) Range {
+	p.Last, p.Count = r.Last, p.Count+r.Count
+	p.Attempts, p.Late = max(p.Attempts, r.Attempts), max(p.Late, r.Late)
+	if p.NobodyFrom.IsZero() {
+		p.NobodyFrom = r.NobodyFrom
+	}
+	if r.NobodyUntil.After(p.NobodyUntil) {
+		p.NobodyUntil = r.NobodyUntil
+	}
+	return p
 }
 
 // cutError cuts e to at most MaxError bytes, on a character boundary.
@@ -157,11 +187,6 @@ func cutError(e string) string {
 		n--
 	}
 	return e[:n]
-}
-
-func joins(p, r Range, next Next) bool {
-	return p.Class == r.Class && p.Reason == r.Reason && p.Token == r.Token && p.Instance == r.Instance &&
-		p.By.Equal(r.By) && next(p.Last).Equal(r.First)
 }
 
 // clipFront drops r's ticks at or before t.
