@@ -206,6 +206,9 @@ func (w *walker) add(r Range, n int64) {
 	listed := w.listed
 	w.listed = !(r.Class == Ran && r.Reason == ReasonOK)
 	if !w.listed {
+		if r.Last.After(w.rep.LastOK) {
+			w.rep.LastOK = r.Last // a range cut by the window's end
+		}
 		return
 	}
 	if k := len(w.rep.NotOK); listed && k > 0 {
