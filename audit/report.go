@@ -64,7 +64,8 @@ type Report struct {
 	// LastOK is the newest tick that ran ok, in the window or before.
 	LastOK time.Time    `json:"last_ok,omitzero"`
 	Specs  []SpecChange `json:"specs,omitempty"`
-	// Manual lists the run-now runs of the window: they are no due tick.
+	// Manual lists the run-now runs of the History asked for in the
+	// window, oldest first: they are no due tick.
 	Manual []ledger.Run `json:"manual,omitempty"`
 }
 
@@ -92,6 +93,9 @@ func Compute(in Input) (Report, error) {
 	hist := map[int64]ledger.Run{}
 	for _, r := range in.History {
 		if r.RequestID != "" {
+			if r.Tick.After(in.From) && !r.Tick.After(in.To) {
+				rep.Manual = append(rep.Manual, r)
+			}
 			continue
 		}
 		hist[r.Tick.UnixNano()] = r
@@ -99,6 +103,7 @@ func Compute(in Input) (Report, error) {
 			rep.LastOK = r.Tick
 		}
 	}
+	slices.SortFunc(rep.Manual, func(x, y ledger.Run) int { return x.Tick.Compare(y.Tick) })
 	w := &walker{in: in, rep: &rep, hist: hist, counts: map[[2]string]int64{}}
 	if err := w.walk(); err != nil {
 		return Report{}, err
