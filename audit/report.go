@@ -154,14 +154,24 @@ func (w *walker) span(next Next, from, to time.Time) {
 		}
 		if w.ri < len(rs) && !t.Before(rs[w.ri].First) {
 			r := rs[w.ri]
-			if !r.First.Before(t) && !r.Last.After(to) && r.First.After(from) {
+			if !r.First.Before(t) && !r.Last.After(to) {
 				w.add(r, r.Count) // the whole range is in the window
 				t = r.Last
 				continue
 			}
+			// The window cuts r: count its ticks from t through the
+			// window's end or its own, and add them at once.
+			end := r.Last
+			if to.Before(end) {
+				end = to
+			}
 			c := r
 			c.First, c.Last, c.Count = t, t, 1
-			w.add(c, 1)
+			for n := next(t); !n.IsZero() && !n.After(end); n = next(n) {
+				c.Last, c.Count = n, c.Count+1
+			}
+			w.add(c, c.Count)
+			t = c.Last
 			continue
 		}
 		if !w.in.Account.FoldedThrough.IsZero() && !t.After(w.in.Account.FoldedThrough) {
