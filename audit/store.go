@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/batonhq/baton/control"
 )
@@ -65,9 +66,10 @@ func LoadAll(ctx context.Context, s control.Store) (map[string]Stored, error) {
 
 // Save writes st.Account (fitted within MaxBytes) if the entry is still at
 // st.Version and the term with token still holds, and returns the new
-// version. Its errors are the Store's: ErrVersionMismatch, a stale term,
-// or an outcome unknown.
+// version; the caller's st is left as it was. Its errors are the
+// Store's: ErrVersionMismatch, a stale term, or an outcome unknown.
 func Save(ctx context.Context, s control.Store, st Stored, token uint64) (int64, error) {
+	st.Folded = maps.Clone(st.Folded) // Fit folds into it: not into the caller's
 	b, err := st.Fit()
 	if err != nil {
 		return 0, err
