@@ -302,3 +302,25 @@ func TestSetSpec(t *testing.T) {
 		}
 	}
 }
+
+// Missed ticks of two spans in which nobody led stay apart; pieces of
+// one span join, and the span reaches the latest end known.
+func TestAddKeepsEachNobodyLedSpan(t *testing.T) {
+	next := every(10 * time.Second)
+	gap := func(k, from, until int) Range {
+		r := span(next, Missed, ReasonNoLeader, sec(k), sec(k))
+		r.NobodyFrom, r.NobodyUntil = sec(from), sec(until)
+		return r
+	}
+	var a Account
+	a.Add(gap(120, 115, 125), next)
+	a.Add(gap(130, 128, 145), next)
+	a.Add(gap(140, 128, 145), next)
+	if got, want := describe(&a), "missed/no-leader 120-120 (1) missed/no-leader 130-140 (2)"; got != want {
+		t.Fatalf("ranges %s, want %s", got, want)
+	}
+	a.Add(gap(150, 128, 155), next)
+	if r := a.Ranges[1]; r.Count != 3 || !r.NobodyFrom.Equal(sec(128)) || !r.NobodyUntil.Equal(sec(155)) {
+		t.Errorf("range %s-%s (%d) nobody led %s-%s, want 130-150 (3), 128-155", rel(r.First), rel(r.Last), r.Count, rel(r.NobodyFrom), rel(r.NobodyUntil))
+	}
+}

@@ -361,3 +361,26 @@ func TestComputeBadSpec(t *testing.T) {
 		t.Errorf("Compute with a bad spec: %v, want an error naming the job and the spec", err)
 	}
 }
+
+// Ticks missed in two spans in which nobody led, one after the other,
+// are listed apart, each with its span.
+func TestComputeNotOKKeepsEachNobodyLedSpan(t *testing.T) {
+	next := every(10 * time.Second)
+	a := every10s()
+	a.Add(span(next, Ran, ReasonOK, sec(10), sec(100)), next)
+	terms := []control.Term{
+		{Token: 3, Started: sec(145)},
+		{Token: 2, Started: sec(125), Ended: sec(128)}, // between ticks 120 and 130
+		{Token: 1, Started: t0.Add(-time.Hour), Ended: sec(115)},
+	}
+	rep := compute(t, Input{Account: a, Terms: terms, From: t0, To: sec(200)})
+	want := "missed/unaccounted 110-110 (1) missed/no-leader 120-120 (1) missed/no-leader 130-140 (2) missed/unaccounted 150-200 (6)"
+	if got := notOK(rep); got != want {
+		t.Fatalf("NotOK:\n got %s\nwant %s", got, want)
+	}
+	for _, w := range []struct{ i, from, until int }{{1, 115, 125}, {2, 128, 145}} {
+		if r := rep.NotOK[w.i]; !r.NobodyFrom.Equal(sec(w.from)) || !r.NobodyUntil.Equal(sec(w.until)) {
+			t.Errorf("NotOK[%d]: nobody led from %s until %s, want %d until %d", w.i, rel(r.NobodyFrom), rel(r.NobodyUntil), w.from, w.until)
+		}
+	}
+}
