@@ -20,8 +20,9 @@ const (
 )
 
 // Range is a run of consecutive due ticks of one job with the same
-// Class, Reason and term: every tick of the schedule from First through
-// Last (both included), Count of them.
+// Class, Reason and term (and, for ticks missed while nobody led, the
+// same such span): every tick of the schedule from First through Last
+// (both included), Count of them.
 type Range struct {
 	Class  Class     `json:"class"`
 	Reason Reason    `json:"reason"`
@@ -108,9 +109,9 @@ func (a *Account) SetSpec(s Spec) bool {
 // successor of the one before) and returns whether the Account changed.
 // Ticks already recorded, or folded, are not recorded again: a tick is
 // in one range only, and r's other ticks are recorded around them. A
-// range joins its neighbours when they have the same class, reason, term
-// and By and follow one another on the schedule, whatever order their
-// ticks came in.
+// range joins its neighbours when they have the same class, reason, term,
+// By and NobodyFrom and follow one another on the schedule, whatever
+// order their ticks came in.
 func (a *Account) Add(r Range, next Next) bool {
 	if r.Count <= 0 || r.Last.Before(r.First) {
 		return false
@@ -159,8 +160,15 @@ func (a *Account) insert(i int, r Range, next Next) {
 }
 
 func joins(p, r Range, next Next) bool {
+	return sameRun(p, r) && next(p.Last).Equal(r.First)
+}
+
+// sameRun says whether p and r may be one range: of one class and
+// reason, term, catch-up run and span in which nobody led (by its
+// start).
+func sameRun(p, r Range) bool {
 	return p.Class == r.Class && p.Reason == r.Reason && p.Token == r.Token && p.Instance == r.Instance &&
-		p.By.Equal(r.By) && next(p.Last).Equal(r.First)
+		p.By.Equal(r.By) && p.NobodyFrom.Equal(r.NobodyFrom)
 }
 
 // join returns p followed by r: the most attempts and lateness of both,
@@ -168,9 +176,6 @@ func joins(p, r Range, next Next) bool {
 func join(p, r Range) Range {
 	p.Last, p.Count = r.Last, p.Count+r.Count
 	p.Attempts, p.Late = max(p.Attempts, r.Attempts), max(p.Late, r.Late)
-	if p.NobodyFrom.IsZero() {
-		p.NobodyFrom = r.NobodyFrom
-	}
 	if r.NobodyUntil.After(p.NobodyUntil) {
 		p.NobodyUntil = r.NobodyUntil
 	}

@@ -228,10 +228,8 @@ func (w *walker) add(r Range, n int64) {
 	}
 	if k := len(w.rep.NotOK); listed && k > 0 {
 		p := &w.rep.NotOK[k-1]
-		if p.Class == r.Class && p.Reason == r.Reason && p.Token == r.Token && p.Instance == r.Instance &&
-			p.By.Equal(r.By) && (r.Error == "" || p.Error == r.Error) {
-			p.Last, p.Count = r.Last, p.Count+r.Count
-			p.Attempts, p.Late = max(p.Attempts, r.Attempts), max(p.Late, r.Late)
+		if sameRun(*p, r) && (r.Error == "" || p.Error == r.Error) {
+			*p = join(*p, r)
 			return
 		}
 	}
