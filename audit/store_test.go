@@ -113,7 +113,7 @@ func TestLoadAll(t *testing.T) {
 func TestSaveFitsAndLeavesTheCallersAccount(t *testing.T) {
 	ctx := t.Context()
 	s := memory.New(election.Timing{}).Control()
-	a, _ := flapping(200, MaxError)
+	a, _ := flapping(50, MaxError)
 	a.Folded = map[Class]int64{Missed: 5}
 	st := Stored{Account: a}
 	n := len(st.Ranges)

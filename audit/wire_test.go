@@ -48,7 +48,7 @@ func TestFitBound(t *testing.T) {
 		a10, _ := flapping(5, c.errLen)
 		a20, _ := flapping(10, c.errLen)
 		per := (encodedLen(t, a20) - encodedLen(t, a10)) / 10
-		a, _ := flapping(200, c.errLen)
+		a, _ := flapping(50, c.errLen)
 		b, err := a.Fit()
 		if err != nil {
 			t.Fatal(err)
@@ -62,7 +62,7 @@ func TestFitBound(t *testing.T) {
 }
 
 func TestFitFoldsTheOldest(t *testing.T) {
-	a, next := flapping(200, MaxError)
+	a, next := flapping(50, MaxError)
 	var total int64
 	newest := a.Ranges[len(a.Ranges)-1]
 	for _, r := range a.Ranges {
