@@ -125,7 +125,12 @@ package schedulerhost
 // has its own) is not retried: the run's result is timeout. Neither is
 // one cancelled by a loss or a drain. The wait ends at once when the term
 // is lost or stopping (the end of Lead's context): no attempt follows,
-// and the run ends with the last attempt's failure. Each failed attempt
+// and the run ends with the last attempt's failure, its Error followed by
+// "(not retried: term over: " and why (audit.ErrTextRetryCut). No later
+// term runs the attempts left: a tick passes to a new term only by a
+// fenced claim, and this one was claimed; the accounting reports it lost
+// (retry-cut, or not-delivered when the failed attempt never reached its
+// application), not ran. Each failed attempt
 // is logged (Warn, with its number and error); the Observer hears of one
 // run (RunStarted, RunFinished with the last attempt's result) and, if it
 // is a RetryObserver, of each retry. While it waits, the run counts as in

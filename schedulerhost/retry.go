@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/batonhq/baton/audit"
 	"github.com/batonhq/baton/ledger"
 )
 
@@ -18,7 +19,8 @@ import (
 // attempt's Result and Error and the number of attempts. Before each
 // attempt the term is checked (Term.Check), as before the first. The
 // backoff ends at once when the term ends (loss) or starts stopping
-// (shutdown): then no attempt follows. A timed-out attempt is not
+// (shutdown): then no attempt follows, here or on the next leader, and
+// the run's error says so (retryCut). A timed-out attempt is not
 // retried, nor one whose error wraps ErrFinal. While it waits, the run
 // is still in flight: it counts for the job's overlap policy and the
 // drain, not in Host.Running.
@@ -128,15 +130,13 @@ func retryStep(next runFunc) runFunc {
 				err = t.check()
 			}
 			if err != nil {
-				h.log.Warn("retry not started: term over", "job", j.Name, "tick", r.tick.Time, "token", t.token, "attempt", attempt+1, "err", err)
-				r.err = fmt.Errorf("%w (not retried: %v)", r.err, err)
+				r.retryCut(attempt+1, err)
 				return
 			}
 			why := r.pausedNow()
 			// The read is a round trip: the term may have ended meanwhile.
 			if err := t.check(); err != nil {
-				h.log.Warn("retry not started: term over", "job", j.Name, "tick", r.tick.Time, "token", t.token, "attempt", attempt+1, "err", err)
-				r.err = fmt.Errorf("%w (not retried: %v)", r.err, err)
+				r.retryCut(attempt+1, err)
 				return
 			}
 			if why != "" {
@@ -150,6 +150,17 @@ func retryStep(next runFunc) runFunc {
 			}
 		}
 	}
+}
+
+// retryCut records that r's attempt (from 1) was not started because
+// its term is over (err says how): r's error then contains
+// audit.ErrTextRetryCut, by which the accounting calls the tick lost
+// (retry-cut, or not-delivered if the failed attempt never reached its
+// application), not a tick that ran and failed.
+func (r *tickRun) retryCut(attempt int, err error) {
+	t := r.t
+	t.h.log.Warn("retry not started: term over", "job", r.job.Name, "tick", r.tick.Time, "token", t.token, "attempt", attempt, "err", err)
+	r.err = fmt.Errorf("%w %s: %v)", r.err, audit.ErrTextRetryCut, err)
 }
 
 var errStopping = errors.New("term stopping")
