@@ -5,6 +5,14 @@
 // job's retries apply to a transport error and to the statuses of
 // Request.RetryStatuses; any other status is final (not retried).
 //
+// A request that never reached the service, because no connection could
+// be made (refused, no route, no such host) and nothing was written on
+// any, fails with an error that starts "not delivered: "
+// (audit.ErrTextNotDelivered). If the term ends before the retry, the
+// tick is accounted lost, not-delivered; a request that was written and
+// then lost its connection (reset, EOF: the service may have done the
+// work) is lost, retry-cut. Neither is run again by the next leader.
+//
 // The request is bound to the run's context: a run cancelled because the
 // term ended aborts it, and a graceful stop, which leaves runs to finish
 // within the shutdown timeout, waits for it.
@@ -18,13 +26,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 
+	"github.com/batonhq/baton/audit"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -241,7 +254,12 @@ func (j *Job) Run(ctx context.Context) error {
 		ctx, cancel = context.WithTimeoutCause(ctx, DefaultTimeout, schedulerhost.ErrJobTimeout)
 		defer cancel()
 	}
-	req, err := http.NewRequestWithContext(ctx, j.method, j.url, strings.NewReader(j.body))
+	// The transport may send a request again on a new connection when a
+	// kept-alive one failed; then the error is the last connection's, and
+	// an earlier one may have carried the request.
+	var wrote atomic.Bool
+	tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteHeaders: func() { wrote.Store(true) }})
+	req, err := http.NewRequestWithContext(tctx, j.method, j.url, strings.NewReader(j.body))
 	if err != nil {
 		return err
 	}
@@ -269,6 +287,9 @@ func (j *Job) Run(ctx context.Context) error {
 		if c := context.Cause(ctx); c != nil {
 			return fmt.Errorf("%s %s: aborted: %w", j.method, j.url, c)
 		}
+		if !wrote.Load() && dialFailed(err) {
+			return fmt.Errorf("%s%s %s: %w", audit.ErrTextNotDelivered, j.method, j.url, err)
+		}
 		return fmt.Errorf("%s %s: %w", j.method, j.url, err)
 	}
 	defer resp.Body.Close()
@@ -279,6 +300,14 @@ func (j *Job) Run(ctx context.Context) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	return &StatusError{Status: resp.StatusCode, Body: strings.TrimSpace(string(bytes.ToValidUTF8(b, []byte("?")))),
 		Final: !j.retry.has(resp.StatusCode)}
+}
+
+// dialFailed reports whether err is a failure to connect (refused, no
+// route, no such host): with no request written on any connection, the
+// application never saw it.
+func dialFailed(err error) bool {
+	var op *net.OpError
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &op) && op.Op == "dial"
 }
 
 // SetHeaders sets the Baton-* headers of the run in ctx on h.
