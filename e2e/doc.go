@@ -29,7 +29,10 @@
 // done once the faults end. TestSidecar's app has an endpoint that
 // ignores its client's disconnect and fences its side effect with the
 // token (the shipped Python receiver, receivers/python/baton_fence.py),
-// and the suite kills the app beside the leading sidecar. TestFence
+// and the suite kills the app beside the leading sidecar.
+// TestSidecarRetryCut kills it while a job with retries has a tick to run
+// (before the request, and with it in flight): the tick is not run again,
+// and its ledger entry is lost, not-delivered or retry-cut. TestFence
 // pauses a leader mid-write (fence_test.go): its job's write is held,
 // node and job are SIGSTOPped past the TTL, a new leader writes, and the
 // held write resumes late; the PostgreSQL table it writes through
