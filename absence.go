@@ -17,7 +17,8 @@ import (
 // switch fires even when the leader is dead. Every AbsencePollInterval
 // it reads who leads (the Elector's Leader: a leader knows it leads, a
 // follower asks the backend's LeaderReader) and the Host's Absence (the
-// pauses, then the history of each job with a Deadline), and sets the
+// pauses and the tick Accounts, then the history of each job with a
+// Deadline), and sets the
 // metrics: baton_election_leaderless_seconds, the time since the first
 // poll that saw nobody lead (0 while someone leads; absent for a backend
 // without a LeaderReader), and baton_job_deadline_seconds,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/batonhq/baton/audit"
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/ledger"
 )
@@ -27,13 +28,20 @@ import (
 // Deadline old. A job paused in the control store is not overdue. A
 // run-now run is no tick: it does not count.
 //
-// Reading the ledger needs no term: a follower, even one that never led,
-// reads what the leader recorded.
+// The runs that ended ok are read from two places: the job's newest
+// AbsenceHistory ledger entries, and, with a Control store, the job's
+// tick Account (package audit), whose newest tick in a range of class ran
+// and reason ok counts as well. So a job whose ok run is older than the
+// ledger entries read (more than AbsenceHistory ticks failed since, or a
+// Deadline longer than that many ticks) still finds it.
+//
+// Reading the ledger and the Accounts needs no term: a follower, even one
+// that never led, reads what the leader recorded.
 
 // AbsenceHistory is how many of a job's newest ledger entries Absence
 // reads, in one ledger call per job (ledger.DefaultHistory, what a
-// backend keeps unless told otherwise). An ok run older than those does
-// not count.
+// backend keeps unless told otherwise). An ok run older than those counts
+// only if the job's Account holds it.
 const AbsenceHistory = ledger.DefaultHistory
 
 // JobAbsence is what Absence reports of one job with a Deadline.
@@ -43,8 +51,10 @@ type JobAbsence struct {
 	// Due is T, the latest due tick at least Deadline old that counts
 	// (see above); zero if there is none yet.
 	Due time.Time
-	// LastOKTick and LastOKEnded are the tick and the end of the newest
-	// run that ended ok among the entries read; zero if none did.
+	// LastOKTick is the newest tick of a run that ended ok, among the
+	// ledger entries read and the job's Account; zero if none did.
+	// LastOKEnded is the end of that run, if a ledger entry read holds
+	// it (an Account records no end); else zero.
 	LastOKTick, LastOKEnded time.Time
 	// Paused: the job is paused in the control store (never overdue).
 	Paused bool
@@ -57,13 +67,17 @@ type JobAbsence struct {
 }
 
 // Absence reports, at now, each job of the set that has a Deadline, in
-// the set's order: a read of the pauses (with a Control store), then one
-// read of AbsenceHistory entries per job from the Ledger (without one,
-// this instance's own recent runs). It works on every instance, leading
-// or not. It blocks on those reads, each bounded by ctx. The error joins
-// the jobs' read errors (each also in its JobAbsence.Err); if the pauses
-// cannot be read it returns nil and that error, having read nothing more.
-// It is called by baton's runner, every Advanced.AbsencePollInterval.
+// the set's order: a read of the pauses and one of the Accounts (with a
+// Control store: one List of each prefix), then one read of
+// AbsenceHistory entries per job from the Ledger (without one, this
+// instance's own recent runs). It works on every instance, leading or
+// not. It blocks on those reads, each bounded by ctx. The error joins the
+// jobs' read errors (each also in its JobAbsence.Err); if the pauses or
+// the Accounts cannot be read it returns nil and that error, having read
+// nothing more. An Account that does not decode is the read error of its
+// job (with the Accounts' error, of each job whose Account is not among
+// those decoded). It is called by baton's runner, every
+// Advanced.AbsencePollInterval.
 func (h *Host) Absence(ctx context.Context, now time.Time) ([]JobAbsence, error) {
 	var jobs []*jobState
 	for _, j := range h.jobSet() {
@@ -75,18 +89,30 @@ func (h *Host) Absence(ctx context.Context, now time.Time) ([]JobAbsence, error)
 		return nil, nil
 	}
 	var paused map[string]control.Pause
+	var accts map[string]audit.Stored
+	var acctErr error
 	if h.cfg.Control != nil {
 		ps, err := control.NewJobs(h.cfg.Control).Pauses(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("schedulerhost: absence: read the pauses: %w", err)
 		}
 		paused = ps
+		if accts, acctErr = audit.LoadAll(ctx, h.cfg.Control); accts == nil && acctErr != nil {
+			return nil, fmt.Errorf("schedulerhost: absence: %w", acctErr)
+		}
 	}
 	out := make([]JobAbsence, 0, len(jobs))
 	var errs []error
 	for _, j := range jobs {
 		a := JobAbsence{Job: j.Name, Deadline: j.Deadline}
 		a.Due = latestTick(j.sched, h.cfg.Location, laterOf(h.started, j.since), now.Add(-j.Deadline))
+		st, ok := accts[j.Name]
+		if !ok && acctErr != nil {
+			a.Err = fmt.Errorf("schedulerhost: absence: account of %s: %w", j.Name, acctErr)
+			errs = append(errs, a.Err)
+			out = append(out, a)
+			continue
+		}
 		runs, err := h.recentRuns(ctx, j)
 		if err != nil {
 			a.Err = fmt.Errorf("schedulerhost: absence: history of %s: %w", j.Name, err)
@@ -100,11 +126,27 @@ func (h *Host) Absence(ctx context.Context, now time.Time) ([]JobAbsence, error)
 				break
 			}
 		}
+		if t := lastOKRange(st.Account, now); t.After(a.LastOKTick) {
+			a.LastOKTick, a.LastOKEnded = t, time.Time{}
+		}
 		_, a.Paused = paused[j.Name]
 		a.Overdue = !a.Due.IsZero() && !a.Paused && (a.LastOKTick.IsZero() || a.LastOKTick.Before(a.Due))
 		out = append(out, a)
 	}
 	return out, errors.Join(errs...)
+}
+
+// lastOKRange returns the newest tick of a's ranges of class ran and
+// reason ok that is not after now (as audit.Report's LastOK), zero if
+// none.
+func lastOKRange(a audit.Account, now time.Time) time.Time {
+	var last time.Time
+	for _, r := range a.Ranges {
+		if r.Class == audit.Ran && r.Reason == audit.ReasonOK && r.Last.After(last) && !r.Last.After(now) {
+			last = r.Last
+		}
+	}
+	return last
 }
 
 // recentRuns returns j's AbsenceHistory newest entries, newest tick

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/batonhq/baton/audit"
 	"github.com/batonhq/baton/backends/memory"
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
@@ -250,4 +251,45 @@ func TestAbsence_NegativeDeadline(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Errorf("New = %v, want %s", err, want)
 	}
+}
+
+// TestAbsence_OKTickOlderThanTheHistoryRead: a job whose ok run is older
+// than the AbsenceHistory entries read (more ticks failed since than
+// that) is not overdue when its Account holds the ok run's tick: the
+// Account's newest ran-ok tick counts as the ledger's does.
+func TestAbsence_OKTickOlderThanTheHistoryRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := memory.New(election.Timing{TTL: 5 * time.Second})
+		t0 := time.Now()
+		okUntil := t0.Add(10 * time.Second) // the ticks before +10s end ok, the later ones fail
+		job := schedulerhost.Job{Name: "sync", Schedule: "@every 1s", Deadline: 30 * time.Second, Run: func(ctx context.Context) error {
+			if tk, _ := schedulerhost.TickFromContext(ctx); tk.Time.Before(okUntil) {
+				return nil
+			}
+			return errors.New("broken")
+		}}
+		f := follower(t, m, job)
+		n := startNode(t, m, "leader", schedulerhost.Config{Jobs: []schedulerhost.Job{job}})
+		time.Sleep(36500 * time.Millisecond)
+		synctest.Wait()
+		n.stop(t)
+		now := time.Now() // T = +6s; ticks +10s to +36s, 27 of them, failed
+		a := absenceOf(t, f, "sync", now)
+		if !a.Due.Equal(t0.Add(6*time.Second)) || !a.Overdue || !a.LastOKTick.IsZero() {
+			t.Fatalf("no Account: %+v, want T = +6s, overdue, no ok tick among the %d entries read", a, schedulerhost.AbsenceHistory)
+		}
+		acct := audit.Stored{Account: audit.Account{Job: "sync",
+			Specs:  []audit.Spec{{At: t0, Schedule: job.Schedule, Zone: "UTC"}},
+			Ranges: []audit.Range{{Class: audit.Ran, Reason: audit.ReasonOK, First: t0.Add(time.Second), Last: t0.Add(9 * time.Second), Count: 9}}}}
+		if _, err := audit.Save(t.Context(), m.Control(), acct, 0); err != nil {
+			t.Fatal(err)
+		}
+		a = absenceOf(t, f, "sync", now)
+		if a.Overdue || !a.LastOKTick.Equal(t0.Add(9*time.Second)) || !a.LastOKEnded.IsZero() || a.Err != nil {
+			t.Errorf("the Account holds ran ok through +9s: %+v, want not overdue, last ok tick +9s, its end unknown", a)
+		}
+		if a := absenceOf(t, f, "sync", t0.Add(8*time.Second)); !a.LastOKTick.IsZero() {
+			t.Errorf("at +8s: last ok tick %v, want none: the Account's +9s is later", a.LastOKTick)
+		}
+	})
 }
