@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/httpapi"
 	"github.com/batonhq/baton/metrics"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -24,7 +25,8 @@ import (
 // without a LeaderReader), and baton_job_deadline_seconds,
 // baton_job_last_success_timestamp_seconds and baton_job_overdue. A read
 // that fails is counted in baton_absence_poll_errors_total, and the
-// gauges it would have set keep their last values.
+// gauges it would have set keep their last values; the round's errors go
+// to GET /status (httpapi.API.SetPollError), not to /readyz.
 
 // DefaultAbsencePollInterval is Advanced.AbsencePollInterval when zero.
 const DefaultAbsencePollInterval = 10 * time.Second
@@ -37,7 +39,8 @@ type absencePoll struct {
 	m            *metrics.Metrics
 	log          *slog.Logger
 	every        time.Duration
-	leaderReader bool // the backend can say who leads
+	leaderReader bool                          // the backend can say who leads
+	setErr       func(err error, at time.Time) // the round's failure, nil if none, for GET /status
 
 	noLeaderSince time.Time // the first poll of the current leaderless spell; zero while someone leads
 }
@@ -46,7 +49,7 @@ type absencePoll struct {
 // if it would have nothing to read: no job has a Deadline and the
 // backend cannot say who leads (a reload that adds a Deadline then takes
 // effect at the next start).
-func newAbsencePoll(cfg Config, host *schedulerhost.Host, el *election.Elector, m *metrics.Metrics) *absencePoll {
+func newAbsencePoll(cfg Config, host *schedulerhost.Host, el *election.Elector, m *metrics.Metrics, api *httpapi.API) *absencePoll {
 	_, lr := cfg.Backend.(election.LeaderReader)
 	if !lr && !slices.ContainsFunc(cfg.Jobs, func(j Job) bool { return j.Deadline > 0 }) {
 		return nil
@@ -55,15 +58,20 @@ func newAbsencePoll(cfg Config, host *schedulerhost.Host, el *election.Elector, 
 	if every == 0 {
 		every = DefaultAbsencePollInterval
 	}
-	return &absencePoll{host: host, elector: el, m: m, log: cfg.Logger, every: every, leaderReader: lr}
+	return &absencePoll{host: host, elector: el, m: m, log: cfg.Logger, every: every, leaderReader: lr,
+		setErr: func(err error, at time.Time) { api.SetPollError(httpapi.AbsencePoll, err, at) }}
 }
 
 // run polls at once, then every p.every, until ctx ends. It blocks.
-func (p *absencePoll) run(ctx context.Context) {
-	tk := time.NewTicker(p.every)
+func (p *absencePoll) run(ctx context.Context) { pollEvery(ctx, p.every, p.poll) }
+
+// pollEvery calls poll at once, then every every, until ctx ends. It
+// blocks.
+func pollEvery(ctx context.Context, every time.Duration, poll func(context.Context)) {
+	tk := time.NewTicker(every)
 	defer tk.Stop()
 	for {
-		p.poll(ctx)
+		poll(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -98,7 +106,11 @@ func (p *absencePoll) poll(parent context.Context) {
 			}
 		}
 	}
-	if len(failed) == 0 || parent.Err() != nil { // a read cut short by the shutdown is no failure
+	if parent.Err() != nil { // a read cut short by the shutdown is no failure
+		return
+	}
+	p.setErr(errors.Join(failed...), now)
+	if len(failed) == 0 {
 		return
 	}
 	p.m.AbsencePollFailed(len(failed))

@@ -17,6 +17,7 @@ import (
 
 // pair is a leader and a standby (it never campaigns) on one memory
 // store, each running until its cancel; the leader leads when it returns.
+// Each opt may change an instance's Advanced ("a" leads, "b" stands by).
 type pair struct {
 	leader, standby         *baton.Baton
 	leaderReg, standbyReg   *prometheus.Registry
@@ -24,15 +25,18 @@ type pair struct {
 	leaderDone, standbyDone chan error
 }
 
-func startPair(t *testing.T, job baton.Job) *pair {
+func startPair(t *testing.T, job baton.Job, opts ...func(name string, adv *baton.Advanced)) *pair {
 	t.Helper()
 	mem := memory.New(election.Timing{TTL: 5 * time.Second})
 	p := &pair{leaderReg: prometheus.NewRegistry(), standbyReg: prometheus.NewRegistry(),
 		leaderDone: make(chan error, 1), standbyDone: make(chan error, 1)}
 	start := func(name string, reg *prometheus.Registry, standby bool, done chan error) (*baton.Baton, context.CancelFunc) {
+		adv := baton.Advanced{Ledger: mem.Ledger(), Control: mem.Control(), Standby: standby, AbsencePollInterval: time.Second}
+		for _, o := range opts {
+			o(name, &adv)
+		}
 		b, err := baton.New(baton.Config{Backend: mem.Candidate(), Election: "e", Instance: name, Registry: reg,
-			Logger: slog.New(slog.DiscardHandler), Jobs: []baton.Job{job}, ShutdownTimeout: time.Second,
-			Advanced: baton.Advanced{Ledger: mem.Ledger(), Control: mem.Control(), Standby: standby, AbsencePollInterval: time.Second}})
+			Logger: slog.New(slog.DiscardHandler), Jobs: []baton.Job{job}, ShutdownTimeout: time.Second, Advanced: adv})
 		if err != nil {
 			t.Fatal(err)
 		}

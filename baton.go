@@ -138,6 +138,11 @@ type Advanced struct {
 	// baton_election_leaderless_seconds. Zero means
 	// DefaultAbsencePollInterval.
 	AbsencePollInterval time.Duration
+	// AuditPollInterval is how often Run's audit poll (auditpoll.go)
+	// reads, on every instance with a control store, the tick accounting
+	// of the last 24 h, for the metric baton_ticks. Zero means
+	// DefaultAuditPollInterval; a negative one turns the poll off.
+	AuditPollInterval time.Duration
 }
 
 // check returns one error per bad setting of a, each naming the field and
@@ -230,7 +235,7 @@ func New(cfg Config) (*Baton, error) {
 	}
 	b := &Baton{elector: el, host: host, api: api,
 		run: runner{publish: hcfg.Control != nil, watchApp: adv.App != nil, reloadSignals: adv.ReloadSignals, log: cfg.Logger,
-			absence: newAbsencePoll(cfg, host, el, m)}}
+			absence: newAbsencePoll(cfg, host, el, m, api), audit: newAuditPoll(cfg, hcfg.Control != nil, host, m, api)}}
 	if hcfg.Control != nil {
 		b.jobs = control.NewJobs(hcfg.Control)
 	}
@@ -278,7 +283,7 @@ func checked(cfg Config) (Config, error) {
 // ShutdownTimeout), the lease released. It owns every part of the run
 // (run.go): the Elector with the Host's Lead as its lead function, and
 // beside it the registry publisher (with a control store), the absence
-// poll (absence.go), the application check (Advanced.App) and the reload
+// poll (absence.go), the audit poll (auditpoll.go), the application check (Advanced.App) and the reload
 // at Advanced.ReloadSignals, each on a goroutine of its own; when the first
 // returns it stops them all and waits for all. From the moment ctx ends,
 // Ready says "shutting down". It returns the first error a part returned

@@ -21,7 +21,7 @@ import (
 // runner interrupts every actor and waits for all of them. The parts are
 // the Elector (Elector.Run with Host.Lead as its lead function), the
 // registry publisher (with a control store), the absence poll (absence.go),
-// the application watch (with Advanced.App), the reload at
+// the audit poll (auditpoll.go), the application watch (with Advanced.App), the reload at
 // Advanced.ReloadSignals, and the HTTP server (RunServing). The HTTP API's verdicts learn from the runner
 // whether the election loop runs (httpapi.API.SetLoopAlive) and when the
 // shutdown began (SetStopping).
@@ -70,6 +70,7 @@ type runner struct {
 	reloadSignals []os.Signal // Advanced.ReloadSignals
 	log           *slog.Logger
 	absence       *absencePoll // nil: no job has a Deadline and the backend cannot say who leads (absence.go)
+	audit         *auditPoll   // nil: no control store, or Advanced.AuditPollInterval negative (auditpoll.go)
 }
 
 // runGroup is Run and RunServing (ln nil for Run): the runner.
@@ -110,6 +111,9 @@ func (b *Baton) runGroup(ctx context.Context, ln net.Listener) error {
 	}
 	if b.run.absence != nil {
 		actors = append(actors, actor{func() error { b.run.absence.run(gctx); return nil }, interrupt})
+	}
+	if b.run.audit != nil {
+		actors = append(actors, actor{func() error { b.run.audit.run(gctx); return nil }, interrupt})
 	}
 	if b.run.watchApp {
 		actors = append(actors, actor{func() error { b.api.WatchApp(gctx); return nil }, interrupt})

@@ -92,9 +92,10 @@ type API struct {
 	reloadMu sync.Mutex // one Reload at a time
 
 	mu        sync.Mutex
-	seenToken uint64    // the leader's token when /status last looked
-	seenAt    time.Time // when /status first saw seenToken
-	jobsHash  string    // the hash of the job set the Host runs
+	seenToken uint64             // the leader's token when /status last looked
+	seenAt    time.Time          // when /status first saw seenToken
+	jobsHash  string             // the hash of the job set the Host runs
+	pollErrs  map[Poll]PollError // each poll's last failed round (polls.go)
 
 	refusedWarned time.Time // when a leader whose claims are refused last said why it stays (refused.go); under mu
 

@@ -107,6 +107,11 @@ type Status struct {
 	Now           time.Time            `json:"now"`                 // this node's clock, for relative times
 	JobsHash      string               `json:"jobs_hash,omitempty"` // the hash of the job set running (Config.JobsHash, then each Reload's)
 	Jobs          []StatusJob          `json:"jobs"`
+	// The last round of the absence and of the audit poll, if it failed
+	// (SetPollError): the metrics it sets keep their last values. It
+	// leaves Ready as it is.
+	AbsencePollErr *PollError `json:"absence_poll_error,omitempty"`
+	AuditPollErr   *PollError `json:"audit_poll_error,omitempty"`
 	// With a control store (Config.Control): every instance of the
 	// election, the recorded terms (newest first), and what could not be
 	// read.
@@ -183,6 +188,7 @@ func (a *API) Status(ctx context.Context, history int) Status {
 	if a.cfg.Control != nil {
 		a.controlStatus(lctx, &d)
 	}
+	d.AbsencePollErr, d.AuditPollErr = a.pollError(AbsencePoll), a.pollError(AuditPoll)
 	d.Healthy = a.Healthy().OK
 	d.Ready = a.Ready().OK
 	return d

@@ -34,7 +34,7 @@ func newAbsenceMetrics(cl prometheus.Labels) *absenceMetrics {
 		leaderless: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "baton_election_leaderless_seconds", ConstLabels: cl,
 			Help: "Time since this instance's first poll that saw nobody lead, 0 while someone leads."}, nil),
 		pollErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "baton_absence_poll_errors_total", ConstLabels: cl,
-			Help: "Reads of the absence poll that failed (history, pauses, leader); the gauges keep their last values."}),
+			Help: "Reads of the absence poll that failed (history, pauses, accounts, leader); the gauges keep their last values."}),
 		jobs: map[string]bool{},
 	}
 }

@@ -27,7 +27,7 @@ func TestMetrics_Absence(t *testing.T) {
 		}
 	}
 	const head = `
-# HELP baton_absence_poll_errors_total Reads of the absence poll that failed (history, pauses, leader); the gauges keep their last values.
+# HELP baton_absence_poll_errors_total Reads of the absence poll that failed (history, pauses, accounts, leader); the gauges keep their last values.
 # TYPE baton_absence_poll_errors_total counter
 `
 	const gauges = `

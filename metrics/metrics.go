@@ -10,6 +10,7 @@ package metrics
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,6 +43,7 @@ type Metrics struct {
 
 	claims  claimMetrics    // claims.go
 	absence *absenceMetrics // absence.go
+	ticks   *tickMetrics    // ticks.go
 }
 
 var (
@@ -97,9 +99,10 @@ func New(reg prometheus.Registerer, electionName string) (*Metrics, error) {
 	}
 	m.claims = newClaimMetrics(cl)
 	m.absence = newAbsenceMetrics(cl)
-	for _, c := range append([]prometheus.Collector{m.leader, m.token, m.elected, m.termsEnded, m.acquireErrors, m.runs, m.retries,
+	m.ticks = newTickMetrics(cl)
+	for _, c := range slices.Concat([]prometheus.Collector{m.leader, m.token, m.elected, m.termsEnded, m.acquireErrors, m.runs, m.retries,
 		m.duration, m.lateness, m.misfires, m.skipped, m.running, m.drain, m.abandoned, m.skips, m.manual, m.paused, m.claims.refused},
-		m.absence.collectors()...) {
+		m.absence.collectors(), m.ticks.collectors()) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: register: %w", err)
 		}
