@@ -63,7 +63,7 @@ func TestAlertTestsCatchBrokenRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range []struct{ name, alert, old, new string }{
+	mutants := []struct{ name, alert, old, new string }{
 		{"BatonJobOverdue per instance", "BatonJobOverdue", "max by (election, job) (baton_job_overdue)", "max by (election, job, instance) (baton_job_overdue)"},
 		{"BatonJobOverdue above 1", "BatonJobOverdue", "(baton_job_overdue) > 0", "(baton_job_overdue) > 1"},
 		{"BatonNoLeader threshold 300", "BatonNoLeader", "(baton_election_leaderless_seconds) > 30", "(baton_election_leaderless_seconds) > 300"},
@@ -74,7 +74,20 @@ func TestAlertTestsCatchBrokenRules(t *testing.T) {
 		{"BatonCannotCampaign for 1m", "BatonCannotCampaign", "for: 5m", "for: 1m"},
 		{"BatonClaimsRefused window 30m", "BatonClaimsRefused", "increase(baton_claims_refused_total[15m])", "increase(baton_claims_refused_total[30m])"},
 		{"BatonClaimsRefused above 1", "BatonClaimsRefused", "(baton_claims_refused_total[15m]) > 0", "(baton_claims_refused_total[15m]) > 1"},
-	} {
+	}
+	for _, c := range []struct{ alert, class string }{{"BatonTicksMissed", "missed"}, {"BatonTicksRefused", "refused"}, {"BatonTicksLost", "lost"}} {
+		delta := `delta(baton_ticks{class="` + c.class + `"}[15m])`
+		other := map[string]string{"missed": "refused", "refused": "lost", "lost": "missed"}[c.class]
+		mutants = append(mutants, []struct{ name, alert, old, new string }{
+			{c.alert + " on the count", c.alert, delta, `baton_ticks{class="` + c.class + `"}`},
+			{c.alert + " increase", c.alert, delta, `increase(baton_ticks{class="` + c.class + `"}[15m])`},
+			{c.alert + " window 1h", c.alert, delta, `delta(baton_ticks{class="` + c.class + `"}[1h])`},
+			{c.alert + " per instance", c.alert, "max by (election, job, reason) (" + delta, "max by (election, job, reason, instance) (" + delta},
+			{c.alert + " class " + other, c.alert, delta, `delta(baton_ticks{class="` + other + `"}[15m])`},
+			{c.alert + " no for", c.alert, delta + ") > 0\n        for: 2m", delta + ") > 0\n        for: 0s"},
+		}...)
+	}
+	for _, m := range mutants {
 		t.Run(m.name, func(t *testing.T) {
 			if strings.Count(string(rules), m.old) != 1 {
 				t.Fatalf("alerts.yaml holds %q %d times, want once", m.old, strings.Count(string(rules), m.old))
