@@ -97,7 +97,7 @@ func (h *Host) Absence(ctx context.Context, now time.Time) ([]JobAbsence, error)
 			return nil, fmt.Errorf("schedulerhost: absence: read the pauses: %w", err)
 		}
 		paused = ps
-		if accts, acctErr = audit.LoadAll(ctx, h.cfg.Control); accts == nil && acctErr != nil {
+		if accts, acctErr = audit.LoadAll(ctx, h.accountStore()); accts == nil && acctErr != nil {
 			return nil, fmt.Errorf("schedulerhost: absence: %w", acctErr)
 		}
 	}
