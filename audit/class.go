@@ -67,6 +67,10 @@ const (
 	// not start for a reason it could not settle (a claim outcome
 	// unknown, a pause state unknown).
 	ErrTextNotStarted = "not started: "
+	// ErrTextClaimRefused starts the Error of a tick whose claim the
+	// backend refused (ledger.ErrRefused): the leader keeps such an entry
+	// in its own recent runs, since the backend refuses its writes.
+	ErrTextClaimRefused = "not started: claim refused: "
 	// ErrTextClaimedNotStarted starts the Error of a claimed tick whose
 	// term ended before it started.
 	ErrTextClaimedNotStarted = "claimed but not started"
@@ -96,6 +100,8 @@ func Classify(r ledger.Run) (Class, Reason) {
 		return Ran, ReasonTimeout
 	case ledger.ResultCancelled:
 		switch {
+		case strings.HasPrefix(r.Error, ErrTextClaimRefused):
+			return Refused, ReasonDenied
 		case strings.HasPrefix(r.Error, ErrTextNotStarted):
 			return Refused, ReasonClaimFailed
 		case strings.HasPrefix(r.Error, ErrTextClaimedNotStarted):

@@ -23,6 +23,7 @@ func TestClassify(t *testing.T) {
 		{ledger.ResultCancelled, "leadership lost", Ran, ReasonCancelled},
 		{ledger.ResultCancelled, ErrTextNotStarted + "claim outcome unknown: i/o timeout", Refused, ReasonClaimFailed},
 		{ledger.ResultCancelled, ErrTextNotStarted + "pause state unknown: i/o timeout", Refused, ReasonClaimFailed},
+		{ledger.ResultCancelled, "not started: claim refused: 403 Forbidden", Refused, ReasonDenied},
 		{ledger.ResultCancelled, ErrTextClaimedNotStarted + ": term ended", Lost, ReasonTermEnded},
 		{ledger.ResultCancelled, "stopped: " + ErrTextNotStarted, Ran, ReasonCancelled}, // a prefix, not anywhere
 		{ledger.ResultSkipped, "paused by alice", Skipped, ReasonPaused},

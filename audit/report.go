@@ -24,8 +24,10 @@ type Input struct {
 	Refusals []Refusal
 	// From and To: the window, ticks after From through To.
 	From, To time.Time
-	// Lag: a tick due within Lag before To that nothing records yet is
+	// Now is when the report is made (zero: To). Lag: a tick due within
+	// Lag before Now that nothing records yet is
 	// pending (the leader writes its Accounts every so often).
+	Now       time.Time
 	Lag       time.Duration
 	Schedules Schedules
 }
@@ -54,8 +56,10 @@ type Report struct {
 	Classes map[Class]int64 `json:"classes"`
 	Counts  []Count         `json:"counts"`
 	// NotOK lists the ticks that did not run ok, as ranges cut to the
-	// window, oldest first.
-	NotOK []Range `json:"not_ok"`
+	// window, oldest first: at most MaxListed ranges. Unlisted counts the
+	// not-ok ticks past those (they are counted in Classes all the same).
+	NotOK    []Range `json:"not_ok"`
+	Unlisted int64   `json:"unlisted,omitempty"`
 	// Folded is how many due ticks of the window were folded into the
 	// Account's counts (at or before FoldedThrough): their class is not
 	// known tick by tick, and they are in no class above.
@@ -64,6 +68,9 @@ type Report struct {
 	// LastOK is the newest tick that ran ok, in the window or before.
 	LastOK time.Time    `json:"last_ok,omitzero"`
 	Specs  []SpecChange `json:"specs,omitempty"`
+	// Error says what spoiled the report, if anything did (the job's
+	// account or history unreadable): its figures are then partial.
+	Error string `json:"error,omitempty"`
 	// Manual lists the run-now runs of the History asked for in the
 	// window, oldest first: they are no due tick.
 	Manual []ledger.Run `json:"manual,omitempty"`
@@ -73,7 +80,7 @@ type Report struct {
 // the Account's spec in force at it, from its first spec's At on. Each
 // tick takes the class of the range that holds it; else, at or before
 // FoldedThrough, it is Folded; else its ledger entry's (Classify); else
-// pending within Lag of To; else missed: no-leader if no term of Terms
+// pending within Lag of Now; else missed: no-leader if no term of Terms
 // was live at it, unaccounted if one was or none are known.
 func Compute(in Input) (Report, error) {
 	a := in.Account
@@ -195,7 +202,11 @@ func (w *walker) loose(t time.Time) Range {
 		}
 		return r
 	}
-	if w.in.To.Sub(t) < w.in.Lag {
+	now := w.in.Now
+	if now.IsZero() {
+		now = w.in.To
+	}
+	if now.Sub(t) < w.in.Lag {
 		r.Class, r.Reason = Pending, ReasonNotWritten
 		return r
 	}
@@ -233,8 +244,18 @@ func (w *walker) add(r Range, n int64) {
 			return
 		}
 	}
+	if len(w.rep.NotOK) >= MaxListed {
+		w.rep.Unlisted += n
+		w.listed = false
+		return
+	}
 	w.rep.NotOK = append(w.rep.NotOK, r)
 }
+
+// MaxListed bounds the ranges a Report lists (Report.NotOK): a window of
+// ticks that alternate between ok and not makes one range per not-ok
+// tick.
+const MaxListed = 1000
 
 // reasonOrder returns the reasons counted for class c, in name order.
 func reasonOrder(counts map[[2]string]int64, c Class) []Reason {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,7 +54,9 @@ func (h *Host) Audit(ctx context.Context, job string, from, to time.Time) ([]aud
 	} else {
 		accts, err = audit.LoadAll(ctx, store)
 	}
-	if err != nil {
+	// An account that does not decode spoils its own job's report only.
+	unreadable := err
+	if accts == nil || (job != "" && err != nil) {
 		return nil, err
 	}
 	terms, err := control.NewJobs(h.cfg.Control).Terms(ctx)
@@ -68,15 +71,21 @@ func (h *Host) Audit(ctx context.Context, job string, from, to time.Time) ([]aud
 		if len(a.Specs) == 0 {
 			a.Specs = []audit.Spec{h.specOf(j)}
 		}
+		var notes []string
+		if _, ok := accts[j.Name]; !ok && unreadable != nil && strings.Contains(unreadable.Error(), audit.Key(j.Name)+":") {
+			notes = append(notes, "its account does not decode, read as empty: "+unreadable.Error())
+		}
 		runs, err := h.recentRuns(ctx, j)
 		if err != nil {
-			return nil, fmt.Errorf("schedulerhost: audit: history of %s: %w", j.Name, err)
+			notes = append(notes, "its ledger history is unreadable: "+err.Error())
 		}
-		rep, err := audit.Compute(audit.Input{Account: a, History: runs, Terms: terms, Refusals: refusals, From: from, To: to,
+		rep, err := audit.Compute(audit.Input{Account: a, History: runs, Terms: terms, Refusals: refusals, From: from, To: to, Now: h.wallNow(),
 			Lag: AuditLag, Schedules: h.schedules()})
 		if err != nil {
-			return nil, err
+			rep = audit.Report{Job: j.Name, From: from, To: to}
+			notes = append(notes, err.Error())
 		}
+		rep.Error = strings.Join(notes, "; ")
 		out = append(out, rep)
 	}
 	return out, nil

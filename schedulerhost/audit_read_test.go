@@ -12,6 +12,7 @@ import (
 
 	"github.com/batonhq/baton/audit"
 	"github.com/batonhq/baton/backends/memory"
+	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -136,5 +137,26 @@ func TestAudit_NeedsAControlStore(t *testing.T) {
 	}
 	if _, err := h.Audit(t.Context(), "", time.Now().Add(-time.Hour), time.Now()); !errors.Is(err, schedulerhost.ErrNoAccounting) {
 		t.Errorf("Audit without a control store: %v, want ErrNoAccounting", err)
+	}
+}
+
+// An account that does not decode spoils its own job's report only: the
+// other jobs are reported, and its report says why it is partial.
+func TestAudit_UnreadableAccountSpoilsItsJobOnly(t *testing.T) {
+	m := memory.New(election.Timing{TTL: 5 * time.Second})
+	run := func(context.Context) error { return nil }
+	f := follower(t, m, schedulerhost.Job{Name: "a", Schedule: "@every 10s", Run: run}, schedulerhost.Job{Name: "b", Schedule: "@every 10s", Run: run})
+	if _, err := m.Control().Put(t.Context(), control.Put{Key: audit.Key("a"), Value: []byte("{not json"), IfVersion: control.AnyVersion}); err != nil {
+		t.Fatal(err)
+	}
+	reps, err := f.Audit(t.Context(), "", time.Now().Add(-time.Minute), time.Now())
+	if err != nil {
+		t.Fatalf("Audit of every job: %v, want the reports", err)
+	}
+	if len(reps) != 2 || !strings.Contains(reps[0].Error, "does not decode") || reps[1].Error != "" {
+		t.Errorf("reports %+v, want a's saying its account does not decode, and b's clean", reps)
+	}
+	if _, err := f.Audit(t.Context(), "a", time.Now().Add(-time.Minute), time.Now()); err == nil {
+		t.Error("Audit of a alone: no error, want its account's")
 	}
 }

@@ -167,7 +167,7 @@ func (t *termRun) refusedClaim(j *jobState, tick time.Time, catchUp bool, err er
 }
 
 // refusedPrefix begins the Error of a tick whose claim was refused.
-const refusedPrefix = "not started: claim refused: "
+const refusedPrefix = audit.ErrTextClaimRefused
 
 // isRefused reports whether err says the backend refused the caller.
 func isRefused(err error) bool { return errors.Is(err, ledger.ErrRefused) }
