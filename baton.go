@@ -301,7 +301,7 @@ func (b *Baton) RunServing(ctx context.Context, ln net.Listener) error {
 }
 
 // Handler is the HTTP API, for a server of the caller's: GET / (the
-// status page), /status, /metrics, /healthz, /readyz, GET /runs/{id},
+// status page), /status, /audit, /metrics, /healthz, /readyz, GET /runs/{id},
 // and the admin endpoints (Config.AdminToken).
 func (b *Baton) Handler() http.Handler { return b.api.Handler() }
 

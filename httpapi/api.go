@@ -99,6 +99,8 @@ type API struct {
 
 	refusedWarned time.Time // when a leader whose claims are refused last said why it stays (refused.go); under mu
 
+	pageAudit pageAudit // the status page's accounting, kept PageAuditTTL (audit.go)
+
 	handler http.Handler
 }
 
@@ -164,7 +166,8 @@ func (a *API) SetStopping() { a.stopping.Store(true) }
 
 // Handler returns the HTTP API, for a server of the runner's (package
 // baton's RunServing) or of the caller's own: GET / (the status page),
-// /status, /metrics, and /healthz and /readyz (200 "ok", or 503 and the
+// /status, /audit (the tick accounting, with a control store), /metrics,
+// and /healthz and /readyz (200 "ok", or 503 and the
 // verdict's first reason), GET /runs/{id}, and the admin endpoints POST
 // /step-down, /standby, /eligible, /reload and /jobs/{job}/pause,
 // /resume and /run (the last three need a Control store). Handlers may

@@ -20,10 +20,11 @@
 //     answers it.
 //
 // Both return a Verdict whose Reasons say what failed. Handler serves GET
-// / (a status page), /status, /metrics, /healthz and /readyz, and the admin
-// endpoints POST /step-down, /standby, /eligible and /reload, which need
-// the bearer token of Config.AdminToken; with a control store also
-// pause, resume and run now (POST /jobs/{job}/pause, /resume, /run; GET
+// / (a status page), /status, /audit (the tick accounting, package audit:
+// on any instance, with a control store), /metrics, /healthz and /readyz,
+// and the admin endpoints POST /step-down, /standby, /eligible and
+// /reload, which need the bearer token of Config.AdminToken; with a
+// control store also pause, resume and run now (POST /jobs/{job}/pause, /resume, /run; GET
 // /runs/{id}).
 //
 // With Config.Reloader, Reload (POST /reload; a signal with ReloadOn)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/batonhq/baton/audit"
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/httpapi/appcheck"
@@ -34,6 +35,7 @@ func (s *server) routes() {
 	s.mux.HandleFunc("GET /healthz", s.handleHealthz)
 	s.mux.HandleFunc("GET /readyz", s.handleReadyz)
 	s.mux.HandleFunc("GET /status", s.handleStatus)
+	s.mux.HandleFunc("GET /audit", s.handleAudit)
 	s.mux.HandleFunc("GET /{$}", s.handlePage)
 	reg := s.api.cfg.Registry
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
@@ -118,6 +120,10 @@ type Status struct {
 	Instances  []StatusInstance `json:"instances,omitempty"`
 	Terms      []control.Term   `json:"terms,omitempty"`
 	ControlErr string           `json:"control_error,omitempty"`
+	// With ?audit=1: the window of each job's Audit (DefaultAuditWindow),
+	// or why the accounting could not be read.
+	AuditWindow string `json:"audit_window,omitempty"`
+	AuditErr    string `json:"audit_error,omitempty"`
 }
 
 // StatusJob is one job of a Status. With ?history=N, History holds the
@@ -127,6 +133,11 @@ type StatusJob struct {
 	History    []ledger.Run   `json:"history,omitempty"`
 	HistoryErr string         `json:"history_error,omitempty"`
 	Paused     *control.Pause `json:"paused,omitempty"` // with a control store: the job's pause, if paused
+	// With ?audit=1, the job's tick accounting of the last
+	// DefaultAuditWindow (as GET /audit), read at most once per
+	// PageAuditTTL; or why not.
+	Audit    *audit.Report `json:"audit,omitempty"`
+	AuditErr string        `json:"audit_error,omitempty"`
 }
 
 // maxStatusHistory caps ?history=N.
@@ -194,9 +205,18 @@ func (a *API) Status(ctx context.Context, history int) Status {
 	return d
 }
 
-// handleStatus: GET /status[?history=N].
+// handleStatus: GET /status[?history=N][&audit=1].
 func (s *server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	history := 0
+	withAudit := false
+	if v := r.URL.Query().Get("audit"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			http.Error(w, fmt.Sprintf("audit %q: want 1 or 0", v), http.StatusBadRequest)
+			return
+		}
+		withAudit = b
+	}
 	if v := r.URL.Query().Get("history"); v != "" {
 		h, err := strconv.Atoi(v)
 		if err != nil || h < 0 {
@@ -209,5 +229,9 @@ func (s *server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	_ = enc.Encode(s.api.Status(r.Context(), history))
+	st := s.api.Status(r.Context(), history)
+	if withAudit {
+		s.api.addAudit(r.Context(), &st)
+	}
+	_ = enc.Encode(st)
 }
