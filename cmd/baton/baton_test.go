@@ -240,6 +240,21 @@ jobs:
 	if err := json.Unmarshal([]byte(out), &hist); err != nil || len(hist) != 1 || len(hist[0].History) == 0 {
 		t.Errorf("baton history --json: %v\n%s", err, out)
 	}
+	// The accounting of report's ticks: at least the first is due and
+	// ran; the classes add up to the ticks due.
+	out, errOut, code = cli("audit", "--job", "report", "--window", "1h")
+	if f := strings.Fields(out); code != 0 || len(f) < 17 || f[0] != "report" || f[1] != "due" {
+		t.Errorf("baton audit: %d %s\n%s", code, errOut, out)
+	} else {
+		n := map[string]int{}
+		for i := 1; i+1 < 17; i += 2 {
+			n[f[i]], _ = strconv.Atoi(f[i+1])
+		}
+		sum := n["ran"] + n["covered"] + n["skipped"] + n["missed"] + n["refused"] + n["lost"] + n["pending"]
+		if n["due"] < 1 || n["ran"] < 1 || sum != n["due"] {
+			t.Errorf("baton audit: due %d, ran %d, the classes sum to %d\n%s", n["due"], n["ran"], sum, out)
+		}
+	}
 
 	if out, _, code := cli("resume", "report"); code != 0 || !strings.Contains(out, "report resumed") {
 		t.Errorf("baton resume: %d %s", code, out)

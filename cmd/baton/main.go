@@ -4,7 +4,7 @@
 //
 //	baton run --config baton.yaml          the sidecar: campaign, run the jobs while leading
 //	baton lock [backend flags] NAME -- CMD  run one command while holding an election
-//	baton status|history                    what a node says, read from its HTTP API
+//	baton status|history|audit              what a node says, read from its HTTP API
 //	baton pause|resume|trigger JOB          job control, through any node
 //	baton step-down|standby|eligible        leadership control of one node
 //
@@ -55,6 +55,8 @@ Talk to a running node (--node URL, default $BATON_NODE, else node.http of the
 config file (--config, $BATON_CONFIG or ./baton.yaml), else ` + defaultNode + `):
   status     who leads, this node's role, its jobs and instances
   history    the recent runs of each job
+  audit      every due tick of each job and what became of it: baton audit
+             [--job JOB] [--window 24h]; the ticks that did not run ok
   pause      pause a job across the cluster: baton pause JOB [--note TEXT]
   resume     resume a paused job: baton resume JOB [--run-missed]
   trigger    run a job now, on the leader: baton trigger JOB [--request-id ID] [--wait]
@@ -79,6 +81,7 @@ var commands = map[string]func(ctx context.Context, args []string, stdout, stder
 	"lock":      runLock,
 	"status":    runStatus,
 	"history":   runHistory,
+	"audit":     runAudit,
 	"pause":     runPause,
 	"resume":    runResume,
 	"trigger":   runTrigger,
