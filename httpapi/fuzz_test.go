@@ -31,7 +31,7 @@ func FuzzHTTP(f *testing.F) {
 	discard := slog.New(slog.DiscardHandler)
 	host, err := schedulerhost.New(schedulerhost.Config{
 		Jobs:   []schedulerhost.Job{{Name: "j", Schedule: "@every 1h", Run: func(context.Context) error { return nil }}},
-		Ledger: mem.Ledger(), Instance: "a", Logger: discard,
+		Ledger: mem.Ledger(), Control: mem.Control(), Instance: "a", Logger: discard,
 	})
 	if err != nil {
 		f.Fatal(err)
@@ -72,6 +72,8 @@ func FuzzHTTP(f *testing.F) {
 		{1, "/jobs/j/run", "request_id=r-1", "Bearer tok"}, {1, "/jobs/j/run", "request_id=%00", "Bearer tok"},
 		{1, "/jobs/nope/pause", "", "Bearer tok"}, {1, "/jobs/j%2Fx/run", "", "Bearer tok"}, {0, "/runs/r-1", "", ""},
 		{0, "/runs/", "", ""}, {0, "*", "", ""}, {5, "*", "", ""},
+		{0, "/audit", "job=j&window=744h", ""}, {0, "/audit", "window=1e9h", ""}, {0, "/audit", "job=%00", ""},
+		{0, "/status", "history=3&audit=1", ""}, {0, "/status", "audit=yes", ""},
 	} {
 		f.Add(s.m, s.path, s.q, s.auth, []byte(`{"cooldown":"1h"}`))
 	}
