@@ -1,6 +1,10 @@
 package schedulerhost
 
-import "time"
+import (
+	"time"
+
+	"github.com/batonhq/baton/audit"
+)
 
 // Admission: the overlap policy, and who runs a queued tick.
 //
@@ -87,6 +91,7 @@ func (t *termRun) skippedTick(j *jobState, tick time.Time) {
 	if h.cfg.Observer != nil {
 		h.cfg.Observer.OverlapSkipped(j.Name)
 	}
+	t.acct.tick(j, tick, audit.Skipped, audit.ReasonOverlap, "")
 }
 
 // nextQueued is called by a run of j (started by term t) that has finished

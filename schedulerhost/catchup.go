@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+
+	"github.com/batonhq/baton/audit"
 )
 
 // msgMissedWhileNobodyLed is how a new term logs, for each job whose
@@ -46,7 +48,7 @@ const (
 func (t *termRun) catchUp(ctx context.Context, termStart time.Time) {
 	h := t.h
 	jobs := h.jobSet()
-	last := t.lastClaimed(ctx, jobs)
+	last, read := t.lastClaimed(ctx, jobs)
 	type pending struct {
 		j   *jobState
 		run []time.Time
@@ -55,6 +57,10 @@ func (t *termRun) catchUp(ctx context.Context, termStart time.Time) {
 	var todo []pending
 	for i, j := range jobs {
 		if last[i].IsZero() || ctx.Err() != nil {
+			if read[i] && ctx.Err() == nil { // never claimed: nobody ran its ticks so far
+				t.acct.missedSpan(j, j.sched.Next(laterOf(h.started, j.since).Add(-time.Nanosecond).In(h.cfg.Location)),
+					termStart, true, audit.ReasonNoLeader, termStart)
+			}
 			continue
 		}
 		from := last[i]
@@ -129,10 +135,11 @@ func (t *termRun) caughtUp(ctx context.Context, termStart time.Time) {
 }
 
 // lastClaimed reads the last claimed tick of each of all (zero for a job
-// whose read failed: it has no catch-up this term, as is logged).
-func (t *termRun) lastClaimed(ctx context.Context, all []*jobState) []time.Time {
+// whose read failed: it has no catch-up this term, as is logged); read
+// says which were read.
+func (t *termRun) lastClaimed(ctx context.Context, all []*jobState) (last []time.Time, read []bool) {
 	h := t.h
-	last := make([]time.Time, len(all))
+	last, read = make([]time.Time, len(all)), make([]bool, len(all))
 	page := max(1, h.cfg.Ledger.MaxBatch())
 	sem := make(chan struct{}, catchUpWorkers)
 	var wg sync.WaitGroup
@@ -156,6 +163,9 @@ func (t *termRun) lastClaimed(ctx context.Context, all []*jobState) []time.Time 
 				return
 			}
 			copy(last[from:], got)
+			for i := range got {
+				read[from+i] = true
+			}
 			for i, tk := range got {
 				if tk.IsZero() {
 					h.log.Debug(msgNoneClaimed, "job", names[i], "token", t.token)
@@ -164,7 +174,7 @@ func (t *termRun) lastClaimed(ctx context.Context, all []*jobState) []time.Time 
 		})
 	}
 	wg.Wait()
-	return last
+	return last, read
 }
 
 // missedTicks walks the ticks of s from first through until: it counts
@@ -248,6 +258,13 @@ func (t *termRun) missed(j *jobState, first, until time.Time, msg string, attrs 
 	}
 	inGrace, total, next := missedTicks(j.sched, first, until, grace)
 	args := append([]any{"job", j.Name, "token", t.token}, attrs...)
+	defer func() {
+		why, nobody := audit.ReasonClockStep, time.Time{}
+		if msg == msgMissedWhileNobodyLed {
+			why, nobody = audit.ReasonNoLeader, until
+		}
+		t.acct.missed(j, first, until, inGrace, run, why, nobody)
+	}()
 	if total == 0 {
 		if msg == msgMissedWhileNobodyLed {
 			h.log.Debug(msgNoneMissed, args...)

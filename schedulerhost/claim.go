@@ -193,9 +193,11 @@ func (t *termRun) claim(j *jobState, tick time.Time, catchUp, expected bool, out
 		t.refusedClaim(j, tick, catchUp, err)
 	case errors.Is(err, election.ErrLeadershipLost):
 		h.log.Error("claim refused: term is stale; stopping", "job", j.Name, "tick", tick, "token", t.token, "err", err)
+		t.acct.refused(j, tick, err)
 		t.lose(err)
 	case errors.Is(err, ledger.ErrTickClaimed):
 		h.log.Warn("run not started: tick already claimed", "job", j.Name, "tick", tick, "token", t.token)
+		t.acct.refused(j, tick, err)
 	default:
 		h.log.Error("run not started: claim failed", "job", j.Name, "tick", tick, "token", t.token, "err", err)
 	}
@@ -278,7 +280,9 @@ func (t *termRun) claimInOrder(j *jobState, ticks []time.Time, tn turn, expected
 		}
 		if err != nil {
 			for _, rest := range ticks[i+1:] { // the first said why (claim)
-				t.h.log.Warn("run not started: claim failed", "job", j.Name, "tick", rest, "token", t.token, "err", fmt.Errorf("an earlier catch-up tick's claim failed: %w", err))
+				err := fmt.Errorf("an earlier catch-up tick's claim failed: %w", err)
+				t.h.log.Warn("run not started: claim failed", "job", j.Name, "tick", rest, "token", t.token, "err", err)
+				t.acct.refused(j, rest, err)
 			}
 			break
 		}

@@ -139,6 +139,14 @@ type Config struct {
 	// RunNowPoll is how often a leader with a Control store looks for
 	// run-now requests. Zero means 500 ms.
 	RunNowPoll time.Duration
+	// NoAccounting, if true, switches the tick accounting off (package
+	// audit): a leader with a Control store writes each job's Account
+	// there (at most one write per changed job every
+	// AccountWriteInterval, and the reads of its start; see
+	// account.go) unless this is set. Host.Audit still reads what
+	// other leaders wrote. It is how a benchmark measures the
+	// accounting's cost.
+	NoAccounting bool
 	// Observer, if not nil, is told about runs, for metrics.
 	Observer Observer
 	// Logger; nil means slog.Default().

@@ -48,6 +48,15 @@
 // token and instance when it begins, and how it ended (lost, shut down,
 // stepped down, released) when Lead returns.
 //
+// With a control store, unless Config.NoAccounting, the leader also keeps
+// the tick accounting (package audit) that Host.Audit reads on any
+// instance: what became of each due tick, recorded in memory as it
+// happens and written per job, fenced by the term's token, at most once
+// per AccountWriteInterval for each job that changed, and once more when
+// the term ends. Its start costs one fence, one read of the Accounts and
+// one ledger History read per job (merging what an earlier term ran but
+// never wrote).
+//
 // More in this file, after the package clause (read the source):
 // Clock steps; Time zones and DST; Retries; Jitter.
 package schedulerhost

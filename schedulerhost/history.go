@@ -113,6 +113,7 @@ func (t *termRun) finishNotStarted(j *jobState, tick time.Time, catchUp bool) {
 // record keeps r in j's local history and stores it in the ledger.
 func (t *termRun) record(j *jobState, r ledger.Run) {
 	h := t.h
+	t.acct.run(j, r)
 	j.mu.Lock()
 	j.keep(r)
 	j.mu.Unlock()

@@ -193,6 +193,7 @@ func (h *Host) lead(ctx context.Context, term election.Term) error {
 	t.open()
 	defer t.waitBackground() // after close has ended the term's contexts (refused.go)
 	defer t.close()
+	t.acct.start() // its writer: finish ends it, below
 
 	h.log.Info("leading: running schedules", "token", t.token, "jobs", len(h.jobSet()))
 	// Missed ticks are claimed before the loop starts, so that no regular
@@ -221,5 +222,6 @@ func (h *Host) lead(ctx context.Context, term election.Term) error {
 	if polled != nil {
 		<-polled
 	}
+	t.acct.finish() // the last write, once the drain knows the last finishes
 	return err
 }

@@ -55,6 +55,7 @@ func (t *termRun) loop(ctx context.Context, sc *schedClock) {
 		for b := tl.popDue(now); b != nil; b = tl.popDue(now) {
 			for _, d := range b.due {
 				if d.job.retired.Load() { // SetJobs replaced or removed it
+					t.retiredTick(d)
 					continue
 				}
 				if inGap(d.tick, gapFrom, gapTo) {

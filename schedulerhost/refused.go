@@ -127,6 +127,7 @@ func (t *termRun) refusedClaim(j *jobState, tick time.Time, catchUp bool, err er
 	if o, ok := h.cfg.Observer.(ClaimObserver); ok {
 		o.ClaimRefused(j.Name)
 	}
+	t.acct.refused(j, tick, err)
 	now := h.wallNow()
 	e := ledger.Run{Job: j.Name, Tick: tick, Instance: h.cfg.Instance, Token: t.token, CatchUp: catchUp,
 		Started: now, Ended: now, Result: ledger.ResultCancelled, Error: refusedPrefix + err.Error()}

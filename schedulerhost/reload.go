@@ -85,6 +85,7 @@ func (h *Host) SetJobs(jobs []Job) (JobChanges, error) {
 		if prev == nil {
 			ch.Added = append(ch.Added, j.Name)
 			j.since = now
+			t.acctSpec(j, now)
 			if r := removed[j.Name]; r != nil {
 				// Its removed version still runs: the new one counts it.
 				j.jobLife = r.jobLife
@@ -104,6 +105,7 @@ func (h *Host) SetJobs(jobs []Job) (JobChanges, error) {
 		j.since = prev.since
 		if prev.Schedule != j.Schedule {
 			j.since = now
+			t.acctSpec(j, now)
 		}
 		j.jobLife = prev.jobLife
 		prev.mu.Lock()

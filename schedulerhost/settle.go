@@ -75,6 +75,7 @@ func (t *termRun) settle(ctx context.Context) {
 	t.bg.Go(func() {
 		settled, err := Settle(ctx, h.cfg.Ledger, names, t.token)
 		for _, r := range settled {
+			t.acct.settled(r)
 			h.log.Warn("settled a run an earlier term left running: outcome unknown", "job", r.Job, "tick", r.Tick,
 				"run_token", r.Token, "instance", r.Instance, "token", t.token)
 		}

@@ -61,6 +61,8 @@ type termRun struct {
 	// Tick.
 	covers sync.Map
 
+	acct *accountant // the term's tick accounting (account.go); nil without
+
 	refused refusals       // the streak of refused claims (refused.go)
 	bg      sync.WaitGroup // the term's background work (refused.go, settle.go); Lead waits for it
 }
@@ -76,6 +78,7 @@ func (h *Host) newTerm(ctx context.Context, term election.Term) (t *termRun, loo
 	t = &termRun{h: h, term: term, token: term.Token(), base: base, cancelBase: cancelBase, cancelLoop: cancelLoop, loopCtx: loopCtx, idle: make(chan struct{}), wake: make(chan struct{}, 1)}
 	t.margin, t.hasMargin = startMargin(base)
 	t.refused.span = refusalSpan(base)
+	t.acct = newAccountant(t)
 	if l := h.cfg.Ledger; l != nil {
 		t.claims = newBatchQueue(l.MaxBatch(), claimsInflight, func(cs []ledger.Claim) []error {
 			ctx, cancel := context.WithTimeout(base, ledgerTimeout)

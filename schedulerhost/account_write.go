@@ -1,0 +1,265 @@
+package schedulerhost
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/batonhq/baton/audit"
+	"github.com/batonhq/baton/control"
+	"github.com/batonhq/baton/election"
+	"github.com/batonhq/baton/ledger"
+)
+
+// start starts the accountant's writer, a goroutine of the term; finish
+// ends it.
+func (a *accountant) start() {
+	if a == nil {
+		return
+	}
+	go a.writer()
+}
+
+// finish makes the writer write once more, on a fresh context, and
+// waits for it to return. Lead calls it after the drain.
+func (a *accountant) finish() {
+	if a == nil {
+		return
+	}
+	close(a.stop)
+	<-a.done
+}
+
+// writer opens the Accounts (fence, read, merge), then writes what
+// changed every AccountWriteInterval, and once more when finish asks.
+func (a *accountant) writer() {
+	defer close(a.done)
+	tk := time.NewTicker(AccountWriteInterval)
+	defer tk.Stop()
+	base := a.t.base
+	open := a.open(base)
+	for {
+		select {
+		case <-a.stop:
+			// The term's last finishes are known: write them on a fresh
+			// context, the term's being over or about to be.
+			ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
+			defer cancel()
+			if open || a.open(ctx) {
+				a.flush(ctx)
+			}
+			return
+		case <-tk.C:
+		}
+		if a.isStale() {
+			continue
+		}
+		if !open {
+			open = a.open(base)
+			continue
+		}
+		a.flush(base)
+	}
+}
+
+func (a *accountant) isStale() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stale
+}
+
+// open fences the control store, reads every Account and puts before the
+// term's records each job's schedule and its ledger history (the entries
+// an earlier term finished, maybe never written to its Account). It
+// reports whether it could read the Accounts.
+func (a *accountant) open(ctx context.Context) bool {
+	t := a.t
+	h := t.h
+	rctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
+	defer cancel()
+	if err := control.NewJobs(h.cfg.Control).Fence(rctx, t.token); err != nil {
+		a.failed("fencing the control store failed: accounts not written yet", err)
+		return false
+	}
+	stored, err := audit.LoadAll(rctx, h.cfg.Control)
+	if stored == nil {
+		a.failed("reading the accounts failed: not written yet", err)
+		return false
+	}
+	if err != nil { // some entries do not decode: their writes will fail on their version
+		h.log.Warn("reading the accounts: some are unreadable", "token", t.token, "err", err)
+	}
+	a.stored, a.others = stored, map[string]map[int64]bool{}
+	for _, j := range h.jobSet() {
+		spec := h.specOf(j)
+		d := &delta{next: t.nextOf(j), acct: audit.Account{Job: j.Name}}
+		if h.cfg.Ledger != nil {
+			oldest := a.merge(ctx, j, d)
+			// An Account never written, of a job this Host did not add
+			// nor change: its schedule was in force for the runs merged.
+			if len(stored[j.Name].Specs) == 0 && j.since.IsZero() && !oldest.IsZero() && oldest.Before(spec.At) {
+				spec.At = oldest
+			}
+		}
+		d.specs = []audit.Spec{spec}
+		a.putBack(j.Name, d)
+	}
+	return true
+}
+
+// merge adds to d the settled entries of j's ledger history, notes the
+// ticks earlier terms claimed, and returns the oldest tick it added.
+func (a *accountant) merge(ctx context.Context, j *jobState, d *delta) (oldest time.Time) {
+	t := a.t
+	rctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
+	runs, err := t.h.cfg.Ledger.History(rctx, j.Name, AbsenceHistory)
+	cancel()
+	if err != nil {
+		t.h.log.Warn("reading a job's history for its account failed", "job", j.Name, "token", t.token, "err", err)
+		return time.Time{}
+	}
+	seen := map[int64]bool{}
+	for _, r := range runs {
+		if r.RequestID != "" {
+			continue
+		}
+		if r.Token != t.token {
+			seen[r.Tick.UnixNano()] = true
+		}
+		if r.Result != ledger.ResultRunning && r.Result != "" {
+			d.acct.Add(rangeOf(r), d.next)
+			if oldest.IsZero() || r.Tick.Before(oldest) {
+				oldest = r.Tick
+			}
+		}
+	}
+	a.others[j.Name] = seen
+	return oldest
+}
+
+// failed logs a failed read or write of the accounts, and stops the
+// writing if it says the term is stale.
+func (a *accountant) failed(msg string, err error) {
+	t := a.t
+	if errors.Is(err, ledger.ErrStaleTerm) || errors.Is(err, election.ErrLeadershipLost) {
+		a.markStale()
+		t.h.log.Debug("accounts not written: the term is over", "token", t.token, "err", err)
+		return
+	}
+	if t.base.Err() == nil {
+		t.h.log.Warn(msg, "token", t.token, "err", err)
+	}
+}
+
+// flush writes each job whose Account the deltas taken change: one
+// write per such job (two when the Account changed since it was read).
+func (a *accountant) flush(ctx context.Context) {
+	for job, d := range a.take() {
+		if a.isStale() {
+			return
+		}
+		a.write(ctx, job, d)
+	}
+}
+
+// write writes job's Account with d applied, if that changes it; on a
+// version mismatch it reads the Account again and asks once more. What
+// it could not write goes back to the pending deltas.
+func (a *accountant) write(ctx context.Context, job string, d *delta) {
+	st, ok := a.stored[job]
+	if !ok {
+		st = audit.Stored{Account: audit.Account{Job: job}}
+	}
+	st = cloneStored(st)
+	if !a.apply(&st, d) {
+		return
+	}
+	err := a.save(ctx, &st)
+	if errors.Is(err, control.ErrVersionMismatch) {
+		rctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
+		fresh, lerr := audit.Load(rctx, a.t.h.cfg.Control, job)
+		cancel()
+		if lerr != nil {
+			err = lerr
+		} else {
+			a.stored[job] = fresh
+			st = cloneStored(fresh)
+			if !a.apply(&st, d) {
+				return
+			}
+			err = a.save(ctx, &st)
+		}
+	}
+	if err == nil {
+		a.stored[job] = st
+		return
+	}
+	a.failed("writing an account failed: asked again at the next write", err)
+	a.putBack(job, d)
+}
+
+// save writes st, fitted within audit.MaxBytes, and keeps its new
+// version in it.
+func (a *accountant) save(ctx context.Context, st *audit.Stored) error {
+	if _, err := st.Fit(); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
+	defer cancel()
+	v, err := audit.Save(wctx, a.t.h.cfg.Control, *st, a.t.token)
+	if err == nil {
+		st.Version = v
+	}
+	return err
+}
+
+// apply applies d to st and reports whether st changed.
+func (a *accountant) apply(st *audit.Stored, d *delta) bool {
+	changed := false
+	for _, s := range d.specs {
+		changed = st.SetSpec(s) || changed
+	}
+	for _, r := range d.acct.Ranges {
+		changed = st.Add(r, a.nextAt(&st.Account, r.First, d.next)) || changed
+	}
+	seen := a.others[st.Job]
+	for _, r := range d.weak {
+		if !seen[r.First.UnixNano()] {
+			changed = st.Add(r, a.nextAt(&st.Account, r.First, d.next)) || changed
+		}
+	}
+	return changed
+}
+
+// nextAt returns the ticks of the spec of acct in force at tick, or
+// fallback if none is, or it does not parse.
+func (a *accountant) nextAt(acct *audit.Account, tick time.Time, fallback audit.Next) audit.Next {
+	var in *audit.Spec
+	for i := range acct.Specs {
+		if !acct.Specs[i].At.After(tick) {
+			in = &acct.Specs[i]
+		}
+	}
+	if in == nil {
+		return fallback
+	}
+	if n, ok := a.nexts[*in]; ok {
+		return n
+	}
+	n, err := a.sched(*in)
+	if err != nil {
+		return fallback
+	}
+	a.nexts[*in] = n
+	return n
+}
+
+// cloneStored returns a copy of st that shares nothing with it.
+func cloneStored(st audit.Stored) audit.Stored {
+	st.Specs = slices.Clone(st.Specs)
+	st.Ranges = slices.Clone(st.Ranges)
+	st.Folded = maps.Clone(st.Folded)
+	return st
+}
