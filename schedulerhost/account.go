@@ -24,9 +24,10 @@ import (
 // One goroutine of the term writes them (account_write.go). It first
 // fences the control store (control.Store.Fence), reads every Account
 // (one List), records each job's schedule as the term took it on, and
-// merges each job's ledger history (one History read per job): so the
-// runs an earlier term finished but never wrote (its process died before
-// its last write) are in the Account too. Then every AccountWriteInterval
+// merges each job's ledger history (one History read per job,
+// catchUpWorkers at once): so the runs an earlier term finished but
+// never wrote (its process died before its last write) are in the
+// Account too. Then every AccountWriteInterval
 // it writes each job whose Account the deltas changed, fenced by the
 // term's token, conditioned on the version it read or wrote last: at most
 // one write per changed job per interval, none for a job that did not

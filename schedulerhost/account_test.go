@@ -345,3 +345,30 @@ func TestAccount_LongGap(t *testing.T) {
 		}
 	})
 }
+
+// TestAccount_ClockStep: a forward step of the wall clock skips an hour
+// of ticks over; with MisfireSkip they are missed for the clock step.
+func TestAccount_ClockStep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemory()
+		t0 := time.Now()
+		time.Sleep(300 * time.Millisecond)
+		clk := schedulerhost.NewSteppingClock()
+		n := startNode(t, m, "a", schedulerhost.Config{Control: m.Control(), Jobs: []schedulerhost.Job{{Name: "t", Schedule: "@every 1s",
+			Misfire: schedulerhost.MisfireSkip, Run: func(context.Context) error { return nil }}}},
+			func(h *schedulerhost.Host) { h.UseClock(clk) })
+		time.Sleep(3200 * time.Millisecond) // ticks +1 s to +3 s ran
+		clk.Step(time.Hour)
+		time.Sleep(2 * time.Second) // +4 s was due as the loop woke; +5 s to +1h4s skipped over; +1h5s ran
+		to := clk.Wall()
+		n.stop(t)
+		rep := reportOf(t, n.host, "t", t0, to)
+		checkSums(t, rep, 3605)
+		if got := countOf(rep, audit.Missed, audit.ReasonClockStep); got != 3600 {
+			t.Errorf("missed for the clock step %d, want 3600: %+v", got, rep.Counts)
+		}
+		if got := countOf(rep, audit.Ran, audit.ReasonOK); got != 5 {
+			t.Errorf("ran ok %d, want 5: %+v", got, rep.Counts)
+		}
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/batonhq/baton/audit"
@@ -92,35 +93,49 @@ func (a *accountant) open(ctx context.Context) bool {
 		h.log.Warn("reading the accounts: some are unreadable", "token", t.token, "err", err)
 	}
 	a.stored, a.others = stored, map[string]map[int64]bool{}
-	for _, j := range h.jobSet() {
+	jobs := h.jobSet()
+	ds := make([]*delta, len(jobs))
+	seen := make([]map[int64]bool, len(jobs))
+	sem := make(chan struct{}, catchUpWorkers) // the history reads, as many at once as the catch-up's
+	var wg sync.WaitGroup
+	for i, j := range jobs {
 		spec := h.specOf(j)
-		d := &delta{next: t.nextOf(j), acct: audit.Account{Job: j.Name}}
-		if h.cfg.Ledger != nil {
-			oldest := a.merge(ctx, j, d)
+		ds[i] = &delta{next: t.nextOf(j), specs: []audit.Spec{spec}, acct: audit.Account{Job: j.Name}}
+		if h.cfg.Ledger == nil {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			var oldest time.Time
+			seen[i], oldest = a.merge(ctx, j, ds[i])
 			// An Account never written, of a job this Host did not add
 			// nor change: its schedule was in force for the runs merged.
 			if len(stored[j.Name].Specs) == 0 && j.since.IsZero() && !oldest.IsZero() && oldest.Before(spec.At) {
-				spec.At = oldest
+				ds[i].specs[0].At = oldest
 			}
-		}
-		d.specs = []audit.Spec{spec}
-		a.putBack(j.Name, d)
+		})
+	}
+	wg.Wait()
+	for i, j := range jobs {
+		a.others[j.Name] = seen[i]
+		a.putBack(j.Name, ds[i])
 	}
 	return true
 }
 
-// merge adds to d the settled entries of j's ledger history, notes the
-// ticks earlier terms claimed, and returns the oldest tick it added.
-func (a *accountant) merge(ctx context.Context, j *jobState, d *delta) (oldest time.Time) {
+// merge adds to d the settled entries of j's ledger history, and returns
+// the ticks earlier terms claimed and the oldest tick it added.
+func (a *accountant) merge(ctx context.Context, j *jobState, d *delta) (seen map[int64]bool, oldest time.Time) {
 	t := a.t
 	rctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
 	runs, err := t.h.cfg.Ledger.History(rctx, j.Name, AbsenceHistory)
 	cancel()
 	if err != nil {
 		t.h.log.Warn("reading a job's history for its account failed", "job", j.Name, "token", t.token, "err", err)
-		return time.Time{}
+		return nil, time.Time{}
 	}
-	seen := map[int64]bool{}
+	seen = map[int64]bool{}
 	for _, r := range runs {
 		if r.RequestID != "" {
 			continue
@@ -135,8 +150,7 @@ func (a *accountant) merge(ctx context.Context, j *jobState, d *delta) (oldest t
 			}
 		}
 	}
-	a.others[j.Name] = seen
-	return oldest
+	return seen, oldest
 }
 
 // failed logs a failed read or write of the accounts, and stops the
