@@ -59,10 +59,11 @@ type accountant struct {
 	done chan struct{} // closed when the writer returned
 
 	// The writer's, on its goroutine only.
-	stored map[string]audit.Stored   // as read or written last, by job
-	others map[string]map[int64]bool // by job, the ticks an earlier term's history holds
-	nexts  map[audit.Spec]audit.Next // parsed specs
-	sched  func(audit.Spec) (audit.Next, error)
+	stored    map[string]audit.Stored   // as read or written last, by job
+	others    map[string]map[int64]bool // by job, the ticks an earlier term's history holds
+	unsettled map[string]*unsettled     // by job, those of them running at the merge
+	nexts     map[audit.Spec]audit.Next // parsed specs
+	sched     func(audit.Spec) (audit.Next, error)
 }
 
 // newAccountant returns t's accountant, or nil when the Host keeps no

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/batonhq/baton/audit"
@@ -71,88 +70,6 @@ func (a *accountant) isStale() bool {
 	return a.stale
 }
 
-// open fences the control store, reads every Account and puts before the
-// term's records each job's schedule and its ledger history (the entries
-// an earlier term finished, maybe never written to its Account). It
-// reports whether it could read the Accounts.
-func (a *accountant) open(ctx context.Context) bool {
-	t := a.t
-	h := t.h
-	rctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
-	defer cancel()
-	if err := control.NewJobs(h.cfg.Control).Fence(rctx, t.token); err != nil {
-		a.failed("fencing the control store failed: accounts not written yet", err)
-		return false
-	}
-	stored, err := audit.LoadAll(rctx, h.cfg.Control)
-	if stored == nil {
-		a.failed("reading the accounts failed: not written yet", err)
-		return false
-	}
-	if err != nil { // some entries do not decode: their writes will fail on their version
-		h.log.Warn("reading the accounts: some are unreadable", "token", t.token, "err", err)
-	}
-	a.stored, a.others = stored, map[string]map[int64]bool{}
-	jobs := h.jobSet()
-	ds := make([]*delta, len(jobs))
-	seen := make([]map[int64]bool, len(jobs))
-	sem := make(chan struct{}, catchUpWorkers) // the history reads, as many at once as the catch-up's
-	var wg sync.WaitGroup
-	for i, j := range jobs {
-		spec := h.specOf(j)
-		ds[i] = &delta{next: t.nextOf(j), specs: []audit.Spec{spec}, acct: audit.Account{Job: j.Name}}
-		if h.cfg.Ledger == nil {
-			continue
-		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			var oldest time.Time
-			seen[i], oldest = a.merge(ctx, j, ds[i])
-			// An Account never written, of a job this Host did not add
-			// nor change: its schedule was in force for the runs merged.
-			if len(stored[j.Name].Specs) == 0 && j.since.IsZero() && !oldest.IsZero() && oldest.Before(spec.At) {
-				ds[i].specs[0].At = oldest
-			}
-		})
-	}
-	wg.Wait()
-	for i, j := range jobs {
-		a.others[j.Name] = seen[i]
-		a.putBack(j.Name, ds[i])
-	}
-	return true
-}
-
-// merge adds to d the settled entries of j's ledger history, and returns
-// the ticks earlier terms claimed and the oldest tick it added.
-func (a *accountant) merge(ctx context.Context, j *jobState, d *delta) (seen map[int64]bool, oldest time.Time) {
-	t := a.t
-	rctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
-	runs, err := t.h.cfg.Ledger.History(rctx, j.Name, AbsenceHistory)
-	cancel()
-	if err != nil {
-		t.h.log.Warn("reading a job's history for its account failed", "job", j.Name, "token", t.token, "err", err)
-		return nil, time.Time{}
-	}
-	seen = map[int64]bool{}
-	for _, r := range runs {
-		if r.RequestID != "" {
-			continue
-		}
-		if r.Token != t.token {
-			seen[r.Tick.UnixNano()] = true
-		}
-		if r.Result != ledger.ResultRunning && r.Result != "" {
-			d.acct.Add(rangeOf(r), d.next)
-			if oldest.IsZero() || r.Tick.Before(oldest) {
-				oldest = r.Tick
-			}
-		}
-	}
-	return seen, oldest
-}
-
 // failed logs a failed read or write of the accounts, and stops the
 // writing if it says the term is stale.
 func (a *accountant) failed(msg string, err error) {
@@ -168,8 +85,10 @@ func (a *accountant) failed(msg string, err error) {
 }
 
 // flush writes each job whose Account the deltas taken change: one
-// write per such job (two when the Account changed since it was read).
+// write per such job (two when the Account changed since it was read),
+// after the reads of resettle, if any.
 func (a *accountant) flush(ctx context.Context) {
+	a.resettle(ctx)
 	for job, d := range a.take() {
 		if a.isStale() {
 			return
