@@ -169,7 +169,10 @@ func (h *Host) Abandoned() int {
 // With a Control store, Lead records the term there (terms.go): its start
 // on a goroutine of its own, not in the way of the first ticks, and how
 // it ended (lost, shut down, stepped down, released) once the drain is
-// over, before it returns.
+// over, before it returns. Unless Config.NoAccounting, it also keeps the
+// term's tick accounting there (account.go), on a goroutine of the term:
+// its last write, after the drain, may hold Lead's return up to
+// ledgerTimeout (5 s).
 func (h *Host) Lead(ctx context.Context, term election.Term) error {
 	h.mu.Lock()
 	if h.leading {
