@@ -136,6 +136,29 @@ func TestAccount_EverySecond(t *testing.T) {
 	})
 }
 
+// failover runs job on a leader that crashes at +15 s and on the node
+// that takes over, then stops both at +45.3 s, and returns the audit of
+// job and the memory server.
+func failover(t *testing.T, job schedulerhost.Job) (audit.Report, *memory.Server) {
+	t.Helper()
+	t0 := time.Now()
+	time.Sleep(300 * time.Millisecond)
+	m := memory.New(election.Timing{TTL: 10 * time.Second, RenewInterval: 2 * time.Second, SafetyMargin: 5 * time.Second})
+	cfg := schedulerhost.Config{Control: m.Control(), Jobs: []schedulerhost.Job{job}}
+	a := startNode(t, m, "a", cfg)
+	b := startNode(t, m, "b", cfg)
+	time.Sleep(15 * time.Second)
+	a.backend.Cut()
+	time.Sleep(30 * time.Second)
+	a.backend.Heal()
+	b.stop(t)
+	a.stop(t)
+	rep := reportOf(t, b.host, job.Name, t0, time.Now())
+	t.Logf("due %d, %v, not ok %+v", rep.Due, rep.Counts, rep.NotOK)
+	checkSums(t, rep, 45)
+	return rep, m
+}
+
 // TestAccount_Failover: a leader crashes; the next one takes over with
 // run-once. Within the grace the gap is covered by the catch-up run,
 // which ran; beyond it the gap is missed while nobody led. Either way
@@ -147,33 +170,18 @@ func TestAccount_Failover(t *testing.T) {
 	}{{"within grace", 30 * time.Second}, {"beyond grace", time.Second}} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				t0 := time.Now()
-				time.Sleep(300 * time.Millisecond)
-				m := memory.New(election.Timing{TTL: 10 * time.Second, RenewInterval: 2 * time.Second, SafetyMargin: 5 * time.Second})
-				cfg := schedulerhost.Config{Control: m.Control(), Jobs: []schedulerhost.Job{{Name: "t", Schedule: "@every 1s",
-					Misfire: schedulerhost.MisfireRunOnce, MisfireGrace: tc.grace, Run: func(context.Context) error { return nil }}}}
-				a := startNode(t, m, "a", cfg)
-				b := startNode(t, m, "b", cfg)
-				time.Sleep(15 * time.Second)
-				a.backend.Cut()
-				time.Sleep(30 * time.Second)
-				a.backend.Heal()
-				b.stop(t)
-				a.stop(t)
-				to := time.Now()
-				rep := reportOf(t, b.host, "t", t0, to)
-				t.Logf("%s: due %d, %v, not ok %+v", tc.name, rep.Due, rep.Counts, rep.NotOK)
-				checkSums(t, rep, 45)
+				rep, m := failover(t, schedulerhost.Job{Name: "t", Schedule: "@every 1s",
+					Misfire: schedulerhost.MisfireRunOnce, MisfireGrace: tc.grace, Run: func(context.Context) error { return nil }})
 				covered, missed := rep.Classes[audit.Covered], countOf(rep, audit.Missed, audit.ReasonNoLeader)
 				if covered+missed == 0 {
 					t.Errorf("no gap: %+v", rep.Counts)
 				}
 				st, _ := stored(t, m.Control(), "t")
-				catchUp := map[time.Time]bool{} // the ticks that ran
+				ran := map[time.Time]bool{}
 				for _, r := range st.Ranges {
 					if r.Class == audit.Ran {
 						for tk := r.First; !tk.After(r.Last); tk = tk.Add(time.Second) {
-							catchUp[tk] = true
+							ran[tk] = true
 						}
 					}
 				}
@@ -182,7 +190,7 @@ func TestAccount_Failover(t *testing.T) {
 						t.Errorf("within grace: missed %d, covered %d; want the gap covered by a catch-up run", missed, covered)
 					}
 					for _, r := range rep.NotOK {
-						if r.Class == audit.Covered && (!r.By.Equal(r.Last.Add(time.Second)) || !catchUp[r.By]) {
+						if r.Class == audit.Covered && (!r.By.Equal(r.Last.Add(time.Second)) || !ran[r.By]) {
 							t.Errorf("covered range %+v: By is not the catch-up run's tick, the next, which ran", r)
 						}
 					}
@@ -195,6 +203,23 @@ func TestAccount_Failover(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestAccount_FailoverRunAll: with run-all capped at 2, the two newest
+// ticks of the gap run and the older ones are missed.
+func TestAccount_FailoverRunAll(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rep, m := failover(t, schedulerhost.Job{Name: "t", Schedule: "@every 1s", Misfire: schedulerhost.MisfireRunAll,
+			MisfireGrace: 30 * time.Second, MaxCatchUp: 2, Run: func(context.Context) error { return nil }})
+		missed := countOf(rep, audit.Missed, audit.ReasonNoLeader)
+		if _, byClass := stored(t, m.Control(), "t"); byClass[audit.Missed] != 3 {
+			t.Errorf("the Account holds %v, want the 3 older ticks of the gap of 5 missed", byClass)
+		}
+		if missed != 3 || rep.Classes[audit.Covered] != 0 || rep.Classes[audit.Ran]+missed != rep.Due {
+			t.Errorf("missed %d, covered %d, ran %d of %d; want the gap's older ticks missed, none covered", missed,
+				rep.Classes[audit.Covered], rep.Classes[audit.Ran], rep.Due)
+		}
+	})
 }
 
 // TestAccount_PausedAndOverlap: a paused job's ticks are skipped/paused;
