@@ -249,8 +249,10 @@ func (t *termRun) acctSpec(j *jobState, at time.Time) {
 // retiredTick records d, a tick of a version SetJobs retired before it
 // fired, as skipped for a reload, if it was due under the schedule in
 // force at it: the job's new version has another schedule, from an
-// instant not before the tick. (A version with the same schedule took
-// the tick over; a removed job is no longer accounted.)
+// instant after the tick (the loop woke late for it). A version with the
+// same schedule took the tick over; a removed job is no longer
+// accounted; a tick at the reload's very instant is not due (the new
+// schedule is in force from then).
 func (t *termRun) retiredTick(d dueTick) {
 	if t.acct == nil {
 		return
@@ -266,7 +268,7 @@ func (t *termRun) retiredTick(d dueTick) {
 			}
 		}
 	}
-	if cur != nil && cur.Schedule != d.job.Schedule && !d.tick.After(cur.since) {
+	if cur != nil && cur.Schedule != d.job.Schedule && d.tick.Before(cur.since) {
 		t.acct.tick(d.job, d.tick, audit.Skipped, audit.ReasonReload, "")
 	}
 }

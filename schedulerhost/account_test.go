@@ -397,3 +397,27 @@ func TestAccount_ClockStep(t *testing.T) {
 		}
 	})
 }
+
+// TestAccount_ReloadAtATick: a schedule change at the very instant of a
+// tick: whether the loop fires it under the old schedule or the reload
+// retires it first, it is no due tick (the new schedule is in force from
+// that instant, and has none then), and every due tick is accounted.
+func TestAccount_ReloadAtATick(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemory()
+		t0 := time.Now()
+		time.Sleep(300 * time.Millisecond)
+		n := startNode(t, m, "a", schedulerhost.Config{Control: m.Control(), Jobs: []schedulerhost.Job{okJob("t", "@every 2s")}})
+		time.Sleep(9700 * time.Millisecond) // +10 s, a tick
+		if _, err := n.host.SetJobs([]schedulerhost.Job{okJob("t", "@every 3s")}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5500 * time.Millisecond) // +12 s, +15 s under the new schedule
+		n.stop(t)
+		rep := reportOf(t, n.host, "t", t0, time.Now())
+		checkSums(t, rep, 4+2) // +2 s to +8 s, then +12 s and +15 s
+		if got := countOf(rep, audit.Ran, audit.ReasonOK); got != 6 {
+			t.Errorf("counts %+v, want 6 ran ok", rep.Counts)
+		}
+	})
+}
