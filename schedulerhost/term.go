@@ -61,7 +61,7 @@ type termRun struct {
 	// Tick.
 	covers sync.Map
 
-	acct *accountant // the term's tick accounting (account.go); nil without
+	acct *accountant // the term's tick accounting (account.go); nil without a Control store or with NoAccounting
 
 	refused refusals       // the streak of refused claims (refused.go)
 	bg      sync.WaitGroup // the term's background work (refused.go, settle.go); Lead waits for it
