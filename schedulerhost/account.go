@@ -71,7 +71,7 @@ type accountant struct {
 // a nil accountant does nothing.
 func newAccountant(t *termRun) *accountant {
 	h := t.h
-	if h.cfg.Control == nil || h.cfg.NoAccounting {
+	if h.accountStore() == nil || h.cfg.NoAccounting {
 		return nil
 	}
 	return &accountant{t: t, pending: map[string]*delta{}, stop: make(chan struct{}), done: make(chan struct{}),

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/audit"
-	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/ledger"
 )
 
@@ -27,11 +26,11 @@ func (a *accountant) open(ctx context.Context) bool {
 	h := t.h
 	rctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
 	defer cancel()
-	if err := control.NewJobs(h.cfg.Control).Fence(rctx, t.token); err != nil {
+	if err := h.accountStore().Fence(rctx, t.token); err != nil {
 		a.failed("fencing the control store failed: accounts not written yet", err)
 		return false
 	}
-	stored, err := audit.LoadAll(rctx, h.cfg.Control)
+	stored, err := audit.LoadAll(rctx, h.accountStore())
 	if stored == nil {
 		a.failed("reading the accounts failed: not written yet", err)
 		return false

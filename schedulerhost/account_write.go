@@ -112,7 +112,7 @@ func (a *accountant) write(ctx context.Context, job string, d *delta) {
 	err := a.save(ctx, &st)
 	if errors.Is(err, control.ErrVersionMismatch) {
 		rctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
-		fresh, lerr := audit.Load(rctx, a.t.h.cfg.Control, job)
+		fresh, lerr := audit.Load(rctx, a.t.h.accountStore(), job)
 		cancel()
 		if lerr != nil {
 			err = lerr
@@ -141,7 +141,7 @@ func (a *accountant) save(ctx context.Context, st *audit.Stored) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
 	defer cancel()
-	v, err := audit.Save(wctx, a.t.h.cfg.Control, *st, a.t.token)
+	v, err := audit.Save(wctx, a.t.h.accountStore(), *st, a.t.token)
 	if err == nil {
 		st.Version = v
 	}
