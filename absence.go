@@ -20,9 +20,12 @@ import (
 // follower asks the backend's LeaderReader) and the Host's Absence (the
 // pauses and the tick Accounts, then the history of each job with a
 // Deadline), and sets the
-// metrics: baton_election_leaderless_seconds, the time since the first
-// poll that saw nobody lead (0 while someone leads; absent for a backend
-// without a LeaderReader), and baton_job_deadline_seconds,
+// metrics: baton_election_leaderless_seconds, while nobody leads the
+// time since the last poll that saw someone lead (or since the poll
+// began, if none has): at most one poll interval more than nobody has
+// led, so that the first poll after a leader's lease lapsed already says
+// so (0 while someone leads; absent for a backend without a
+// LeaderReader), and baton_job_deadline_seconds,
 // baton_job_last_success_timestamp_seconds and baton_job_overdue. A read
 // that fails is counted in baton_absence_poll_errors_total, and the
 // gauges it would have set keep their last values; the round's errors go
@@ -42,7 +45,7 @@ type absencePoll struct {
 	leaderReader bool                          // the backend can say who leads
 	setErr       func(err error, at time.Time) // the round's failure, nil if none, for GET /status
 
-	noLeaderSince time.Time // the first poll of the current leaderless spell; zero while someone leads
+	leaderSeen time.Time // the last poll that saw someone lead, or the poll's start
 }
 
 // newAbsencePoll returns the poll of an instance built from cfg, or nil
@@ -120,20 +123,18 @@ func (p *absencePoll) poll(parent context.Context) {
 // pollLeader reads who leads and sets the leaderless gauge, or returns
 // the read's error and leaves it.
 func (p *absencePoll) pollLeader(ctx context.Context, now time.Time) error {
+	if p.leaderSeen.IsZero() {
+		p.leaderSeen = now
+	}
 	_, err := p.elector.Leader(ctx)
+	var d time.Duration
 	switch {
 	case err == nil:
-		p.noLeaderSince = time.Time{}
+		p.leaderSeen = now
 	case errors.Is(err, election.ErrNoLeader):
-		if p.noLeaderSince.IsZero() {
-			p.noLeaderSince = now
-		}
+		d = max(now.Sub(p.leaderSeen), time.Millisecond)
 	default:
 		return err
-	}
-	var d time.Duration
-	if !p.noLeaderSince.IsZero() {
-		d = now.Sub(p.noLeaderSince)
 	}
 	p.m.Leaderless(d)
 	return nil

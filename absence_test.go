@@ -171,3 +171,26 @@ func TestNew_NegativeAbsencePollInterval(t *testing.T) {
 		t.Errorf("New = %v, want %s", err, want)
 	}
 }
+
+// TestAbsence_FirstLeaderlessPollSaysSo: the first poll that sees nobody
+// lead already reports it (above 0): the time since the last poll that
+// saw a leader, at most one poll interval more than nobody led.
+func TestAbsence_FirstLeaderlessPollSaysSo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		slow := func(_ string, adv *baton.Advanced) { adv.AbsencePollInterval = 10 * time.Second }
+		p := startPair(t, baton.Job{Name: "sync", Schedule: "@every 1m", Run: func(context.Context) error { return nil }}, slow)
+		time.Sleep(10500 * time.Millisecond) // a second poll, which sees a lead
+		p.stopLeader()
+		if err := <-p.leaderDone; err != nil {
+			t.Errorf("leader's Run = %v", err)
+		}
+		time.Sleep(10 * time.Second) // the first poll since the leader left
+		if v, ok := gauge(t, p.standbyReg, "baton_election_leaderless_seconds"); !ok || v <= 0 || v > 10 {
+			t.Errorf("leaderless at the first poll without a leader = %v (present %v), want above 0, at most a poll interval", v, ok)
+		}
+		p.stopStandby()
+		if err := <-p.standbyDone; err != nil {
+			t.Errorf("standby's Run = %v", err)
+		}
+	})
+}

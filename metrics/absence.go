@@ -32,7 +32,7 @@ func newAbsenceMetrics(cl prometheus.Labels) *absenceMetrics {
 		overdue: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "baton_job_overdue", ConstLabels: cl,
 			Help: "1 while the latest due tick at least Deadline old has no run that ended ok, else 0."}, []string{"job"}),
 		leaderless: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "baton_election_leaderless_seconds", ConstLabels: cl,
-			Help: "Time since this instance's first poll that saw nobody lead, 0 while someone leads."}, nil),
+			Help: "While nobody leads, time since this instance's last poll that saw a leader (at most one poll interval more than nobody has led); 0 while someone leads."}, nil),
 		pollErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "baton_absence_poll_errors_total", ConstLabels: cl,
 			Help: "Reads of the absence poll that failed (history, pauses, accounts, leader); the gauges keep their last values."}),
 		jobs: map[string]bool{},

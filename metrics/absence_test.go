@@ -66,7 +66,7 @@ baton_job_deadline_seconds{election="orders",job="b"} 90
 baton_job_overdue{election="orders",job="a"} 1
 baton_job_overdue{election="orders",job="b"} 1
 `+last+`baton_job_last_success_timestamp_seconds{election="orders",job="b"} 1.7000000005e+09
-# HELP baton_election_leaderless_seconds Time since this instance's first poll that saw nobody lead, 0 while someone leads.
+# HELP baton_election_leaderless_seconds While nobody leads, time since this instance's last poll that saw a leader (at most one poll interval more than nobody has led); 0 while someone leads.
 # TYPE baton_election_leaderless_seconds gauge
 baton_election_leaderless_seconds{election="orders"} 0
 `)
@@ -75,7 +75,7 @@ baton_election_leaderless_seconds{election="orders"} 0
 	check("b gone", head+`baton_absence_poll_errors_total{election="orders"} 1
 `+gauges+`baton_job_deadline_seconds{election="orders",job="a"} 60
 baton_job_overdue{election="orders",job="a"} 0
-# HELP baton_election_leaderless_seconds Time since this instance's first poll that saw nobody lead, 0 while someone leads.
+# HELP baton_election_leaderless_seconds While nobody leads, time since this instance's last poll that saw a leader (at most one poll interval more than nobody has led); 0 while someone leads.
 # TYPE baton_election_leaderless_seconds gauge
 baton_election_leaderless_seconds{election="orders"} 2.5
 `)
