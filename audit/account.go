@@ -120,7 +120,7 @@ func (a *Account) Add(r Range, next Next) bool {
 	if !r.First.After(a.FoldedThrough) && !a.FoldedThrough.IsZero() {
 		r = clipFront(r, a.FoldedThrough, next)
 	}
-	changed := false
+	changed := r.Count == 1 && a.override(r, next)
 	for r.Count > 0 {
 		i := len(a.Ranges) // insert before i: the first range starting after r.First
 		for i > 0 && a.Ranges[i-1].First.After(r.First) {
@@ -248,4 +248,54 @@ func Decode(b []byte) (Account, error) {
 		return Account{}, fmt.Errorf("audit: decode an account: %w", err)
 	}
 	return fromWire(w), nil
+}
+
+// rank orders what a record knows of a tick: an outcome (ran, lost) over
+// a catch-up's cover over a decision not to run it (refused, skipped,
+// missed). A later term may run a tick an earlier one skipped or failed
+// to claim (its catch-up claims it): its run is what became of the tick.
+func rank(c Class) int {
+	switch c {
+	case Ran, Lost:
+		return 3
+	case Covered:
+		return 2
+	}
+	return 1
+}
+
+// override takes out the tick of the one-tick record r from the range
+// that holds it, if r ranks above that range, so that Add records r in
+// its place; it reports whether it took one out.
+func (a *Account) override(r Range, next Next) bool {
+	t := r.First
+	i := 0
+	for i < len(a.Ranges) && a.Ranges[i].Last.Before(t) {
+		i++
+	}
+	if i == len(a.Ranges) || a.Ranges[i].First.After(t) || rank(r.Class) <= rank(a.Ranges[i].Class) {
+		return false
+	}
+	old := a.Ranges[i]
+	before, after := old, old
+	before.Count, after.Count = 0, 0
+	for c, k := old.First, int64(0); k < old.Count && !c.IsZero(); c, k = next(c), k+1 {
+		switch {
+		case c.Before(t):
+			before.Last, before.Count = c, before.Count+1
+		case c.After(t):
+			if after.Count == 0 {
+				after.First = c
+			}
+			after.Last, after.Count = c, after.Count+1
+		}
+	}
+	var keep []Range
+	for _, p := range []Range{before, after} {
+		if p.Count > 0 {
+			keep = append(keep, p)
+		}
+	}
+	a.Ranges = append(a.Ranges[:i], append(keep, a.Ranges[i+1:]...)...)
+	return true
 }
