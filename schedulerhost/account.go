@@ -55,6 +55,7 @@ type accountant struct {
 	pending map[string]*delta // by job: recorded, not written
 	stale   bool              // a write found the term stale: nothing more is written
 
+	soon chan struct{} // a record the ledger does not back: write it now, not at the next interval
 	stop chan struct{} // closed by finish: write once more and return
 	done chan struct{} // closed when the writer returned
 
@@ -74,7 +75,7 @@ func newAccountant(t *termRun) *accountant {
 	if h.accountStore() == nil || h.cfg.NoAccounting {
 		return nil
 	}
-	return &accountant{t: t, pending: map[string]*delta{}, stop: make(chan struct{}), done: make(chan struct{}),
+	return &accountant{t: t, pending: map[string]*delta{}, soon: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		nexts: map[audit.Spec]audit.Next{}, sched: h.schedules()}
 }
 
@@ -111,6 +112,16 @@ func (a *accountant) add(j *jobState, r audit.Range) {
 	d := a.deltaOf(j.Name)
 	d.next = next
 	d.acct.Add(r, next)
+	if r.Class != audit.Ran && r.Class != audit.Lost {
+		// A skip, a refusal, a cover or a miss: only this term knows of
+		// it (the ledger holds no entry a later term could merge), so it
+		// is written at once rather than lost with a term that dies
+		// before the next interval.
+		select {
+		case a.soon <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // tick records tick of j as one tick of class c for reason why.

@@ -33,7 +33,8 @@ func (a *accountant) finish() {
 }
 
 // writer opens the Accounts (fence, read, merge), then writes what
-// changed every AccountWriteInterval, and once more when finish asks.
+// changed every AccountWriteInterval, at once after a record the ledger
+// does not back (add), and once more when finish asks.
 func (a *accountant) writer() {
 	defer close(a.done)
 	tk := time.NewTicker(AccountWriteInterval)
@@ -52,6 +53,7 @@ func (a *accountant) writer() {
 			}
 			return
 		case <-tk.C:
+		case <-a.soon:
 		}
 		if a.isStale() {
 			continue
