@@ -52,8 +52,37 @@ type Report struct {
 	// by reason: "logged: <the node's message>", "catch-up" (a later tick
 	// of the next term's catch-up run stands for it, run-once), "beyond
 	// grace", "skip policy", "frozen" (see Input.Frozen).
-	Accounted  map[string]int
+	Accounted map[string]int
+	// Ticks lists the checker's verdict on every tick of every
+	// fixed-period job in the window, job by job, in tick order.
+	Ticks      []TickVerdict
 	Violations []Violation
+}
+
+// Verdict is what the checker made of one tick.
+type Verdict string
+
+// The verdicts.
+const (
+	VerdictRan       Verdict = "ran"       // a run of the tick started
+	VerdictAccounted Verdict = "accounted" // not run, and a policy or a logged reason accounts for it
+	VerdictLost      Verdict = "lost"      // not run, and nothing accounts for it: a lost-tick finding
+)
+
+// TickVerdict is the checker's verdict on one tick of a fixed-period job.
+type TickVerdict struct {
+	Job     string
+	Tick    time.Time
+	Verdict Verdict
+	// Reason: for an accounted tick, its key in Report.Accounted; for a
+	// lost one, the finding's detail; empty for a run.
+	Reason string `json:",omitempty"`
+	// Token and Instance: the term that ran the tick; else the term live
+	// at it, or if none was, the first term after it; zero if none.
+	Token    uint64 `json:",omitempty"`
+	Instance string `json:",omitempty"`
+	// Ended: a run whose end line is in the records (Input.Ends).
+	Ended bool `json:",omitempty"`
 }
 
 // OK reports whether no guarantee was broken.

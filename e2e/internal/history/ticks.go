@@ -48,6 +48,7 @@ import (
 func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first map[tickID]Start) {
 	j := newTickJudge(r, in, terms, job, p, first)
 	for t := firstTick(p, in.From); !t.After(in.To); t = t.Add(p.Every) {
+		j.cur = TickVerdict{Job: job, Tick: t}
 		j.judge(t)
 	}
 }
@@ -58,9 +59,11 @@ func checkTicks(r *Report, in Input, terms []Term, job string, p Policy, first m
 func (j *tickJudge) judge(t time.Time) {
 	in, p, job := j.in, j.p, j.job
 	if j.ran(t) {
+		j.ranVerdict(t)
 		return
 	}
 	live := j.liveAt(t)
+	j.termOf(live)
 	// A logged reason counts if the live term's instance logged it, or
 	// any instance when no term was live (the old leader's last ticks).
 	inst := ""
@@ -93,6 +96,9 @@ func (j *tickJudge) judge(t time.Time) {
 		}
 	}
 	how, next := j.byNext(t)
+	if live == nil {
+		j.termOf(next)
+	}
 	switch {
 	case live != nil && !j.frozen(live, t):
 		j.liveLost(live, t, how, next)
@@ -124,7 +130,7 @@ func (j *tickJudge) judge(t time.Time) {
 		if live != nil {
 			lead = fmt.Sprintf("%s (term %d) was frozen", live.Instance, live.Token)
 		}
-		j.r.add("lost-tick", "job %s tick %s: missed while %s, within grace %v of term %d (%s, started %s), and no catch-up run covers it (policy %s)%s",
+		j.lost("job %s tick %s: missed while %s, within grace %v of term %d (%s, started %s), and no catch-up run covers it (policy %s)%s",
 			job, t.Format(time.RFC3339Nano), lead, p.Grace, next.Token, next.Instance, next.Start.Format(time.RFC3339Nano), p.Misfire, unwritten(in, job, t, p.Grace))
 	}
 }
@@ -182,7 +188,7 @@ func (j *tickJudge) liveLost(live *Term, t time.Time, how string, next *Term) {
 			return
 		}
 	}
-	j.r.add("lost-tick", "job %s tick %s: term %d (%s) was live and neither ran it nor logged why%s",
+	j.lost("job %s tick %s: term %d (%s) was live and neither ran it nor logged why%s",
 		job, t.Format(time.RFC3339Nano), live.Token, live.Instance, unwritten(in, job, t, p.Grace))
 }
 

@@ -16,6 +16,8 @@ type tickJudge struct {
 	catchUpFailed []Misfire           // zero Tick: the term's catch-up was skipped
 	catchUps      []Start             // the job's catch-up runs
 	until         map[uint64]time.Time
+	ended         map[runID]bool // the runs whose end line is in Input.Ends
+	cur           TickVerdict    // the tick being judged: its job, tick and term so far
 }
 
 // newTickJudge indexes in's misfires and catch-up runs of job.
@@ -37,6 +39,12 @@ func newTickJudge(r *Report, in Input, terms []Term, job string, p Policy, first
 		}
 	}
 	j.until = bounds(terms)
+	j.ended = map[runID]bool{}
+	for _, e := range in.Ends {
+		if e.Job == job {
+			j.ended[runID{e.Job, e.Tick.UnixNano(), e.Token}] = true
+		}
+	}
 	return j
 }
 
@@ -96,12 +104,40 @@ func (j *tickJudge) readClaimed(next *Term, t time.Time) bool {
 // frozen reports whether tm's instance was frozen at t (frozenAt).
 func (j *tickJudge) frozen(tm *Term, t time.Time) bool { return frozenAt(j.in, j.terms, tm, t) }
 
-// account counts a tick accounted for, by reason.
+// account counts a tick accounted for, by reason, and lists its verdict.
 func (j *tickJudge) account(reason string) {
 	if j.r.Accounted == nil {
 		j.r.Accounted = map[string]int{}
 	}
 	j.r.Accounted[reason]++
+	v := j.cur
+	v.Verdict, v.Reason = VerdictAccounted, reason
+	j.r.Ticks = append(j.r.Ticks, v)
+}
+
+// lost reports the tick being judged as a lost-tick finding, and lists
+// its verdict with the finding's detail as its reason.
+func (j *tickJudge) lost(format string, args ...any) {
+	j.r.add("lost-tick", format, args...)
+	v := j.cur
+	v.Verdict, v.Reason = VerdictLost, j.r.Violations[len(j.r.Violations)-1].Detail
+	j.r.Ticks = append(j.r.Ticks, v)
+}
+
+// ranVerdict lists tick t as run, by the term of its first start.
+func (j *tickJudge) ranVerdict(t time.Time) {
+	s := j.first[tickID{job: j.job, tick: t.UnixNano()}]
+	v := j.cur
+	v.Verdict, v.Token, v.Instance = VerdictRan, s.Token, s.Instance
+	v.Ended = j.ended[runID{j.job, t.UnixNano(), s.Token}]
+	j.r.Ticks = append(j.r.Ticks, v)
+}
+
+// termOf names tm (if any) as the term of the tick being judged.
+func (j *tickJudge) termOf(tm *Term) {
+	if tm != nil {
+		j.cur.Token, j.cur.Instance = tm.Token, tm.Instance
+	}
 }
 
 // accountsFor reports whether term next, the first to start after t,
