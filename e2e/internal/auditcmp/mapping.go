@@ -1,0 +1,214 @@
+// Package auditcmp compares baton's tick accounting (package audit) with
+// the e2e checker's own verdict on every tick of the same history
+// (history.Report.Ticks), tick by tick: the checker reads the jobs'
+// records and the nodes' logs, never the ledger, so the two are
+// independent views of the same ticks.
+//
+// Allowed maps each checker verdict to the classes and reasons the
+// accounting may show for the tick (the table below); Compare reports
+// every tick where it shows something else as a disagreement.
+package auditcmp
+
+import (
+	"strings"
+
+	"github.com/batonhq/baton/audit"
+	"github.com/batonhq/baton/e2e/internal/history"
+)
+
+// Want is one class and reason the accounting may show for a tick; an
+// empty Reason allows any reason of the class.
+type Want struct {
+	Class  audit.Class
+	Reason audit.Reason
+}
+
+// Allows reports whether the accounting's class c with reason r is w.
+func (w Want) Allows(c audit.Class, r audit.Reason) bool {
+	return w.Class == c && (w.Reason == "" || w.Reason == r)
+}
+
+func (w Want) String() string {
+	if w.Reason == "" {
+		return string(w.Class)
+	}
+	return string(w.Class) + "(" + string(w.Reason) + ")"
+}
+
+// Shorthands for the table.
+var (
+	ran            = []Want{{audit.Ran, ""}}
+	covered        = []Want{{audit.Covered, audit.ReasonCatchUp}}
+	noLeader       = []Want{{audit.Missed, audit.ReasonNoLeader}}
+	clockStep      = []Want{{audit.Missed, audit.ReasonClockStep}}
+	overlap        = []Want{{audit.Skipped, audit.ReasonOverlap}}
+	paused         = []Want{{audit.Skipped, audit.ReasonPaused}}
+	refusedAny     = []Want{{audit.Refused, ""}}
+	termEnded      = []Want{{audit.Lost, audit.ReasonTermEnded}}
+	outcomeUnknown = []Want{{audit.Lost, audit.ReasonOutcomeUnknown}}
+	claimFailed    = []Want{{audit.Refused, audit.ReasonClaimFailed}}
+	staleTerm      = []Want{{audit.Refused, audit.ReasonStaleTerm}}
+	unaccounted    = []Want{{audit.Missed, audit.ReasonUnaccounted}}
+	lostAny        = []Want{{audit.Lost, ""}}
+	// landed: a claim of the tick may have landed and its run never
+	// started (its term was killed, frozen out or refused as stale after
+	// the claim's first attempt landed). At most once: nobody runs it,
+	// and the ledger holds it claimed, so the accounting shows the claim
+	// as refused (its outcome stayed unknown, or a retry was refused as
+	// stale) or lost (claimed, and the term ended before it started, or
+	// before its outcome was recorded).
+	landed = join(refusedAny, termEnded, outcomeUnknown)
+)
+
+// byHow maps the checker's reasons for a tick not run (the last part of
+// its Accounted key, after any "X, then ") to what the accounting must
+// show.
+var byHow = map[string][]Want{
+	// The live or next term's catch-up run stood for it (run-once).
+	"catch-up": covered,
+	// Nobody led at the tick, and the next term let it go: the misfire
+	// policy (skip, beyond the grace), or it had no claim to count from.
+	"skip policy":  noLeader,
+	"beyond grace": noLeader,
+	"no claim of the job before it (its catch-up had nothing to count from)": noLeader,
+	// The window ended with nobody leading after the tick.
+	"no later term": noLeader,
+	// A pause of the whole machine, seen by the live term as a forward
+	// step of its wall clock, and the policy let the tick go.
+	"skipped over by a clock step, skip policy":  clockStep,
+	"skipped over by a clock step, beyond grace": clockStep,
+	// The claim landed and the run never started: see landed.
+	"claimed by a term killed at the tick":                         landed,
+	"claim of unknown outcome landed":                              landed,
+	"its claim landed":                                             landed,
+	"claim refused as stale by the term before (the claim landed)": join(staleTerm, termEnded),
+	"frozen, then killed as it woke (the claim landed)":            join(termEnded, outcomeUnknown),
+}
+
+// byLogged maps the message a node logged for a tick it did not start
+// ("logged: <message>") to what the accounting must show.
+var byLogged = map[string][]Want{
+	history.StillGoing:                      overlap,
+	"tick skipped: queue full":              overlap,
+	"tick skipped: job paused":              paused,
+	"run not started: claim failed":         refusedAny,
+	"run not started: claim refused":        refusedAny,
+	"run not started: tick already claimed": {{audit.Refused, audit.ReasonClaimed}},
+	"run not started: pause state unknown":  claimFailed,
+	"run not started: term over":            join(termEnded, staleTerm),
+	// Admitted, not claimed yet, and the term began stopping: nothing
+	// reached the ledger. The accounting says the term ended before it
+	// started, or, unclaimed, that nobody led it.
+	history.TermStopping: join(termEnded, noLeader),
+	"run not started: term stopping during its jitter delay": join(termEnded, noLeader),
+	// The node logged the run as started and its instance was stopped
+	// before the job's first line (e2e's stoppedBeforeStart): claimed,
+	// started, no outcome.
+	"run started, then its instance was killed": join(outcomeUnknown, termEnded),
+	"run started, then its instance was frozen": join(outcomeUnknown, termEnded),
+	// The new leader could not read the last claims: no catch-up, the
+	// ticks missed while nobody led stay missed.
+	"catch-up skipped: reading last claimed ticks failed": join(noLeader, unaccounted),
+	// The sidecar's app was down: the HTTP job ran and failed, or its
+	// retries were cut short by the term's end.
+	"the leader's app was down": join(ran, []Want{{audit.Lost, audit.ReasonNotDelivered}, {audit.Lost, audit.ReasonRetryCut}}),
+}
+
+// byExcuse maps the live term's excuses (the first parts of "X, then
+// HOW", "X, no later term" and "X (the claim landed)") to what they add
+// to what HOW allows: the claim of an excused term may have landed.
+var byExcuse = map[string][]Want{
+	"frozen": nil,
+	"term over before its schedule loop began":                        termEnded,
+	"claim refused as stale":                                          landed,
+	"catch-up claim refused as stale":                                 landed,
+	"claim in flight when its instance was killed":                    landed,
+	"killed before the job's next tick, its claim possibly in flight": landed,
+}
+
+// Allowed returns what the accounting may show for the tick of v, and
+// false if the table has no row for the checker's reason (the table is
+// then out of date with the checker: a disagreement too).
+//
+//   - ran: Ran, any reason (ok, failed, timeout, cancelled); a run whose
+//     end line is not in the records (its instance died in it) may be
+//     Lost (outcome-unknown, retry-cut, not-delivered) as well. Compare
+//     also asks that the accounting's term, where it names one, is the
+//     run's.
+//   - accounted: by its reason, byHow and byLogged; a reason that passed
+//     the tick on ("X, then HOW") allows HOW's classes and, if X may have
+//     left a landed claim, landed.
+//   - lost (the checker's lost-tick finding): Missed (no-leader when
+//     nobody led, unaccounted when a term was live) or Lost by the term
+//     the checker names: the same cause, never a class that says the
+//     tick ran, was covered or was skipped on purpose.
+func Allowed(v history.TickVerdict) ([]Want, bool) {
+	switch v.Verdict {
+	case history.VerdictRan:
+		if v.Ended {
+			return ran, true
+		}
+		return join(ran, []Want{{audit.Lost, audit.ReasonOutcomeUnknown}, {audit.Lost, audit.ReasonRetryCut},
+			{audit.Lost, audit.ReasonNotDelivered}}), true
+	case history.VerdictLost:
+		if strings.Contains(v.Reason, "missed while nobody led") {
+			return noLeader, true
+		}
+		return join(unaccounted, lostAny), true
+	case history.VerdictAccounted:
+		return allowedAccounted(v.Reason)
+	}
+	return nil, false
+}
+
+// allowedAccounted reads an Accounted key: how, "logged: " message,
+// excuse + ", then " + a key, excuse + ", no later term", or excuse +
+// " (the claim landed)".
+func allowedAccounted(reason string) ([]Want, bool) {
+	if ws, ok := byHow[reason]; ok {
+		return ws, true
+	}
+	if msg, ok := strings.CutPrefix(reason, "logged: "); ok {
+		// A catch-up tick's claim failed: the ticks the catch-up would
+		// have stood for are the failed claim's, or missed.
+		msg, catchUp := strings.CutSuffix(msg, " (catch-up)")
+		ws, known := byLogged[msg]
+		if known && catchUp {
+			ws = join(ws, noLeader, covered)
+		}
+		return ws, known
+	}
+	if head, rest, ok := strings.Cut(reason, ", then "); ok {
+		if extra, known := byExcuse[head]; known {
+			ws, ok := allowedAccounted(rest)
+			return join(extra, ws), ok
+		}
+	}
+	if head, ok := strings.CutSuffix(reason, ", no later term"); ok {
+		if ws, known := byExcuse[head]; known {
+			return join(ws, noLeader), true
+		}
+	}
+	if head, ok := strings.CutSuffix(reason, " (the claim landed)"); ok {
+		if ws, known := byExcuse[head]; known {
+			return join(ws, landed), true
+		}
+	}
+	return nil, false
+}
+
+func join(lists ...[]Want) []Want {
+	var out []Want
+	for _, l := range lists {
+		for _, w := range l {
+			dup := false
+			for _, o := range out {
+				dup = dup || o == w
+			}
+			if !dup {
+				out = append(out, w)
+			}
+		}
+	}
+	return out
+}
