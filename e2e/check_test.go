@@ -138,6 +138,7 @@ func (sc *scenario) check(from, to time.Time) string {
 		}
 	}
 	in.Starts = starts
+	sc.checkedJobs = in.Jobs
 	r := history.Check(in)
 	// The checker's whole input, to re-check or read a run later.
 	hist, err := json.MarshalIndent(in, "", " ")

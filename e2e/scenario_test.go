@@ -188,6 +188,8 @@ type scenario struct {
 	counts   map[string]int
 	problems []string // liveness failures, reported with the violations
 	outcome  *outcome // set by check
+	// checkedJobs are the jobs whose every tick check judged.
+	checkedJobs map[string]history.Policy
 }
 
 func (sc *scenario) note(kind, target, format string, args ...any) {
@@ -722,6 +724,8 @@ func runScenario(t *testing.T, name string, prof profile, seed uint64, v variant
 	}
 	startCluster(t, name, sc, clusterOpts{label: label, jobs: jobs, be: v.be, token: token})
 	dir := sc.dir
+	// Off unless BATON_E2E_AUDIT is set (audit_test.go).
+	aud := sc.startAuditor()
 	// Ticks are judged from the moment both jobs have run once: a new
 	// leader catches up from a job's last claimed tick, and before the
 	// first claim there is none.
@@ -801,7 +805,7 @@ func runScenario(t *testing.T, name string, prof profile, seed uint64, v variant
 	time.Sleep(3 * time.Second)
 	to := time.Now().Add(-1500 * time.Millisecond)
 	sc.stopAll()
-	sum := sc.check(from, to) + opSum
+	sum := sc.check(from, to) + aud.compare(sc, from, to) + opSum
 	if sc.sidecar != nil {
 		sum += sc.checkAttempts() + fenceSummary(sc.runsPath) + sc.sidecar.appStopSummary()
 	}
