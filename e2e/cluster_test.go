@@ -144,6 +144,7 @@ type slot struct {
 	proxies []*proxytest.Proxy
 	gen     int
 	proc    *proc
+	standby bool // its nodes run with --standby
 }
 
 // addrs are the addresses of the slot's proxies, in the order of the
@@ -410,6 +411,9 @@ func (sc *scenario) startProc(s *slot) (*proc, error) {
 		args = append(args, "--election", sc.election, "--id", id, "--config", sc.jobsPath, "--http", "127.0.0.1:0",
 			"--log-format", "json", "--stop-on-stdin-eof")
 		args = append(args, "--log-level", logLevel())
+		if s.standby {
+			args = append(args, "--standby")
+		}
 		args = append(args, sc.extraArgs...)
 		cmd = exec.Command(demoBin, args...)
 	}

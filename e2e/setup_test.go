@@ -17,6 +17,9 @@ import (
 type clusterOpts struct {
 	label string // in the artifacts directory's name and message, after "e2e"
 	nodes int    // node slots; 0 means the backend's own number
+	// standby is how many of the last slots run their nodes with
+	// --standby: they follow and never campaign.
+	standby int
 	// token, if set, is the admin token the nodes read from a file.
 	token string
 	// jobs returns the jobs file's content, once sc.runsPath is set.
@@ -76,7 +79,7 @@ func startCluster(t *testing.T, name string, sc *scenario, o clusterOpts) *proc 
 		nodes = be.nodes
 	}
 	for i := range nodes {
-		s := &slot{i: i}
+		s := &slot{i: i, standby: i >= nodes-o.standby}
 		for _, target := range be.targetsOf(i) {
 			px, err := proxytest.New(target)
 			if err != nil {
