@@ -149,7 +149,7 @@ func Compare(verdicts []history.TickVerdict, reports []audit.Report, jobs map[st
 			switch {
 			case v.Verdict == history.VerdictLost:
 				res.Lost++
-			case v.Verdict == history.VerdictAccounted && slices.Contains(mustWant(v), Want{audit.Missed, audit.ReasonNoLeader}):
+			case v.Verdict == history.VerdictAccounted && slices.Contains(mustWant(v), Want{audit.Missed, audit.ReasonNoLeader, false}):
 				res.Missed++
 			}
 			got, due := ticks[k]
@@ -178,9 +178,18 @@ func disagree(v history.TickVerdict, got Tick) string {
 	if !ok {
 		return "the mapping has no row for the checker's reason"
 	}
-	fits := false
+	fits, earlier := false, false
 	for _, w := range ws {
-		fits = fits || w.Allows(got.Class, got.Reason)
+		switch {
+		case !w.Allows(got.Class, got.Reason):
+		case w.Later && got.Token != 0 && v.Token != 0 && got.Token <= v.Token:
+			earlier = true
+		default:
+			fits = true
+		}
+	}
+	if !fits && earlier {
+		return fmt.Sprintf("only a term after the checker's %d (%s) may show it so", v.Token, v.Instance)
 	}
 	if !fits {
 		names := make([]string, len(ws))

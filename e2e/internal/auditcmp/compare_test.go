@@ -217,3 +217,37 @@ func TestAllowed_Rows(t *testing.T) {
 		t.Errorf("a reason without a row: accepted")
 	}
 }
+
+// A tick the live term logged it skipped (or whose claim failed) may be
+// in the next term's catch-up gap: covered, by a later term only. A run
+// baton recorded no outcome of may be lost, by its own term only.
+func TestCompare_LaterTermAndNoOutcome(t *testing.T) {
+	one := func(v history.TickVerdict, r audit.Range) Result {
+		r.First, r.Last, r.Count = at(1), at(1), 1
+		v.Job, v.Tick = "j", at(1)
+		rep := audit.Report{Job: "j", From: at(0), To: at(1), Due: 1, Classes: map[audit.Class]int64{r.Class: 1}, NotOK: []audit.Range{r}}
+		return Compare([]history.TickVerdict{v}, []audit.Report{rep}, map[string]history.Policy{"j": policy}, at(1))
+	}
+	skipped := history.TickVerdict{Verdict: history.VerdictAccounted, Reason: "logged: " + history.StillGoing, Token: 10, Instance: "a"}
+	ran := history.TickVerdict{Verdict: history.VerdictRan, Token: 10, Instance: "a", Ended: true}
+	for _, c := range []struct {
+		name string
+		v    history.TickVerdict
+		r    audit.Range
+		ok   bool
+	}{
+		{"skipped, covered by the next term", skipped, audit.Range{Class: audit.Covered, Reason: audit.ReasonCatchUp, Token: 20, By: at(3)}, true},
+		{"skipped, covered by its own term", skipped, audit.Range{Class: audit.Covered, Reason: audit.ReasonCatchUp, Token: 10, By: at(3)}, false},
+		{"skipped, covered by an earlier term", skipped, audit.Range{Class: audit.Covered, Reason: audit.ReasonCatchUp, Token: 5, By: at(3)}, false},
+		{"skipped, shown skipped", skipped, audit.Range{Class: audit.Skipped, Reason: audit.ReasonOverlap, Token: 10}, true},
+		{"skipped, shown missed", skipped, audit.Range{Class: audit.Missed, Reason: audit.ReasonUnaccounted}, false},
+		{"ran and ended, no outcome recorded", ran, audit.Range{Class: audit.Lost, Reason: audit.ReasonOutcomeUnknown, Token: 10}, true},
+		{"ran, no outcome, another term", ran, audit.Range{Class: audit.Lost, Reason: audit.ReasonOutcomeUnknown, Token: 20}, false},
+		{"ran, shown lost as never started", ran, audit.Range{Class: audit.Lost, Reason: audit.ReasonTermEnded, Token: 10}, false},
+		{"ran, shown covered", ran, audit.Range{Class: audit.Covered, Reason: audit.ReasonCatchUp, Token: 20}, false},
+	} {
+		if res := one(c.v, c.r); res.OK() != c.ok {
+			t.Errorf("%s: agree %v, want %v: %q", c.name, res.OK(), c.ok, res.Disagreements)
+		}
+	}
+}

@@ -17,10 +17,12 @@ import (
 )
 
 // Want is one class and reason the accounting may show for a tick; an
-// empty Reason allows any reason of the class.
+// empty Reason allows any reason of the class. Later: only by a later
+// term than the checker's (a range that names a term).
 type Want struct {
 	Class  audit.Class
 	Reason audit.Reason
+	Later  bool
 }
 
 // Allows reports whether the accounting's class c with reason r is w.
@@ -29,27 +31,43 @@ func (w Want) Allows(c audit.Class, r audit.Reason) bool {
 }
 
 func (w Want) String() string {
-	if w.Reason == "" {
-		return string(w.Class)
+	s := string(w.Class)
+	if w.Reason != "" {
+		s += "(" + string(w.Reason) + ")"
 	}
-	return string(w.Class) + "(" + string(w.Reason) + ")"
+	if w.Later {
+		s += " by a later term"
+	}
+	return s
 }
 
 // Shorthands for the table.
 var (
-	ran            = []Want{{audit.Ran, ""}}
-	covered        = []Want{{audit.Covered, audit.ReasonCatchUp}}
-	noLeader       = []Want{{audit.Missed, audit.ReasonNoLeader}}
-	clockStep      = []Want{{audit.Missed, audit.ReasonClockStep}}
-	overlap        = []Want{{audit.Skipped, audit.ReasonOverlap}}
-	paused         = []Want{{audit.Skipped, audit.ReasonPaused}}
-	refusedAny     = []Want{{audit.Refused, ""}}
-	termEnded      = []Want{{audit.Lost, audit.ReasonTermEnded}}
-	outcomeUnknown = []Want{{audit.Lost, audit.ReasonOutcomeUnknown}}
-	claimFailed    = []Want{{audit.Refused, audit.ReasonClaimFailed}}
-	staleTerm      = []Want{{audit.Refused, audit.ReasonStaleTerm}}
-	unaccounted    = []Want{{audit.Missed, audit.ReasonUnaccounted}}
-	lostAny        = []Want{{audit.Lost, ""}}
+	ran            = []Want{{audit.Ran, "", false}}
+	covered        = []Want{{audit.Covered, audit.ReasonCatchUp, false}}
+	noLeader       = []Want{{audit.Missed, audit.ReasonNoLeader, false}}
+	clockStep      = []Want{{audit.Missed, audit.ReasonClockStep, false}}
+	overlap        = []Want{{audit.Skipped, audit.ReasonOverlap, false}}
+	paused         = []Want{{audit.Skipped, audit.ReasonPaused, false}}
+	refusedAny     = []Want{{audit.Refused, "", false}}
+	termEnded      = []Want{{audit.Lost, audit.ReasonTermEnded, false}}
+	outcomeUnknown = []Want{{audit.Lost, audit.ReasonOutcomeUnknown, false}}
+	claimFailed    = []Want{{audit.Refused, audit.ReasonClaimFailed, false}}
+	staleTerm      = []Want{{audit.Refused, audit.ReasonStaleTerm, false}}
+	unaccounted    = []Want{{audit.Missed, audit.ReasonUnaccounted, false}}
+	lostAny        = []Want{{audit.Lost, "", false}}
+	// coveredLater: a tick the live term did not claim (it skipped it,
+	// or its claim failed or was refused, or its term ended first) is in
+	// the gap of the next term's run-once catch-up, which stands for it
+	// whatever its result: the accounting may say so, by that term.
+	coveredLater = []Want{{audit.Covered, audit.ReasonCatchUp, true}}
+	// startedNoOutcome: the run started and baton recorded no outcome
+	// (its term ended before it could: the next leader settles it
+	// unknown), or an attempt failed and its retries were cut short. The
+	// job's own end line may be there all the same: baton does not
+	// read it.
+	startedNoOutcome = []Want{{audit.Lost, audit.ReasonOutcomeUnknown, false}, {audit.Lost, audit.ReasonRetryCut, false},
+		{audit.Lost, audit.ReasonNotDelivered, false}}
 	// landed: a claim of the tick may have landed and its run never
 	// started (its term was killed, frozen out or refused as stale after
 	// the claim's first attempt landed). At most once: nobody runs it,
@@ -88,19 +106,24 @@ var byHow = map[string][]Want{
 // byLogged maps the message a node logged for a tick it did not start
 // ("logged: <message>") to what the accounting must show.
 var byLogged = map[string][]Want{
-	history.StillGoing:                      overlap,
-	"tick skipped: queue full":              overlap,
-	"tick skipped: job paused":              paused,
-	"run not started: claim failed":         refusedAny,
-	"run not started: claim refused":        refusedAny,
-	"run not started: tick already claimed": {{audit.Refused, audit.ReasonClaimed}},
-	"run not started: pause state unknown":  claimFailed,
-	"run not started: term over":            join(termEnded, staleTerm),
+	// Not claimed (a skip, a failed or refused claim, a term over before
+	// it claimed): the live term's record, or the next term's catch-up
+	// that stood for it (coveredLater).
+	history.StillGoing:                     join(overlap, coveredLater),
+	"tick skipped: queue full":             join(overlap, coveredLater),
+	"run not started: claim failed":        join(refusedAny, coveredLater),
+	"run not started: claim refused":       join(refusedAny, coveredLater),
+	"run not started: pause state unknown": join(claimFailed, coveredLater),
+	"run not started: term over":           join(termEnded, staleTerm, coveredLater),
+	"tick skipped: job paused":             paused,
+	// The claim was refused: an earlier term's claim of it landed.
+	"run not started: tick already claimed": {{audit.Refused, audit.ReasonClaimed, false}},
 	// Admitted, not claimed yet, and the term began stopping: nothing
 	// reached the ledger. The accounting says the term ended before it
-	// started, or, unclaimed, that nobody led it.
-	history.TermStopping: join(termEnded, noLeader),
-	"run not started: term stopping during its jitter delay": join(termEnded, noLeader),
+	// started, or, unclaimed, that nobody led it, or that the next
+	// term's catch-up stood for it.
+	history.TermStopping: join(termEnded, noLeader, coveredLater),
+	"run not started: term stopping during its jitter delay": join(termEnded, noLeader, coveredLater),
 	// The node logged the run as started and its instance was stopped
 	// before the job's first line (e2e's stoppedBeforeStart): claimed,
 	// started, no outcome.
@@ -111,7 +134,7 @@ var byLogged = map[string][]Want{
 	"catch-up skipped: reading last claimed ticks failed": join(noLeader, unaccounted),
 	// The sidecar's app was down: the HTTP job ran and failed, or its
 	// retries were cut short by the term's end.
-	"the leader's app was down": join(ran, []Want{{audit.Lost, audit.ReasonNotDelivered}, {audit.Lost, audit.ReasonRetryCut}}),
+	"the leader's app was down": join(ran, []Want{{audit.Lost, audit.ReasonNotDelivered, false}, {audit.Lost, audit.ReasonRetryCut, false}}),
 }
 
 // byExcuse maps the live term's excuses (the first parts of "X, then
@@ -130,13 +153,15 @@ var byExcuse = map[string][]Want{
 // false if the table has no row for the checker's reason (the table is
 // then out of date with the checker: a disagreement too).
 //
-//   - ran: Ran, any reason (ok, failed, timeout, cancelled); a run whose
-//     end line is not in the records (its instance died in it) may be
-//     Lost (outcome-unknown, retry-cut, not-delivered) as well. Compare
-//     also asks that the accounting's term, where it names one, is the
-//     run's.
-//   - accounted: by its reason, byHow and byLogged; a reason that passed
-//     the tick on ("X, then HOW") allows HOW's classes and, if X may have
+//   - ran: Ran, any reason (ok, failed, timeout, cancelled), or Lost
+//     when baton recorded no outcome (startedNoOutcome), even if the job
+//     wrote its end line: on PostgreSQL and etcd, runs that ended as
+//     their leader froze or was cut off were settled unknown by the next
+//     leader. Compare also asks that the accounting's term, where it
+//     names one, is the run's.
+//   - accounted: by its reason, byHow and byLogged (a tick the live term
+//     logged it did not claim may be covered by the next term's
+//     catch-up: coveredLater); a reason that passed the tick on ("X, then HOW") allows HOW's classes and, if X may have
 //     left a landed claim, landed.
 //   - lost (the checker's lost-tick finding): Missed (no-leader when
 //     nobody led, unaccounted when a term was live) or Lost by the term
@@ -145,11 +170,7 @@ var byExcuse = map[string][]Want{
 func Allowed(v history.TickVerdict) ([]Want, bool) {
 	switch v.Verdict {
 	case history.VerdictRan:
-		if v.Ended {
-			return ran, true
-		}
-		return join(ran, []Want{{audit.Lost, audit.ReasonOutcomeUnknown}, {audit.Lost, audit.ReasonRetryCut},
-			{audit.Lost, audit.ReasonNotDelivered}}), true
+		return join(ran, startedNoOutcome), true
 	case history.VerdictLost:
 		if strings.Contains(v.Reason, "missed while nobody led") {
 			return noLeader, true
