@@ -30,7 +30,7 @@ const (
 )
 
 // TestAbsenceMetrics runs two campaigning nodes and a standby (--standby:
-// it never campaigns) with TTL 5 s and two jobs with a deadline of 10 s:
+// it never campaigns) with TTL 5 s (Consul: 10 s, its least) and two jobs with a deadline of 10 s:
 // "hang", whose run hangs on the leader once the test says so, and
 // "beat", which runs ok every 5 s. Every instance, followers and the
 // standby included, must show "hang" overdue within the deadline and one
@@ -46,9 +46,11 @@ func TestAbsenceMetrics(t *testing.T) {
 func runAbsenceMetrics(t *testing.T, name string) {
 	sc := &scenario{}
 	var hangFile string
+	var ttl time.Duration
 	startCluster(t, name, sc, clusterOpts{label: "absence", nodes: 3, standby: 1, jobs: func(be *backend, sc *scenario) string {
 		hangFile = filepath.Join(sc.dir, "hang")
-		return absenceJobs(be, sc.runsPath, hangFile)
+		ttl = max(overdueTTL, be.ttl) // Consul's least TTL is 10 s
+		return absenceJobs(be, ttl, sc.runsPath, hangFile)
 	}})
 	procs := sc.live()
 	// Every instance has seen an ok run of both jobs.
@@ -104,16 +106,23 @@ func runAbsenceMetrics(t *testing.T, name string) {
 	sc.note("info-sigstop", name, "every campaigning node frozen")
 	// The first poll that sees nobody lead reports 0 s (it starts the
 	// count), the next one the time since: nobody leading shows by the
-	// TTL and two polls.
-	bound = stopped.Add(overdueTTL + 2*absencePoll + scrapeMargin)
+	// lease's expiry and two polls. The lease expires a TTL after the
+	// last renewal; Consul reaps a session at twice its TTL.
+	lease := ttl
+	if strings.HasPrefix(name, "consul") {
+		lease = 2 * ttl
+	}
+	bound = stopped.Add(lease + 2*absencePoll + scrapeMargin)
 	if !waitFor(time.Until(bound), func() bool { v, ok := scrape(standby, "baton_election_leaderless_seconds", ""); return ok && v > 0 }) {
 		t.Errorf("%s: the standby %s does not report nobody leading %v after every campaigning node froze (TTL %v, poll %v)",
-			name, standby.id, time.Since(stopped).Round(time.Millisecond), overdueTTL, absencePoll)
+			name, standby.id, time.Since(stopped).Round(time.Millisecond), ttl, absencePoll)
 	} else {
 		sc.note("info-leaderless", standby.id, "nobody leading, reported %v after the freeze", time.Since(stopped).Round(time.Millisecond))
 	}
 	// beat's last tick run is at most its period before the freeze; the
-	// next is due by the freeze plus a period, overdue a deadline later.
+	// next is due by the freeze plus a period, overdue a deadline later
+	// (a leader that outlives the freeze by its TTL runs nothing then:
+	// it is frozen).
 	bound = stopped.Add(beatEvery + overdueDeadline + absencePoll + scrapeMargin)
 	if !waitFor(time.Until(bound), func() bool { v, ok := scrape(standby, "baton_job_overdue", "beat"); return ok && v == 1 }) {
 		t.Errorf("%s: the standby %s does not show beat overdue %v after the freeze", name, standby.id, time.Since(stopped).Round(time.Millisecond))
@@ -131,11 +140,11 @@ func runAbsenceMetrics(t *testing.T, name string) {
 	_ = os.Remove(hangFile)
 }
 
-// absenceJobs is TestAbsenceMetrics' jobs file: TTL 5 s; "hang", every
+// absenceJobs is TestAbsenceMetrics' jobs file: TTL ttl; "hang", every
 // 15 s, which hangs while the file hang exists; "beat", every 5 s; both
 // with a deadline of 10 s.
-func absenceJobs(be *backend, runs, hang string) string {
-	head := strings.Replace(electionHead(be), fmt.Sprintf("ttl: %v", be.ttl), fmt.Sprintf("ttl: %v", overdueTTL), 1)
+func absenceJobs(be *backend, ttl time.Duration, runs, hang string) string {
+	head := strings.Replace(electionHead(be), fmt.Sprintf("ttl: %v", be.ttl), fmt.Sprintf("ttl: %v", ttl), 1)
 	return head + fmt.Sprintf(`  - name: hang
     schedule: "@every %[1]v"
     deadline: %[3]v
