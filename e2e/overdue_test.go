@@ -104,15 +104,15 @@ func runAbsenceMetrics(t *testing.T, name string) {
 	}
 	stopped := time.Now()
 	sc.note("info-sigstop", name, "every campaigning node frozen")
-	// The first poll that sees nobody lead reports 0 s (it starts the
-	// count), the next one the time since: nobody leading shows by the
-	// lease's expiry and two polls. The lease expires a TTL after the
-	// last renewal; Consul reaps a session at twice its TTL.
+	// The first poll that sees nobody lead reports it (the time since the
+	// last poll that saw a leader): nobody leading shows by the lease's
+	// expiry and one poll. The lease expires a TTL after the last
+	// renewal; Consul reaps a session at twice its TTL.
 	lease := ttl
 	if strings.HasPrefix(name, "consul") {
 		lease = 2 * ttl
 	}
-	bound = stopped.Add(lease + 2*absencePoll + scrapeMargin)
+	bound = stopped.Add(lease + absencePoll + scrapeMargin)
 	if !waitFor(time.Until(bound), func() bool { v, ok := scrape(standby, "baton_election_leaderless_seconds", ""); return ok && v > 0 }) {
 		t.Errorf("%s: the standby %s does not report nobody leading %v after every campaigning node froze (TTL %v, poll %v)",
 			name, standby.id, time.Since(stopped).Round(time.Millisecond), ttl, absencePoll)
