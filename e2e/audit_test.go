@@ -20,13 +20,10 @@ import (
 	"github.com/batonhq/baton/schedulerhost"
 )
 
-// auditEnv switches on the comparison of each scenario's tick accounting
-// with the checker's verdicts (auditcmp): "1" compares and fails the
+// auditEnv sets the comparison of each scenario's tick accounting with
+// the checker's verdicts (auditcmp): unset or "1" compares and fails the
 // test on a disagreement; "report" compares and prints the figures and
-// the disagreements without failing; unset, no comparison. It is off by
-// default while the leader does not write the Accounts yet: until then
-// the accounting knows only the ledger's newest runs of each job, and
-// the older ticks of a scenario show as missed.
+// the disagreements without failing; "0", no comparison.
 const auditEnv = "BATON_E2E_AUDIT"
 
 // auditor reads a scenario's tick accounting from the test process, as
@@ -46,11 +43,13 @@ type auditor struct {
 func (sc *scenario) startAuditor() *auditor {
 	mode := os.Getenv(auditEnv)
 	switch mode {
-	case "":
+	case "0":
 		return nil
+	case "":
+		mode = "1"
 	case "1", "report":
 	default:
-		sc.t.Fatalf("%s %q: want 1 (compare, fail on a disagreement) or report (compare and print)", auditEnv, mode)
+		sc.t.Fatalf("%s %q: want 1 (compare, fail on a disagreement: the default), report (compare and print) or 0 (off)", auditEnv, mode)
 	}
 	if sc.sidecar != nil {
 		return nil

@@ -80,12 +80,11 @@
 //	                    which says "none missed" at debug)
 //	BATON_E2E_REPORT    a markdown file (make soak: docs/reliability.md)
 //	                    where TestFaults writes each backend's section
-//	BATON_E2E_AUDIT     1: after each scenario's check, reads the tick
-//	                    accounting (schedulerhost's Host.Audit, from the
-//	                    test process) over the checked window and compares
-//	                    it tick by tick with the checker's verdicts
-//	                    (e2e/internal/auditcmp), failing on a
+//	BATON_E2E_AUDIT     1 or unset: after each scenario's check, reads the
+//	                    tick accounting (schedulerhost's Host.Audit, from
+//	                    the test process) over the checked window and
+//	                    compares it tick by tick with the checker's
+//	                    verdicts (e2e/internal/auditcmp), failing on a
 //	                    disagreement; report: the same, printed and not
-//	                    failing; unset: no comparison (the default while
-//	                    the leader does not write the accounts)
+//	                    failing; 0: no comparison
 package e2e

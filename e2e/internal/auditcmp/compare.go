@@ -149,7 +149,7 @@ func Compare(verdicts []history.TickVerdict, reports []audit.Report, jobs map[st
 			switch {
 			case v.Verdict == history.VerdictLost:
 				res.Lost++
-			case v.Verdict == history.VerdictAccounted && slices.Contains(mustWant(v), Want{audit.Missed, audit.ReasonNoLeader, false}):
+			case v.Verdict == history.VerdictAccounted && slices.Contains(mustWant(v), Want{audit.Missed, audit.ReasonNoLeader, false, false}):
 				res.Missed++
 			}
 			got, due := ticks[k]
@@ -184,6 +184,7 @@ func disagree(v history.TickVerdict, got Tick) string {
 		case !w.Allows(got.Class, got.Reason):
 		case w.Later && got.Token != 0 && v.Token != 0 && got.Token <= v.Token:
 			earlier = true
+		case w.Same && got.Token != v.Token:
 		default:
 			fits = true
 		}

@@ -230,6 +230,7 @@ func TestCompare_LaterTermAndNoOutcome(t *testing.T) {
 	}
 	skipped := history.TickVerdict{Verdict: history.VerdictAccounted, Reason: "logged: " + history.StillGoing, Token: 10, Instance: "a"}
 	ran := history.TickVerdict{Verdict: history.VerdictRan, Token: 10, Instance: "a", Ended: true}
+	claimFailed := history.TickVerdict{Verdict: history.VerdictAccounted, Reason: "logged: run not started: claim failed", Token: 10, Instance: "a"}
 	for _, c := range []struct {
 		name string
 		v    history.TickVerdict
@@ -244,6 +245,10 @@ func TestCompare_LaterTermAndNoOutcome(t *testing.T) {
 		{"ran and ended, no outcome recorded", ran, audit.Range{Class: audit.Lost, Reason: audit.ReasonOutcomeUnknown, Token: 10}, true},
 		{"ran, no outcome, another term", ran, audit.Range{Class: audit.Lost, Reason: audit.ReasonOutcomeUnknown, Token: 20}, false},
 		{"ran, shown lost as never started", ran, audit.Range{Class: audit.Lost, Reason: audit.ReasonTermEnded, Token: 10}, false},
+		{"claim failed, landed and settled unknown", claimFailed, audit.Range{Class: audit.Lost, Reason: audit.ReasonOutcomeUnknown, Token: 10}, true},
+		{"claim failed, settled unknown in another term", claimFailed, audit.Range{Class: audit.Lost, Reason: audit.ReasonOutcomeUnknown, Token: 20}, false},
+		{"claim failed, lost with no term named", claimFailed, audit.Range{Class: audit.Lost, Reason: audit.ReasonOutcomeUnknown}, false},
+		{"claim failed, shown lost as retries cut", claimFailed, audit.Range{Class: audit.Lost, Reason: audit.ReasonRetryCut, Token: 10}, false},
 		{"ran, shown covered", ran, audit.Range{Class: audit.Covered, Reason: audit.ReasonCatchUp, Token: 20}, false},
 	} {
 		if res := one(c.v, c.r); res.OK() != c.ok {

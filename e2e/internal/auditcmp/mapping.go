@@ -18,11 +18,13 @@ import (
 
 // Want is one class and reason the accounting may show for a tick; an
 // empty Reason allows any reason of the class. Later: only by a later
-// term than the checker's (a range that names a term).
+// term than the checker's (a range that names a term). Same: only by
+// the checker's own term.
 type Want struct {
 	Class  audit.Class
 	Reason audit.Reason
 	Later  bool
+	Same   bool
 }
 
 // Allows reports whether the accounting's class c with reason r is w.
@@ -38,36 +40,39 @@ func (w Want) String() string {
 	if w.Later {
 		s += " by a later term"
 	}
+	if w.Same {
+		s += " by the checker's term"
+	}
 	return s
 }
 
 // Shorthands for the table.
 var (
-	ran            = []Want{{audit.Ran, "", false}}
-	covered        = []Want{{audit.Covered, audit.ReasonCatchUp, false}}
-	noLeader       = []Want{{audit.Missed, audit.ReasonNoLeader, false}}
-	clockStep      = []Want{{audit.Missed, audit.ReasonClockStep, false}}
-	overlap        = []Want{{audit.Skipped, audit.ReasonOverlap, false}}
-	paused         = []Want{{audit.Skipped, audit.ReasonPaused, false}}
-	refusedAny     = []Want{{audit.Refused, "", false}}
-	termEnded      = []Want{{audit.Lost, audit.ReasonTermEnded, false}}
-	outcomeUnknown = []Want{{audit.Lost, audit.ReasonOutcomeUnknown, false}}
-	claimFailed    = []Want{{audit.Refused, audit.ReasonClaimFailed, false}}
-	staleTerm      = []Want{{audit.Refused, audit.ReasonStaleTerm, false}}
-	unaccounted    = []Want{{audit.Missed, audit.ReasonUnaccounted, false}}
-	lostAny        = []Want{{audit.Lost, "", false}}
+	ran            = []Want{{audit.Ran, "", false, false}}
+	covered        = []Want{{audit.Covered, audit.ReasonCatchUp, false, false}}
+	noLeader       = []Want{{audit.Missed, audit.ReasonNoLeader, false, false}}
+	clockStep      = []Want{{audit.Missed, audit.ReasonClockStep, false, false}}
+	overlap        = []Want{{audit.Skipped, audit.ReasonOverlap, false, false}}
+	paused         = []Want{{audit.Skipped, audit.ReasonPaused, false, false}}
+	refusedAny     = []Want{{audit.Refused, "", false, false}}
+	termEnded      = []Want{{audit.Lost, audit.ReasonTermEnded, false, false}}
+	outcomeUnknown = []Want{{audit.Lost, audit.ReasonOutcomeUnknown, false, false}}
+	claimFailed    = []Want{{audit.Refused, audit.ReasonClaimFailed, false, false}}
+	staleTerm      = []Want{{audit.Refused, audit.ReasonStaleTerm, false, false}}
+	unaccounted    = []Want{{audit.Missed, audit.ReasonUnaccounted, false, false}}
+	lostAny        = []Want{{audit.Lost, "", false, false}}
 	// coveredLater: a tick the live term did not claim (it skipped it,
 	// or its claim failed or was refused, or its term ended first) is in
 	// the gap of the next term's run-once catch-up, which stands for it
 	// whatever its result: the accounting may say so, by that term.
-	coveredLater = []Want{{audit.Covered, audit.ReasonCatchUp, true}}
+	coveredLater = []Want{{audit.Covered, audit.ReasonCatchUp, true, false}}
 	// startedNoOutcome: the run started and baton recorded no outcome
 	// (its term ended before it could: the next leader settles it
 	// unknown), or an attempt failed and its retries were cut short. The
 	// job's own end line may be there all the same: baton does not
 	// read it.
-	startedNoOutcome = []Want{{audit.Lost, audit.ReasonOutcomeUnknown, false}, {audit.Lost, audit.ReasonRetryCut, false},
-		{audit.Lost, audit.ReasonNotDelivered, false}}
+	startedNoOutcome = []Want{{audit.Lost, audit.ReasonOutcomeUnknown, false, false}, {audit.Lost, audit.ReasonRetryCut, false, false},
+		{audit.Lost, audit.ReasonNotDelivered, false, false}}
 	// landed: a claim of the tick may have landed and its run never
 	// started (its term was killed, frozen out or refused as stale after
 	// the claim's first attempt landed). At most once: nobody runs it,
@@ -76,6 +81,14 @@ var (
 	// stale) or lost (claimed, and the term ended before it started, or
 	// before its outcome was recorded).
 	landed = join(refusedAny, termEnded, outcomeUnknown)
+	// ownClaimLanded: a claim whose outcome stayed unknown (the node
+	// logged that it failed) may have landed: the ledger then holds the
+	// tick claimed by the term that gave up on it. The Host finishes it
+	// as not started, but if that write fails too until the term ends
+	// (the term cut off from its store), the next term settles the entry
+	// unknown (ledger.Ledger's Claim). By that term only: the entry's
+	// token is the claim's, read from the backend.
+	ownClaimLanded = []Want{{audit.Lost, audit.ReasonOutcomeUnknown, false, true}, {audit.Lost, audit.ReasonTermEnded, false, true}}
 )
 
 // byHow maps the checker's reasons for a tick not run (the last part of
@@ -111,13 +124,13 @@ var byLogged = map[string][]Want{
 	// that stood for it (coveredLater).
 	history.StillGoing:                     join(overlap, coveredLater),
 	"tick skipped: queue full":             join(overlap, coveredLater),
-	"run not started: claim failed":        join(refusedAny, coveredLater),
+	"run not started: claim failed":        join(refusedAny, coveredLater, ownClaimLanded),
 	"run not started: claim refused":       join(refusedAny, coveredLater),
 	"run not started: pause state unknown": join(claimFailed, coveredLater),
 	"run not started: term over":           join(termEnded, staleTerm, coveredLater),
 	"tick skipped: job paused":             paused,
 	// The claim was refused: an earlier term's claim of it landed.
-	"run not started: tick already claimed": {{audit.Refused, audit.ReasonClaimed, false}},
+	"run not started: tick already claimed": {{audit.Refused, audit.ReasonClaimed, false, false}},
 	// Admitted, not claimed yet, and the term began stopping: nothing
 	// reached the ledger. The accounting says the term ended before it
 	// started, or, unclaimed, that nobody led it, or that the next
@@ -134,7 +147,7 @@ var byLogged = map[string][]Want{
 	"catch-up skipped: reading last claimed ticks failed": join(noLeader, unaccounted),
 	// The sidecar's app was down: the HTTP job ran and failed, or its
 	// retries were cut short by the term's end.
-	"the leader's app was down": join(ran, []Want{{audit.Lost, audit.ReasonNotDelivered, false}, {audit.Lost, audit.ReasonRetryCut, false}}),
+	"the leader's app was down": join(ran, []Want{{audit.Lost, audit.ReasonNotDelivered, false, false}, {audit.Lost, audit.ReasonRetryCut, false, false}}),
 }
 
 // byExcuse maps the live term's excuses (the first parts of "X, then
