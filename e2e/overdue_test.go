@@ -74,20 +74,43 @@ func runAbsenceMetrics(t *testing.T, name string) {
 	tick := time.Now().Add(time.Second).Truncate(hangEvery).Add(hangEvery)
 	sc.note("info-hang", name, "the run of hang's tick %s hangs", tick.Format("15:04:05"))
 	time.Sleep(time.Until(tick.Add(overdueDeadline - 2*time.Second)))
+	// From here every instance is scraped together, each second's value
+	// kept for the rule test below.
+	series := newOverdueSeries(time.Now(), procs)
 	for _, p := range procs {
-		if v, ok := scrape(p, "baton_job_overdue", "hang"); !ok || v != 0 {
+		v, ok := scrape(p, "baton_job_overdue", "hang")
+		if !ok || v != 0 {
 			t.Errorf("%s: %s shows hang overdue %v (present %v) 8 s after the tick, before its deadline", name, p.id, v, ok)
-		}
-	}
-	bound := tick.Add(overdueDeadline + absencePoll + scrapeMargin)
-	for _, p := range procs {
-		ok := waitFor(time.Until(bound), func() bool { v, ok := scrape(p, "baton_job_overdue", "hang"); return ok && v == 1 })
-		if !ok {
-			t.Errorf("%s: %s does not show hang overdue %v after the tick whose run hangs (deadline %v, poll %v, margin %v)",
-				name, p.id, time.Since(tick).Round(time.Millisecond), overdueDeadline, absencePoll, scrapeMargin)
 			continue
 		}
-		sc.note("info-overdue", p.id, "hang overdue %v after its tick", time.Since(tick).Round(time.Millisecond))
+		series.sample(p.id, time.Now(), v)
+	}
+	bound := tick.Add(overdueDeadline + absencePoll + scrapeMargin)
+	seen := map[string]bool{}
+	waitFor(time.Until(bound), func() bool {
+		got := series.scrapeAll(procs, "hang")
+		for _, p := range procs {
+			if v, ok := got[p.id]; ok && v == 1 && !seen[p.id] {
+				seen[p.id] = true
+				sc.note("info-overdue", p.id, "hang overdue %v after its tick", time.Since(tick).Round(time.Millisecond))
+			}
+		}
+		return len(seen) == len(procs)
+	})
+	for _, p := range procs {
+		if !seen[p.id] {
+			t.Errorf("%s: %s does not show hang overdue %v after the tick whose run hangs (deadline %v, poll %v, margin %v)",
+				name, p.id, time.Since(tick).Round(time.Millisecond), overdueDeadline, absencePoll, scrapeMargin)
+		}
+	}
+	if len(seen) == len(procs) {
+		// The shipped rule, fed with those series, fires.
+		out, err := series.ruleTest(t, sc.dir, sc.election, "hang")
+		if err != nil {
+			t.Errorf("%s: BatonJobOverdue on the instances' series: %v\n%s", name, err, out)
+		} else {
+			sc.note("info-rule", name, "BatonJobOverdue fires on the scraped series: %s", strings.TrimSpace(out))
+		}
 	}
 
 	// 2. Every campaigning instance frozen; the standby alone reports.
