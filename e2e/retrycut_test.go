@@ -102,6 +102,14 @@ func TestSidecarRetryCut(t *testing.T) {
 					}
 				}
 				c.checkOnce(t, e.Tick, tc.want == audit.ReasonNotDelivered)
+				// Every instance's accounting says the same of the tick.
+				for _, n := range c.nodes {
+					var got audit.Range
+					waitFor(30*time.Second, func() bool { got = n.auditOf(e.Tick); return got.Class == audit.Lost })
+					if got.Class != audit.Lost || got.Reason != tc.want || got.Instance != c.nodes[l].id {
+						t.Errorf("%s's GET /audit of tick %v: %s/%s by %q, want %s/%s by %s", n.id, e.Tick, got.Class, got.Reason, got.Instance, audit.Lost, tc.want, c.nodes[l].id)
+					}
+				}
 			})
 		}
 	})
@@ -284,6 +292,31 @@ func (n *cutNode) status(history int) (*cutStatus, error) {
 	}
 	var s cutStatus
 	return &s, json.Unmarshal(b, &s)
+}
+
+// auditOf returns the range of n's GET /audit of the job "cut" that
+// holds tick, or the zero Range if none does (or the read failed).
+func (n *cutNode) auditOf(tick time.Time) audit.Range {
+	cl := http.Client{Timeout: 10 * time.Second}
+	resp, err := cl.Get(fmt.Sprintf("http://%s/audit?job=cut&window=1h", n.http))
+	if err != nil {
+		return audit.Range{}
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Reports []audit.Report `json:"reports"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&body) != nil {
+		return audit.Range{}
+	}
+	for _, rep := range body.Reports {
+		for _, r := range rep.NotOK {
+			if !tick.Before(r.First) && !tick.After(r.Last) {
+				return r
+			}
+		}
+	}
+	return audit.Range{}
 }
 
 // leader waits up to d for exactly one node to lead and returns its
