@@ -21,11 +21,12 @@ import (
 // (httpapi.API.SetPollError), not to /readyz.
 //
 // What a round costs: one List of the control store's audit/ prefix (every
-// job's Account, at most audit.MaxBytes each), one List of its terms, and
-// one ledger History read of schedulerhost.AbsenceHistory entries per job
-// of the set: J + 2 calls for J jobs (2J + 2 on Kubernetes, whose History
-// reads two ConfigMaps), all reads. At the default minute, three
-// instances with 20 jobs on etcd make 3 × 22 = 66 reads a minute.
+// job's Account, at most audit.MaxBytes each), one List of its terms, one
+// read of who leads (the leader's note of refused claims), and one ledger
+// History read of schedulerhost.AbsenceHistory entries per job of the
+// set: J + 3 calls for J jobs (2J + 3 on Kubernetes, whose History reads
+// two ConfigMaps), all reads. At the default minute, three instances with
+// 20 jobs on etcd make 3 × 23 = 69 reads a minute.
 
 // DefaultAuditPollInterval is Advanced.AuditPollInterval when zero.
 const DefaultAuditPollInterval = time.Minute

@@ -27,7 +27,8 @@ const (
 
 // Audit reports the due ticks of each job of the set (or of job alone,
 // if not empty) after from through to: one read of the Accounts, one of
-// the terms, and one of each job's ledger history (AbsenceHistory
+// the terms, one of who leads (Config.Leader, for the leader's note of
+// refused claims), and one of each job's ledger history (AbsenceHistory
 // entries). It works on every instance, leading or not. A job whose
 // Account holds no schedule yet is read with its schedule now, due from
 // when this Host took it on.
