@@ -40,6 +40,7 @@ type countProxy struct {
 
 	mu     sync.Mutex
 	counts map[string]int64
+	down   int64 // bytes the server sent to the clients
 	conns  map[net.Conn]struct{}
 	closed bool
 }
@@ -100,6 +101,28 @@ func (p *countProxy) Counts() map[string]int64 {
 		m[k] = v
 	}
 	return m
+}
+
+// BytesDown returns how many bytes the server sent to the clients so
+// far, protocol framing included: what the clients read off the wire.
+func (p *countProxy) BytesDown() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.down
+}
+
+// downCounter counts the bytes written to a client.
+type downCounter struct {
+	c net.Conn
+	p *countProxy
+}
+
+func (d downCounter) Write(b []byte) (int, error) {
+	n, err := d.c.Write(b)
+	d.p.mu.Lock()
+	d.p.down += int64(n)
+	d.p.mu.Unlock()
+	return n, err
 }
 
 func (p *countProxy) count(kind string) {
@@ -181,7 +204,7 @@ func (p *countProxy) serve(c net.Conn) {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		io.Copy(c, s)
+		io.Copy(downCounter{c, p}, s)
 		c.Close()
 	})
 	buf := make([]byte, 32<<10)
