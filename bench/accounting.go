@@ -189,9 +189,11 @@ func reportSummary(r audit.Report) string {
 	return s
 }
 
-// accountingSection runs the accounting section: the followers' measured
-// minutes side by side with the audits' reads (each on its own proxy),
-// then the lateness with and without the accounting, alone.
+// accountingSection runs the accounting section: the audits' reads, the
+// followers' measured minutes (side by side with the reads in quick
+// mode, each on its own proxy; after them otherwise, so that a poll round
+// slowed by the reads does not straddle the minute's edge), then the
+// lateness with and without the accounting, alone.
 func accountingSection(e *env, o options) *accResults {
 	a := &accResults{}
 	backends, follow := accBackends, accFollowBackends
@@ -200,19 +202,24 @@ func accountingSection(e *env, o options) *accResults {
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	for _, backend := range follow {
-		for _, jobs := range accFollowJobs {
-			wg.Go(func() {
-				logf("accounting: a follower's minute, %s, %d jobs", backend, jobs)
-				f := accFollowTrial(e, backend, jobs)
-				if f.err != nil {
-					logf("accounting: follower on %s, %d jobs: %v", backend, jobs, f.err)
-				}
-				mu.Lock()
-				a.follow = append(a.follow, f)
-				mu.Unlock()
-			})
+	followers := func() {
+		for _, backend := range follow {
+			for _, jobs := range accFollowJobs {
+				wg.Go(func() {
+					logf("accounting: a follower's minute, %s, %d jobs", backend, jobs)
+					f := accFollowTrial(e, backend, jobs)
+					if f.err != nil {
+						logf("accounting: follower on %s, %d jobs: %v", backend, jobs, f.err)
+					}
+					mu.Lock()
+					a.follow = append(a.follow, f)
+					mu.Unlock()
+				})
+			}
 		}
+	}
+	if o.quick {
+		followers()
 	}
 	now := time.Now().UTC().Truncate(time.Minute)
 	a.worst, a.worstErr = fittedSize(worstAccount("job-7", now))
@@ -226,7 +233,12 @@ func accountingSection(e *env, o options) *accResults {
 			a.reads = append(a.reads, row)
 		}
 	}
+	if !o.quick {
+		followers()
+	}
 	wg.Wait()
+	a.sideBySide = o.quick
+	a.lateness = accLateness(e, o)
 	slices.SortFunc(a.follow, func(x, y accFollowRow) int {
 		if c := slices.Index(follow, x.backend) - slices.Index(follow, y.backend); c != 0 {
 			return c

@@ -15,6 +15,9 @@ type accResults struct {
 	worst    int // the stored size of the largest Account
 	worstErr error
 	follow   []accFollowRow
+	lateness []accLateRow
+	// sideBySide: the followers' minutes ran beside the audits' reads.
+	sideBySide bool
 }
 
 func fmtBytes(n int64) string {
@@ -56,6 +59,9 @@ func (r *results) accountingMarkdown(w func(string, ...any)) {
 	if len(a.reads) > 0 {
 		r.accReadsMarkdown(w)
 	}
+	if len(a.lateness) > 0 {
+		r.accLatenessMarkdown(w)
+	}
 	if len(a.follow) > 0 {
 		r.accFollowMarkdown(w)
 	}
@@ -91,13 +97,19 @@ func (r *results) accReadsMarkdown(w func(string, ...any)) {
 	if oneReads > 0 {
 		w("An audit of one job made %d requests: its Account, the terms, who leads (the leader's lease, for its note of refused claims) and its History; of J jobs, J + 3 (docs/operations.md). ", oneReads)
 	}
+	if big, ok := slowestAll(a.reads); ok {
+		w("Every job's audit reads the jobs' histories one after another: at %d jobs on %s it took %s; an absence round with as many jobs with a deadline reads as many histories the same way, every %v by default. ", big.jobs, backendNames[big.backend], fmtDur(big.all.took), baton.DefaultAbsencePollInterval)
+	}
+	if n := prefixSiblings(a.reads); n > 1 {
+		w("One job's audit reads its Account with a List of the prefix `audit/job-7` (`audit.Load`), which also returns every job whose name starts with it (job-70, job-700, ...): %d accounts at the most jobs here, hence its bytes growing with the job count. ", n)
+	}
 	w("Only the one job has ledger entries: the last column adds, for every other job, the bytes of a History read of %d entries less those of an empty one, measured on the same backend.\n\n", schedulerhost.AbsenceHistory)
 }
 
 func (r *results) accFollowMarkdown(w func(string, ...any)) {
 	a := r.acc
 	w("### A follower's reads per minute\n\n")
-	w("A `baton.New` instance with J every-minute jobs, each with a deadline, runs as a follower (another candidate holds the lease on a connection of its own) with the default intervals: the absence poll every %v and the audit poll every %v. Its requests are counted at the proxy over a minute, from 7 s after its start: six absence rounds and one audit round, each whole inside it. docs/operations.md states 6 × (J + 3) + (J + 3) reads a minute for it: each absence round reads who leads, the pauses, the accounts and each job's history; the audit round the accounts, the terms, who leads and each job's history. Writes are its entry in the registry of instances; blocking and renew requests are its campaign (a watch, a keepalive).\n\n", baton.DefaultAbsencePollInterval, baton.DefaultAuditPollInterval)
+	w("A `baton.New` instance with J every-minute jobs, each with a deadline, runs as a follower (another candidate holds the lease on a connection of its own) with the default intervals: the absence poll every %v and the audit poll every %v. Its requests are counted at the proxy over a minute, from 7 s after its start: six absence rounds and one audit round, each whole inside it. docs/operations.md states 6 × (J + 3) + (J + 3) reads a minute for it: each absence round reads who leads, the pauses, the accounts and each job's history; the audit round the accounts, the terms, who leads and each job's history. Writes are its entry in the registry of instances; blocking and renew requests are its campaign (a watch, a keepalive), and on the SQL backends so are some reads: a follower asks for the lease every PollInterval (1 s).%s\n\n", baton.DefaultAbsencePollInterval, baton.DefaultAuditPollInterval, sideNote(a.sideBySide))
 	w("| Backend | Jobs | reads / min | documented | writes | blocking | renew | other | bytes / min |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, f := range a.follow {
 		if f.err != nil {
@@ -107,5 +119,55 @@ func (r *results) accFollowMarkdown(w func(string, ...any)) {
 		w("| %s | %d | %d | %d | %d | %d | %d | %d | %s |\n", backendNames[f.backend], f.jobs, f.counts[kRead], formulaReads(f.jobs),
 			f.counts[kWrite], f.counts[kBlocking], f.counts[kRenew], f.counts[kOther], fmtBytes(f.bytes))
 	}
-	w("\n")
+	w("\nEvery absence round reads every job's Account (its check of the newest ok tick), so a follower's bytes a minute grow with J times the Account's size: %s stored per job here, at most %s.\n\n", fmtBytes(int64(typicalSize(a.reads))), fmtBytes(audit.MaxBytes))
+}
+
+// typicalSize is the stored size of a typical Account, from the rows.
+func typicalSize(rows []accReadRow) int {
+	for _, l := range rows {
+		if l.acctBytes > 0 {
+			return l.acctBytes
+		}
+	}
+	return 0
+}
+
+// slowestAll is the row whose every-job audit took longest.
+func slowestAll(rows []accReadRow) (accReadRow, bool) {
+	var best accReadRow
+	ok := false
+	for _, l := range rows {
+		if l.err == nil && (!ok || l.all.took > best.all.took) {
+			best, ok = l, true
+		}
+	}
+	return best, ok
+}
+
+// prefixSiblings is how many of the most jobs' names start with the
+// audited job's (job-7): the accounts its audit.Load lists.
+func prefixSiblings(rows []accReadRow) int {
+	most := 0
+	for _, l := range rows {
+		if l.err == nil {
+			most = max(most, l.jobs)
+		}
+	}
+	if most <= 7 {
+		return 0
+	}
+	n := 0
+	for i := range most {
+		if strings.HasPrefix(accJobName(i), accJobName(7)) {
+			n++
+		}
+	}
+	return n
+}
+
+func sideNote(side bool) string {
+	if side {
+		return " (Quick mode: the minutes ran beside the audits' reads, which may slow a round across the minute's edge.)"
+	}
+	return ""
 }

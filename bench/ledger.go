@@ -46,11 +46,20 @@ type ledRow struct {
 	err         error
 }
 
+// accounting is how a ledger trial's Host keeps the tick accounting.
+type accounting int
+
+const (
+	noControl     accounting = iota // no control store: no accounting, as the ledger section runs
+	accountingOn                    // the backend's control store, the leader writes the Accounts
+	accountingOff                   // the control store, schedulerhost.Config.NoAccounting
+)
+
 // ledgerTrial runs a Host with backend's Ledger and jobs jobs on
 // `* * * * * *` (all due at the same instant) for warm + window, and
 // measures the lateness of the runs of the window's ticks, the runs
 // missing or extra, the backend requests per instant and the peak RSS.
-func ledgerTrial(e *env, backend string, jobs int, warm, window time.Duration) ledRow {
+func ledgerTrial(e *env, backend string, jobs int, warm, window time.Duration, acct accounting) ledRow {
 	row := ledRow{backend: backend, jobs: jobs, window: window}
 	p, err := newCountProxy(e.targetOf(backend), protoOf(backend))
 	if err != nil {
@@ -90,7 +99,15 @@ func ledgerTrial(e *env, backend string, jobs int, warm, window time.Duration) l
 				return nil
 			}}
 	}
-	h, err := schedulerhost.New(schedulerhost.Config{Jobs: js, Logger: quiet, Ledger: cl, Instance: "bench", ShutdownTimeout: 30 * time.Second})
+	hcfg := schedulerhost.Config{Jobs: js, Logger: quiet, Ledger: cl, Instance: "bench", ShutdownTimeout: 30 * time.Second}
+	if acct != noControl {
+		if hcfg.Accounts, hcfg.Control, err = accountStores(c.backend); err != nil {
+			row.err = err
+			return row
+		}
+		hcfg.NoAccounting = acct == accountingOff
+	}
+	h, err := schedulerhost.New(hcfg)
 	if err != nil {
 		row.err = err
 		return row

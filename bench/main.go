@@ -215,7 +215,7 @@ func run() error {
 		for _, backend := range ledgerBackends {
 			for _, jobs := range ledgerJobs {
 				logf("ledger: %s, %d jobs", backend, jobs)
-				row := ledgerTrial(e, backend, jobs, 2*time.Second, o.latWindow)
+				row := ledgerTrial(e, backend, jobs, 2*time.Second, o.latWindow, noControl)
 				if row.err != nil {
 					logf("ledger: %s, %d jobs: %v", backend, jobs, row.err)
 				}
