@@ -6,9 +6,13 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/audit"
 	"github.com/batonhq/baton/backends/memory"
+	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/schedulerhost"
 )
@@ -40,5 +44,26 @@ func TestAudit_Errors(t *testing.T) {
 	}
 	if _, err := newBaton(baton.Advanced{Ledger: mem.Ledger()}).Audit(ctx, "", 0); !errors.Is(err, schedulerhost.ErrNoAccounting) {
 		t.Errorf("no control store: %v, want ErrNoAccounting", err)
+	}
+}
+
+// Advanced.NoAccounting: the leader writes no tick account; by default
+// it does.
+func TestAdvanced_NoAccounting(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			var store control.Store
+			p := startPair(t, baton.Job{Name: "sync", Schedule: "@every 1s", Run: func(context.Context) error { return nil }},
+				func(_ string, adv *baton.Advanced) { adv.NoAccounting, store = off, adv.Control })
+			time.Sleep(12 * time.Second)
+			p.stop(t)
+			es, err := store.List(context.Background(), audit.Prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (len(es) == 0) != off {
+				t.Errorf("NoAccounting %v: %d accounts written", off, len(es))
+			}
+		})
 	}
 }

@@ -143,6 +143,10 @@ type Advanced struct {
 	// of the last 24 h, for the metric baton_ticks. Zero means
 	// DefaultAuditPollInterval; a negative one turns the poll off.
 	AuditPollInterval time.Duration
+	// NoAccounting: the leader writes no tick accounts
+	// (schedulerhost.Config.NoAccounting); the audit then shows what the
+	// ledger's newest entries hold, and the older ticks as missed.
+	NoAccounting bool
 }
 
 // check returns one error per bad setting of a, each naming the field and
@@ -190,6 +194,7 @@ func New(cfg Config) (*Baton, error) {
 	hcfg := schedulerhost.Config{
 		Jobs: cfg.Jobs, Location: cfg.Location, ShutdownTimeout: cfg.ShutdownTimeout, KillGrace: adv.KillGrace,
 		Ledger: adv.Ledger, Control: adv.Control, Instance: cfg.Instance, Observer: m, Logger: cfg.Logger,
+		NoAccounting: adv.NoAccounting,
 	}
 	if l, ok := cfg.Backend.(driver.Ledgerer); ok && hcfg.Ledger == nil {
 		hcfg.Ledger = l.Ledger()

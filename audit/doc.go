@@ -3,7 +3,7 @@
 // that the counts add up to the ticks due.
 //
 // What is stored, per job, in the election's control store beside the
-// pauses and the run-now requests (key "audit/<job>"), is an Account: the
+// pauses and the run-now requests (key "audit/<job>/"), is an Account: the
 // ticks as Ranges of consecutive ticks of one class, reason and term,
 // oldest first, and the job's schedule changes (Spec). An every-second
 // job that runs ok through a day is one Range per term. The Account of a

@@ -9,12 +9,14 @@ import (
 	"github.com/batonhq/baton/control"
 )
 
-// Prefix is where Accounts live in the control store: Prefix followed by
-// the job's name as one key segment (control.Segment).
+// Prefix is where Accounts live in the control store: Prefix, the job's
+// name as one key segment (control.Segment), and a closing "/", so that
+// a List of one job's key reads that job's entry alone (a segment holds
+// no "/": job-7's key is no prefix of job-70's).
 const Prefix = "audit/"
 
 // Key is the control store key of job's Account.
-func Key(job string) string { return Prefix + control.Segment(job) }
+func Key(job string) string { return Prefix + control.Segment(job) + "/" }
 
 // Stored is an Account as read, with the entry's version (0: absent).
 type Stored struct {

@@ -103,7 +103,7 @@ func TestLoadAll(t *testing.T) {
 	if len(all) != 3 || all["team/report"].Version == 0 || all["b c"].Specs[0].Schedule != "@every 1m" {
 		t.Errorf("LoadAll = %+v, want the three good accounts by job", all)
 	}
-	if k := Key("team/report"); k != "audit/team%2Freport" || control.CheckKey(Key("b c")) != nil {
+	if k := Key("team/report"); k != "audit/team%2Freport/" || control.CheckKey(Key("b c")) != nil {
 		t.Errorf("Key(team/report) = %q, Key(b c) checks %v", k, control.CheckKey(Key("b c")))
 	}
 }

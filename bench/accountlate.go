@@ -45,7 +45,7 @@ func accLateness(e *env, o options) []accLateRow {
 }
 
 // accountingSwitch says how a baton instance switches the accounting off.
-const accountingSwitch = "an instance built with `baton.New` has no such setting: its leader always writes the Accounts where it has a control store"
+const accountingSwitch = "an instance built with `baton.New` sets it with `Config.Advanced.NoAccounting`"
 
 func onOff(on bool) string {
 	if on {
