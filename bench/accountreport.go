@@ -100,9 +100,7 @@ func (r *results) accReadsMarkdown(w func(string, ...any)) {
 	if big, ok := slowestAll(a.reads); ok {
 		w("Every job's audit reads the jobs' histories one after another: at %d jobs on %s it took %s; an absence round with as many jobs with a deadline reads as many histories the same way, every %v by default. ", big.jobs, backendNames[big.backend], fmtDur(big.all.took), baton.DefaultAbsencePollInterval)
 	}
-	if n := prefixSiblings(a.reads); n > 1 {
-		w("One job's audit reads its Account with a List of the prefix `audit/job-7` (`audit.Load`), which also returns every job whose name starts with it (job-70, job-700, ...): %d accounts at the most jobs here, hence its bytes growing with the job count. ", n)
-	}
+	w("One job's audit reads its Account alone, whatever the job count: its key closes with \"/\" (`audit.Key`), so the List of it (`audit.Load`) returns no other job's (job-70, job-700, ...). ")
 	w("Only the one job has ledger entries: the last column adds, for every other job, the bytes of a History read of %d entries less those of an empty one, measured on the same backend.\n\n", schedulerhost.AbsenceHistory)
 }
 
@@ -146,25 +144,6 @@ func slowestAll(rows []accReadRow) (accReadRow, bool) {
 
 // prefixSiblings is how many of the most jobs' names start with the
 // audited job's (job-7): the accounts its audit.Load lists.
-func prefixSiblings(rows []accReadRow) int {
-	most := 0
-	for _, l := range rows {
-		if l.err == nil {
-			most = max(most, l.jobs)
-		}
-	}
-	if most <= 7 {
-		return 0
-	}
-	n := 0
-	for i := range most {
-		if strings.HasPrefix(accJobName(i), accJobName(7)) {
-			n++
-		}
-	}
-	return n
-}
-
 func sideNote(side bool) string {
 	if side {
 		return " (Quick mode: the minutes ran beside the audits' reads, which may slow a round across the minute's edge.)"
