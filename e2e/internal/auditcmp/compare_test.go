@@ -230,6 +230,8 @@ func TestCompare_LaterTermAndNoOutcome(t *testing.T) {
 	}
 	skipped := history.TickVerdict{Verdict: history.VerdictAccounted, Reason: "logged: " + history.StillGoing, Token: 10, Instance: "a"}
 	ran := history.TickVerdict{Verdict: history.VerdictRan, Token: 10, Instance: "a", Ended: true}
+	frozen := history.TickVerdict{Verdict: history.VerdictAccounted, Reason: "logged: run started, then its instance was frozen", Token: 10, Instance: "a"}
+	killed := history.TickVerdict{Verdict: history.VerdictAccounted, Reason: "logged: run started, then its instance was killed", Token: 10, Instance: "a"}
 	claimFailed := history.TickVerdict{Verdict: history.VerdictAccounted, Reason: "logged: run not started: claim failed", Token: 10, Instance: "a"}
 	for _, c := range []struct {
 		name string
@@ -249,6 +251,10 @@ func TestCompare_LaterTermAndNoOutcome(t *testing.T) {
 		{"claim failed, settled unknown in another term", claimFailed, audit.Range{Class: audit.Lost, Reason: audit.ReasonOutcomeUnknown, Token: 20}, false},
 		{"claim failed, lost with no term named", claimFailed, audit.Range{Class: audit.Lost, Reason: audit.ReasonOutcomeUnknown}, false},
 		{"claim failed, shown lost as retries cut", claimFailed, audit.Range{Class: audit.Lost, Reason: audit.ReasonRetryCut, Token: 10}, false},
+		{"started, frozen, cancelled on waking", frozen, audit.Range{Class: audit.Ran, Reason: audit.ReasonCancelled, Token: 10}, true},
+		{"started, frozen, cancelled by another term", frozen, audit.Range{Class: audit.Ran, Reason: audit.ReasonCancelled, Token: 20}, false},
+		{"started, frozen, shown failed", frozen, audit.Range{Class: audit.Ran, Reason: audit.ReasonFailed, Token: 10}, false},
+		{"started, killed, shown cancelled", killed, audit.Range{Class: audit.Ran, Reason: audit.ReasonCancelled, Token: 10}, false},
 		{"ran, shown covered", ran, audit.Range{Class: audit.Covered, Reason: audit.ReasonCatchUp, Token: 20}, false},
 	} {
 		if res := one(c.v, c.r); res.OK() != c.ok {

@@ -88,7 +88,13 @@ var (
 	// (the term cut off from its store), the next term settles the entry
 	// unknown (ledger.Ledger's Claim). By that term only: the entry's
 	// token is the claim's, read from the backend.
-	ownClaimLanded = []Want{{audit.Lost, audit.ReasonOutcomeUnknown, false, true}, {audit.Lost, audit.ReasonTermEnded, false, true}}
+	// frozenCancelled: a run whose instance the suite froze (SIGSTOP)
+	// after baton started it and before the job's first line: on waking,
+	// its term is over, the run's context is cancelled, and the Host
+	// records it cancelled (a finish is written whatever the term). By
+	// the checker's own term only; a killed instance writes nothing.
+	frozenCancelled = []Want{{audit.Ran, audit.ReasonCancelled, false, true}}
+	ownClaimLanded  = []Want{{audit.Lost, audit.ReasonOutcomeUnknown, false, true}, {audit.Lost, audit.ReasonTermEnded, false, true}}
 )
 
 // byHow maps the checker's reasons for a tick not run (the last part of
@@ -141,7 +147,7 @@ var byLogged = map[string][]Want{
 	// before the job's first line (e2e's stoppedBeforeStart): claimed,
 	// started, no outcome.
 	"run started, then its instance was killed": join(outcomeUnknown, termEnded),
-	"run started, then its instance was frozen": join(outcomeUnknown, termEnded),
+	"run started, then its instance was frozen": join(outcomeUnknown, termEnded, frozenCancelled),
 	// The new leader could not read the last claims: no catch-up, the
 	// ticks missed while nobody led stay missed.
 	"catch-up skipped: reading last claimed ticks failed": join(noLeader, unaccounted),
