@@ -232,6 +232,7 @@ func TestCompare_LaterTermAndNoOutcome(t *testing.T) {
 	ran := history.TickVerdict{Verdict: history.VerdictRan, Token: 10, Instance: "a", Ended: true}
 	frozen := history.TickVerdict{Verdict: history.VerdictAccounted, Reason: "logged: run started, then its instance was frozen", Token: 10, Instance: "a"}
 	killed := history.TickVerdict{Verdict: history.VerdictAccounted, Reason: "logged: run started, then its instance was killed", Token: 10, Instance: "a"}
+	termOver := history.TickVerdict{Verdict: history.VerdictAccounted, Reason: "logged: run not started: term over", Token: 10, Instance: "a"}
 	claimFailed := history.TickVerdict{Verdict: history.VerdictAccounted, Reason: "logged: run not started: claim failed", Token: 10, Instance: "a"}
 	for _, c := range []struct {
 		name string
@@ -255,6 +256,8 @@ func TestCompare_LaterTermAndNoOutcome(t *testing.T) {
 		{"started, frozen, cancelled by another term", frozen, audit.Range{Class: audit.Ran, Reason: audit.ReasonCancelled, Token: 20}, false},
 		{"started, frozen, shown failed", frozen, audit.Range{Class: audit.Ran, Reason: audit.ReasonFailed, Token: 10}, false},
 		{"started, killed, shown cancelled", killed, audit.Range{Class: audit.Ran, Reason: audit.ReasonCancelled, Token: 10}, false},
+		{"term over, nobody led it", termOver, audit.Range{Class: audit.Missed, Reason: audit.ReasonNoLeader}, true},
+		{"term over, shown unaccounted", termOver, audit.Range{Class: audit.Missed, Reason: audit.ReasonUnaccounted}, false},
 		{"ran, shown covered", ran, audit.Range{Class: audit.Covered, Reason: audit.ReasonCatchUp, Token: 20}, false},
 	} {
 		if res := one(c.v, c.r); res.OK() != c.ok {

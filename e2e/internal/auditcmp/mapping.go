@@ -133,7 +133,7 @@ var byLogged = map[string][]Want{
 	"run not started: claim failed":        join(refusedAny, coveredLater, ownClaimLanded),
 	"run not started: claim refused":       join(refusedAny, coveredLater),
 	"run not started: pause state unknown": join(claimFailed, coveredLater),
-	"run not started: term over":           join(termEnded, staleTerm, coveredLater),
+	"run not started: term over":           join(termEnded, staleTerm, coveredLater, noLeader),
 	"tick skipped: job paused":             paused,
 	// The claim was refused: an earlier term's claim of it landed.
 	"run not started: tick already claimed": {{audit.Refused, audit.ReasonClaimed, false, false}},
