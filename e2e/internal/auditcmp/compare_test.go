@@ -234,6 +234,7 @@ func TestCompare_LaterTermAndNoOutcome(t *testing.T) {
 	killed := history.TickVerdict{Verdict: history.VerdictAccounted, Reason: "logged: run started, then its instance was killed", Token: 10, Instance: "a"}
 	termOver := history.TickVerdict{Verdict: history.VerdictAccounted, Reason: "logged: run not started: term over", Token: 10, Instance: "a"}
 	claimFailed := history.TickVerdict{Verdict: history.VerdictAccounted, Reason: "logged: run not started: claim failed", Token: 10, Instance: "a"}
+	noCatchUp := history.TickVerdict{Verdict: history.VerdictAccounted, Reason: "logged: catch-up skipped: reading last claimed ticks failed", Token: 10, Instance: "a"}
 	for _, c := range []struct {
 		name string
 		v    history.TickVerdict
@@ -245,6 +246,10 @@ func TestCompare_LaterTermAndNoOutcome(t *testing.T) {
 		{"skipped, covered by an earlier term", skipped, audit.Range{Class: audit.Covered, Reason: audit.ReasonCatchUp, Token: 5, By: at(3)}, false},
 		{"skipped, shown skipped", skipped, audit.Range{Class: audit.Skipped, Reason: audit.ReasonOverlap, Token: 10}, true},
 		{"skipped, shown missed", skipped, audit.Range{Class: audit.Missed, Reason: audit.ReasonUnaccounted}, false},
+		{"skipped, shown missed while nobody led", skipped, audit.Range{Class: audit.Missed, Reason: audit.ReasonNoLeader}, false},
+		{"no catch-up, covered by a later term's", noCatchUp, audit.Range{Class: audit.Covered, Reason: audit.ReasonCatchUp, Token: 20, By: at(3)}, true},
+		{"no catch-up, covered by its own term", noCatchUp, audit.Range{Class: audit.Covered, Reason: audit.ReasonCatchUp, Token: 10, By: at(3)}, false},
+		{"no catch-up, missed while nobody led", noCatchUp, audit.Range{Class: audit.Missed, Reason: audit.ReasonNoLeader}, true},
 		{"ran and ended, no outcome recorded", ran, audit.Range{Class: audit.Lost, Reason: audit.ReasonOutcomeUnknown, Token: 10}, true},
 		{"ran, no outcome, another term", ran, audit.Range{Class: audit.Lost, Reason: audit.ReasonOutcomeUnknown, Token: 20}, false},
 		{"ran, shown lost as never started", ran, audit.Range{Class: audit.Lost, Reason: audit.ReasonTermEnded, Token: 10}, false},
