@@ -120,7 +120,7 @@ func (a *Account) Add(r Range, next Next) bool {
 	if !r.First.After(a.FoldedThrough) && !a.FoldedThrough.IsZero() {
 		r = clipFront(r, a.FoldedThrough, next)
 	}
-	changed := r.Count == 1 && a.override(r, next)
+	changed := r.Count == 1 && a.override(r, next, outranks)
 	for r.Count > 0 {
 		i := len(a.Ranges) // insert before i: the first range starting after r.First
 		for i > 0 && a.Ranges[i-1].First.After(r.First) {
@@ -264,16 +264,20 @@ func rank(c Class) int {
 	return 1
 }
 
+// outranks says whether r, a one-tick record, takes the place of old's
+// record of its tick: r ranks above it.
+func outranks(r, old Range) bool { return rank(r.Class) > rank(old.Class) }
+
 // override takes out the tick of the one-tick record r from the range
-// that holds it, if r ranks above that range, so that Add records r in
-// its place; it reports whether it took one out.
-func (a *Account) override(r Range, next Next) bool {
+// that holds it, if beats(r, that range), so that Add records r in its
+// place; it reports whether it took one out.
+func (a *Account) override(r Range, next Next, beats func(r, old Range) bool) bool {
 	t := r.First
 	i := 0
 	for i < len(a.Ranges) && a.Ranges[i].Last.Before(t) {
 		i++
 	}
-	if i == len(a.Ranges) || a.Ranges[i].First.After(t) || rank(r.Class) <= rank(a.Ranges[i].Class) {
+	if i == len(a.Ranges) || a.Ranges[i].First.After(t) || !beats(r, a.Ranges[i]) {
 		return false
 	}
 	old := a.Ranges[i]

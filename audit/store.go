@@ -18,36 +18,47 @@ const Prefix = "audit/"
 // Key is the control store key of job's Account.
 func Key(job string) string { return Prefix + control.Segment(job) + "/" }
 
-// Stored is an Account as read, with the entry's version (0: absent).
+// Stored is an Account as read, with the entry's version (0: absent),
+// and the job's late notes if the read returns them (LoadAll): they are
+// not applied to it (AddLate).
 type Stored struct {
 	Account
 	Version int64
+	Late    []Late
 }
 
-// Load reads job's Account: one List round trip. An absent Account is
-// an empty one at version 0.
+// Load reads job's Account and its late notes: one List round trip. An
+// absent Account is an empty one at version 0.
 func Load(ctx context.Context, s control.Store, job string) (Stored, error) {
 	key := Key(job)
 	es, err := s.List(ctx, key)
 	if err != nil {
 		return Stored{}, fmt.Errorf("audit: read the account of %q: %w", job, err)
 	}
+	st := Stored{Account: Account{Job: job}}
 	for _, e := range es {
-		if e.Key == key {
+		switch {
+		case e.Key == key:
 			a, err := Decode(e.Value)
 			if err != nil {
 				return Stored{}, fmt.Errorf("audit: account of %q: %w", job, err)
 			}
 			a.Job = job
-			return Stored{a, e.Version}, nil
+			st.Account, st.Version = a, e.Version
+		case isLate(e.Key):
+			l, err := decodeLate(e)
+			if err != nil {
+				return Stored{}, err
+			}
+			st.Late = append(st.Late, l)
 		}
 	}
-	return Stored{Account: Account{Job: job}}, nil
+	return st, nil
 }
 
-// LoadAll reads every job's Account in one List round trip, by job. An
-// entry that does not decode is an error naming its key; the others are
-// still returned.
+// LoadAll reads every job's Account and late notes in one List round
+// trip, by job. An entry that does not decode is an error naming its
+// key; the others are still returned.
 func LoadAll(ctx context.Context, s control.Store) (map[string]Stored, error) {
 	es, err := s.List(ctx, Prefix)
 	if err != nil {
@@ -55,13 +66,33 @@ func LoadAll(ctx context.Context, s control.Store) (map[string]Stored, error) {
 	}
 	out := make(map[string]Stored, len(es))
 	var errs []error
+	var lates []Late
 	for _, e := range es {
+		if isLate(e.Key) {
+			l, err := decodeLate(e)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			lates = append(lates, l)
+			continue
+		}
 		a, err := Decode(e.Value)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("audit: %s: %w", e.Key, err))
 			continue
 		}
-		out[a.Job] = Stored{a, e.Version}
+		st := out[a.Job]
+		st.Account, st.Version = a, e.Version
+		out[a.Job] = st
+	}
+	for _, l := range lates {
+		st, ok := out[l.Job]
+		if !ok {
+			st.Job = l.Job
+		}
+		st.Late = append(st.Late, l)
+		out[l.Job] = st
 	}
 	return out, errors.Join(errs...)
 }

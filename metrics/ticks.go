@@ -12,8 +12,9 @@ import (
 // (schedulerhost.Host.Audit over the last 24 h, fed by baton's runner at
 // each audit poll), leader or not.
 type tickMetrics struct {
-	ticks      *prometheus.GaugeVec // job, class, reason
-	pollErrors prometheus.Counter
+	ticks       *prometheus.GaugeVec // job, class, reason
+	pollErrors  prometheus.Counter
+	writeErrors *prometheus.CounterVec // what: account, late-note
 
 	mu     sync.Mutex
 	series map[[3]string]bool // the job, class and reason of each series the last Ticks set
@@ -43,12 +44,18 @@ func newTickMetrics(cl prometheus.Labels) *tickMetrics {
 			[]string{"job", "class", "reason"}),
 		pollErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "baton_audit_poll_errors_total", ConstLabels: cl,
 			Help: "Audit polls whose read failed (accounts, terms or a job's history); baton_ticks keeps its last values."}),
+		writeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_audit_write_errors_total", ConstLabels: cl,
+			Help: "Writes of the tick accounting that failed: a leader's Account write (what=account: its records are asked again, or go to a late note), or a late note (what=late-note: its records are kept in memory for the instance's next term, and lost with the process)."},
+			[]string{"what"}),
 		series: map[[3]string]bool{},
 	}
 }
 
 func (t *tickMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{t.ticks, t.pollErrors}
+	for _, w := range []string{"account", "late-note"} {
+		t.writeErrors.WithLabelValues(w) // born at 0, so that a rule sees the rise
+	}
+	return []prometheus.Collector{t.ticks, t.pollErrors, t.writeErrors}
 }
 
 // Ticks sets baton_ticks from one audit poll
@@ -88,3 +95,7 @@ func (m *Metrics) Ticks(reps []audit.Report) {
 
 // AuditPollFailed counts an audit poll whose read failed.
 func (m *Metrics) AuditPollFailed() { m.ticks.pollErrors.Inc() }
+
+// AccountWriteFailed implements schedulerhost.AccountObserver: it counts
+// a write of the tick accounting that failed.
+func (m *Metrics) AccountWriteFailed(what string) { m.ticks.writeErrors.WithLabelValues(what).Inc() }

@@ -43,17 +43,21 @@ type delta struct {
 	specs []audit.Spec
 	acct  audit.Account // the ranges, compacted as recorded (Add joins consecutive ticks)
 	weak  []audit.Range // ticks refused as already claimed: dropped if an earlier term's history holds them
+	late  []audit.Late  // earlier terms' late notes (audit/late.go), applied with AddLate, deleted once written
 }
 
-func (d *delta) empty() bool { return len(d.specs) == 0 && len(d.acct.Ranges) == 0 && len(d.weak) == 0 }
+func (d *delta) empty() bool {
+	return len(d.specs) == 0 && len(d.acct.Ranges) == 0 && len(d.weak) == 0 && len(d.late) == 0
+}
 
 // accountant holds a term's deltas and its writer's state.
 type accountant struct {
 	t *termRun
 
 	mu      sync.Mutex
-	pending map[string]*delta // by job: recorded, not written
-	stale   bool              // a write found the term stale: nothing more is written
+	pending map[string]*delta  // by job: recorded, not written
+	stale   bool               // a write found the term stale: nothing more is written
+	orphans map[string]*orphan // by job: what the ledger does not back, not written: for a late note
 
 	soon chan struct{} // a record the ledger does not back: write it now, not at the next interval
 	stop chan struct{} // closed by finish: write once more and return
@@ -107,12 +111,13 @@ func (a *accountant) add(j *jobState, r audit.Range) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.stale {
+		a.orphan(j.Name, next, r)
 		return
 	}
 	d := a.deltaOf(j.Name)
 	d.next = next
 	d.acct.Add(r, next)
-	if r.Class != audit.Ran && r.Class != audit.Lost {
+	if unbacked(r) {
 		// A skip, a refusal, a cover or a miss: only this term knows of
 		// it (the ledger holds no entry a later term could merge), so it
 		// is written at once rather than lost with a term that dies
@@ -225,6 +230,7 @@ func (a *accountant) putBack(job string, d *delta) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.stale {
+		a.orphanDelta(job, d)
 		return
 	}
 	if later := a.pending[job]; later != nil {
@@ -236,16 +242,21 @@ func (a *accountant) putBack(job string, d *delta) {
 			d.acct.Add(r, d.next)
 		}
 		d.weak = append(d.weak, later.weak...)
+		d.late = append(d.late, later.late...)
 	}
 	a.pending[job] = d
 }
 
-// markStale stops the recording and the writing: the term is over.
+// markStale stops the writing: the term is over. What it recorded that
+// the ledger does not back goes to its late notes (account_late.go).
 func (a *accountant) markStale() {
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	a.stale = true
+	for job, d := range a.pending {
+		a.orphanDelta(job, d)
+	}
 	a.pending = map[string]*delta{}
-	a.mu.Unlock()
 }
 
 // acctSpec records, if a term is leading (t not nil), that j's schedule

@@ -24,6 +24,7 @@ type unsettled struct {
 func (a *accountant) open(ctx context.Context) bool {
 	t := a.t
 	h := t.h
+	h.writeKept(ctx)
 	rctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
 	defer cancel()
 	if err := h.accountStore().Fence(rctx, t.token); err != nil {
@@ -47,7 +48,7 @@ func (a *accountant) open(ctx context.Context) bool {
 	var wg sync.WaitGroup
 	for i, j := range jobs {
 		spec := h.specOf(j)
-		ds[i] = &delta{next: t.nextOf(j), specs: []audit.Spec{spec}, acct: audit.Account{Job: j.Name}}
+		ds[i] = &delta{next: t.nextOf(j), specs: []audit.Spec{spec}, acct: audit.Account{Job: j.Name}, late: stored[j.Name].Late}
 		if h.cfg.Ledger == nil {
 			continue
 		}

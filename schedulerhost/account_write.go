@@ -51,6 +51,9 @@ func (a *accountant) writer() {
 			if open || a.open(ctx) {
 				a.flush(ctx)
 			}
+			lctx, lcancel := context.WithTimeout(context.Background(), ledgerTimeout)
+			defer lcancel()
+			a.leaveLate(lctx)
 			return
 		case <-tk.C:
 		case <-a.soon:
@@ -77,13 +80,15 @@ func (a *accountant) isStale() bool {
 func (a *accountant) failed(msg string, err error) {
 	t := a.t
 	if errors.Is(err, ledger.ErrStaleTerm) || errors.Is(err, election.ErrLeadershipLost) {
-		a.markStale()
+		a.markStale() // what it could not write goes to late notes (leaveLate), loudly
 		t.h.log.Debug("accounts not written: the term is over", "token", t.token, "err", err)
 		return
 	}
-	if t.base.Err() == nil {
-		t.h.log.Warn(msg, "token", t.token, "err", err)
+	if t.base.Err() != nil && errors.Is(err, context.Canceled) {
+		return // the term's end cut the write short: its last write asks again
 	}
+	t.h.accountWriteFailed("account")
+	t.h.log.Warn(msg, "token", t.token, "err", err)
 }
 
 // flush writes each job whose Account the deltas taken change: one
@@ -129,6 +134,7 @@ func (a *accountant) write(ctx context.Context, job string, d *delta) {
 	}
 	if err == nil {
 		a.stored[job] = st
+		a.dropLate(ctx, d.late)
 		return
 	}
 	a.failed("writing an account failed: asked again at the next write", err)
@@ -159,6 +165,12 @@ func (a *accountant) apply(st *audit.Stored, d *delta) bool {
 	for _, r := range d.acct.Ranges {
 		changed = st.Add(r, a.nextAt(&st.Account, r.First, d.next)) || changed
 	}
+	for _, l := range d.late {
+		for _, r := range l.Ranges {
+			st.AddLate(r, a.nextAt(&st.Account, r.First, d.next))
+		}
+		changed = true // written, so that the note can go
+	}
 	seen := a.others[st.Job]
 	for _, r := range d.weak {
 		if !seen[r.First.UnixNano()] {
@@ -166,6 +178,19 @@ func (a *accountant) apply(st *audit.Stored, d *delta) bool {
 		}
 	}
 	return changed
+}
+
+// dropLate deletes the late notes an Account write merged; a note that
+// stays is merged again by a later term (AddLate records a tick once).
+func (a *accountant) dropLate(ctx context.Context, lates []audit.Late) {
+	for _, l := range lates {
+		dctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
+		err := audit.DeleteLate(dctx, a.t.h.accountStore(), l)
+		cancel()
+		if err != nil {
+			a.t.h.log.Info("accounting: a merged late note is left for a later term", "key", l.Key, "err", err)
+		}
+	}
 }
 
 // nextAt returns the ticks of the spec of acct in force at tick, or

@@ -26,7 +26,8 @@ const (
 )
 
 // Audit reports the due ticks of each job of the set (or of job alone,
-// if not empty) after from through to: one read of the Accounts, one of
+// if not empty) after from through to: one read of the Accounts and
+// their late notes, applied to them, one of
 // the terms, one of who leads (Config.Leader, for the leader's note of
 // refused claims), and one of each job's ledger history (AbsenceHistory
 // entries). It works on every instance, leading or not. A job whose
@@ -72,6 +73,7 @@ func (h *Host) Audit(ctx context.Context, job string, from, to time.Time) ([]aud
 		if len(a.Specs) == 0 {
 			a.Specs = []audit.Spec{h.specOf(j)}
 		}
+		a = h.withLate(a, accts[j.Name].Late, func(tm time.Time) time.Time { return j.sched.Next(tm.In(h.cfg.Location)) })
 		var notes []string
 		if _, ok := accts[j.Name]; !ok && unreadable != nil && strings.Contains(unreadable.Error(), audit.Key(j.Name)+":") {
 			notes = append(notes, "its account does not decode, read as empty: "+unreadable.Error())

@@ -339,3 +339,13 @@ type Observer interface {
 	OverlapSkipped(job string)
 	Drained(took time.Duration, left int)
 }
+
+// AccountObserver, if the Observer implements it too, is told of each
+// write of the tick accounting that failed: what is "account" (a leader's
+// fenced write of a job's Account; its records are asked again at the
+// next write, or go to a late note) or "late-note" (the unfenced note a
+// term leaves of what it could not write; kept in memory for the Host's
+// next term). Metrics implement it.
+type AccountObserver interface {
+	AccountWriteFailed(what string)
+}

@@ -35,6 +35,9 @@ type Host struct {
 	leading bool
 	term    *termRun   // nil between terms
 	ended   []*termRun // ended terms that had runs still going
+
+	lateMu sync.Mutex
+	kept   []keptLate // late notes of ended terms not written yet (account_late.go)
 }
 
 // jobState is one version of one job of a Host: its settings, parsed
