@@ -4,13 +4,14 @@
 # under one of two cores busy, waiting on elections, TTLs and servers.
 # So the stages overlap where one waits and another computes:
 #
-#   1. the pinned tools (.bin: etcd, Consul, kube-apiserver) build in the
-#      background at a low priority (nice 10), while gofmt and the
-#      packages whose tests start none of them run;
-#   2. once etcd and Consul are built, the e2e fault suite (its short
-#      profile starts no kube-apiserver) and, beside it, the packages
-#      that need Consul only; the late packages' test binaries, go vet
-#      and the fuzz targets build and run beside them at lower priorities;
+#   1. the pinned tools (.bin: etcd, Consul, otelcol, kube-apiserver)
+#      build in the background at a low priority (nice 10), while gofmt
+#      and the packages whose tests start none of them run;
+#   2. once etcd, Consul and otelcol are built, the e2e fault suite (its
+#      short profile starts no kube-apiserver) and, beside it, the
+#      packages that need Consul or the collector only; the late
+#      packages' test binaries, go vet and the fuzz targets build and run
+#      beside them at lower priorities;
 #   3. once all tools are, the packages whose tests start kube-apiserver
 #      or name .bin, and the client-go interop module; then the e2e
 #      fault scenario on Kubernetes.
@@ -50,8 +51,10 @@ finish() {
 	say "$2 done"
 }
 
-# Each tool marks itself built: the e2e suite needs etcd and Consul only.
-nice -n 10 sh -c "sh tools/etcd/build.sh && sh tools/consul/build.sh && touch '$tmp/consul.built' && sh tools/kube/build.sh" >"$tmp/tools.log" 2>&1 &
+# Each tool marks itself built: the e2e suite needs etcd, Consul and the
+# collector (otelcol) only; kube-apiserver, the longest, builds last.
+nice -n 10 sh -c "sh tools/etcd/build.sh && sh tools/consul/build.sh && touch '$tmp/consul.built' &&
+	sh tools/otelcol/build.sh && touch '$tmp/otelcol.built' && sh tools/kube/build.sh" >"$tmp/tools.log" 2>&1 &
 tools=$!
 bg="$bg $tools"
 # built NAME: waits until the tool build has marked NAME built, or ended.
@@ -67,7 +70,7 @@ $GO list -test -f '{{.ImportPath}}|{{join .Deps " "}}' ./... >"$tmp/deps"
 late=$(awk -F'|' -v m="$mod" '
 	{
 		p = $1; sub(/ \[.*/, "", p); sub(/(\.test|_test)$/, "", p)
-		if (p ~ "/internal/(consultest|kubetest)$" || (" " $2 " ") ~ (" " m "/internal/(consultest|kubetest) ")) print p
+		if (p ~ "/internal/(consultest|kubetest|oteltest)$" || (" " $2 " ") ~ (" " m "/internal/(consultest|kubetest|oteltest) ")) print p
 	}' "$tmp/deps" | sort -u)
 for d in $($GO list -f '{{.ImportPath}}:{{.Dir}}' ./...); do
 	if grep -qs '"\.bin"' "${d#*:}"/*_test.go; then late="$late ${d%%:*}"; fi
@@ -88,13 +91,15 @@ say "gofmt clean"
 BATON_E2E= $GO test -race -count=1 -p "$P" -timeout 20m $early
 say "packages that need no tool passed"
 
-# Stage 2: the e2e suite once etcd and Consul are built, and beside it
-# the packages that need Consul only (mid: backends/consul's suite is
-# the longest of the late ones). Both wait on TTLs more than they
-# compute. The CPU-bound work beside them takes what they leave, in
-# order of need: the kube-apiserver build (nice 10), the late packages'
-# race test binaries and go vet (nice 15), the fuzz targets (nice 19).
+# Stage 2: the e2e suite once etcd, Consul and otelcol are built, and
+# beside it the packages that need Consul or the collector only (mid:
+# backends/consul's suite is the longest of the late ones). Both wait on
+# TTLs more than they compute. The CPU-bound work beside them takes what
+# they leave, in order of need: the kube-apiserver build (nice 10), the
+# late packages' race test binaries and go vet (nice 15), the fuzz
+# targets (nice 19).
 built consul
+built otelcol
 mid=""
 for p in $late; do
 	if [ "$p" = "$mod/internal/kubetest" ] || grep -q "^$p\(\.test\)\?\( \[.*\]\)\?|.* $mod/internal/kubetest\( \|$\)" "$tmp/deps" ||
