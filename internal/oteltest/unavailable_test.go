@@ -3,10 +3,12 @@ package oteltest
 import (
 	"errors"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // stopTB records the Fatalf or Skipf that ends a call, as testing would.
@@ -59,5 +61,23 @@ func TestStart_NoBinary(t *testing.T) {
 	c, r = start(t)
 	if c != nil || r.skip != "" || !strings.Contains(r.fatal, "BATON_TEST_REQUIRE=1") || !strings.Contains(r.fatal, "no otelcol binary") {
 		t.Errorf("without a binary, required: collector %v, fatal %q, skip %q; want the failure", c, r.fatal, r.skip)
+	}
+}
+
+// TestStart_ExitedFails: a binary that exits at once fails the test with
+// its exit, without waiting out ReadyTimeout.
+func TestStart_ExitedFails(t *testing.T) {
+	bin, err := exec.LookPath("false")
+	if err != nil {
+		t.Skipf("no false(1): %v", err)
+	}
+	t.Setenv("OTELCOL_BIN", bin)
+	began := time.Now()
+	c, r := start(t)
+	if c != nil || r.skip != "" || !strings.Contains(r.fatal, "otelcol exited: exit status 1") {
+		t.Errorf("a collector that exits: collector %v, fatal %q, skip %q; want the failure naming its exit", c, r.fatal, r.skip)
+	}
+	if d := time.Since(began); d > ReadyTimeout/2 {
+		t.Errorf("Start took %v to see the exit", d)
 	}
 }
