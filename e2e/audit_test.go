@@ -21,12 +21,10 @@ import (
 )
 
 // auditEnv sets the comparison of each scenario's tick accounting with
-// the checker's verdicts (auditcmp): "1" compares and fails the test on
-// a disagreement; unset or "report" compares and prints the figures and
-// the disagreements without failing; "0", no comparison. Unset reports:
-// on a loaded machine the comparison still finds checker reasons its
-// table maps too narrowly (each found so far was the table's, not the
-// accounting's), so make test prints them rather than fail.
+// the checker's verdicts (auditcmp): unset or "1" compares and fails the
+// test on a disagreement; "report" compares and prints the figures and
+// the disagreements without failing (to survey a new fault); "0", no
+// comparison.
 const auditEnv = "BATON_E2E_AUDIT"
 
 // auditor reads a scenario's tick accounting from the test process, as
@@ -49,10 +47,10 @@ func (sc *scenario) startAuditor() *auditor {
 	case "0":
 		return nil
 	case "":
-		mode = "report"
+		mode = "1"
 	case "1", "report":
 	default:
-		sc.t.Fatalf("%s %q: want 1 (compare, fail on a disagreement), report (compare and print: the default) or 0 (off)", auditEnv, mode)
+		sc.t.Fatalf("%s %q: want 1 (compare, fail on a disagreement: the default), report (compare and print) or 0 (off)", auditEnv, mode)
 	}
 	if sc.sidecar != nil {
 		return nil

@@ -80,11 +80,11 @@
 //	                    which says "none missed" at debug)
 //	BATON_E2E_REPORT    a markdown file (make soak: docs/reliability.md)
 //	                    where TestFaults writes each backend's section
-//	BATON_E2E_AUDIT     1: after each scenario's check, reads the tick
-//	                    accounting (schedulerhost's Host.Audit, from the
-//	                    test process) over the checked window and compares
-//	                    it tick by tick with the checker's verdicts
-//	                    (e2e/internal/auditcmp), failing on a
-//	                    disagreement; report or unset: the same, printed
-//	                    and not failing; 0: no comparison
+//	BATON_E2E_AUDIT     1 or unset: after each scenario's check, reads the
+//	                    tick accounting (schedulerhost's Host.Audit, from
+//	                    the test process) over the checked window and
+//	                    compares it tick by tick with the checker's
+//	                    verdicts (e2e/internal/auditcmp), failing on a
+//	                    disagreement; report: the same, printed and not
+//	                    failing; 0: no comparison
 package e2e

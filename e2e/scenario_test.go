@@ -724,7 +724,7 @@ func runScenario(t *testing.T, name string, prof profile, seed uint64, v variant
 	}
 	startCluster(t, name, sc, clusterOpts{label: label, jobs: jobs, be: v.be, token: token})
 	dir := sc.dir
-	// Reported unless BATON_E2E_AUDIT=0, enforced with 1 (audit_test.go).
+	// Enforced unless BATON_E2E_AUDIT is report or 0 (audit_test.go).
 	aud := sc.startAuditor()
 	// Ticks are judged from the moment both jobs have run once: a new
 	// leader catches up from a job's last claimed tick, and before the
