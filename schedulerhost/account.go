@@ -109,9 +109,9 @@ func (a *accountant) add(j *jobState, r audit.Range) {
 	}
 	next := a.t.nextOf(j)
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	if a.stale {
 		a.orphan(j.Name, next, r)
+		a.mu.Unlock()
 		return
 	}
 	d := a.deltaOf(j.Name)
@@ -127,6 +127,19 @@ func (a *accountant) add(j *jobState, r audit.Range) {
 		default:
 		}
 	}
+	a.mu.Unlock()
+	a.trace(j, r, next)
+}
+
+// trace tells the Host's Tracer, if any, of r, ticks of j that did not
+// run (any class but Ran), outside a.mu.
+func (a *accountant) trace(j *jobState, r audit.Range, next audit.Next) {
+	tr := a.t.h.cfg.Tracer
+	if tr == nil || r.Class == audit.Ran {
+		return
+	}
+	tr.TickNotRun(NotRun{Job: j.Name, Class: r.Class, Reason: r.Reason, Error: r.Error, First: r.First, Last: r.Last,
+		Count: r.Count, Token: a.t.token, At: a.t.h.wallNow(), next: next})
 }
 
 // tick records tick of j as one tick of class c for reason why.
@@ -178,11 +191,15 @@ func (a *accountant) refused(j *jobState, tick time.Time, err error) {
 	}
 	next := a.t.nextOf(j)
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	if !a.stale {
+	stale := a.stale
+	if !stale {
 		d := a.deltaOf(j.Name)
 		d.next = next
 		d.weak = append(d.weak, r)
+	}
+	a.mu.Unlock()
+	if !stale {
+		a.trace(j, r, next)
 	}
 }
 

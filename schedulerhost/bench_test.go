@@ -16,7 +16,25 @@ import (
 // burst bench/'s lateness section measures, without a ledger or an
 // observer and with logging off. One op is one burst; allocs/run is the
 // allocations of the whole burst divided by its runs.
-func BenchmarkFireAll_SameInstant(b *testing.B) {
+func BenchmarkFireAll_SameInstant(b *testing.B) { benchFireAll(b, nil) }
+
+// BenchmarkFireAll_SameInstant_Traced is the same burst with a Tracer
+// that does the least one can (a context value, no SDK): the cost of the
+// hook itself. The SDK's own cost per run is package tracing's
+// BenchmarkStartRun.
+func BenchmarkFireAll_SameInstant_Traced(b *testing.B) { benchFireAll(b, leastTracer{}) }
+
+type leastTracer struct{}
+
+type leastKey struct{}
+
+func (leastTracer) StartRun(ctx context.Context, s RunSpan) (context.Context, func(RunEnd)) {
+	return context.WithValue(ctx, leastKey{}, s.Job), func(RunEnd) {}
+}
+func (leastTracer) TraceID(context.Context) string { return "" }
+func (leastTracer) TickNotRun(NotRun)              {}
+
+func benchFireAll(b *testing.B, tr Tracer) {
 	const jobs = 10000
 	var wg sync.WaitGroup
 	js := make([]Job, jobs)
@@ -24,7 +42,7 @@ func BenchmarkFireAll_SameInstant(b *testing.B) {
 		js[i] = Job{Name: fmt.Sprintf("job-%d", i), Schedule: "* * * * * *", Overlap: OverlapAllow,
 			Run: func(context.Context) error { wg.Done(); return nil }}
 	}
-	h, err := New(Config{Jobs: js, Logger: slog.New(slog.DiscardHandler)})
+	h, err := New(Config{Jobs: js, Tracer: tr, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}

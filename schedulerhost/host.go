@@ -22,6 +22,7 @@ import (
 type Host struct {
 	cfg     Config
 	log     *slog.Logger
+	ctxObs  ContextObserver // cfg.Observer, if it is one
 	clock   clock
 	started time.Time // wall clock at New: Absence counts the ticks after it
 
@@ -77,6 +78,7 @@ func New(cfg Config) (*Host, error) {
 	}
 	cfg = cfg.withDefaults()
 	h := &Host{cfg: cfg, log: cfg.Logger, clock: newRealClock()}
+	h.ctxObs, _ = cfg.Observer.(ContextObserver)
 	h.started = h.wallNow()
 	if l := cfg.Ledger; l != nil {
 		h.finishes = newBatchQueue(l.MaxBatch(), finishesInflight, func(rs []ledger.Run) []error {

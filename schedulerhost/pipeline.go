@@ -19,6 +19,7 @@ import (
 //	claimStep    claims the tick in the ledger (with a Ledger only)
 //	pauseStep    records the tick as skipped if its job is paused (with a Control store only; control.go)
 //	marginStep   holds the start while the term's lease is about to run out unrenewed (margin.go)
+//	traceStep    starts the run's span and ends it after the last attempt (with a Tracer only; tracer.go)
 //	observeStep  tells the Observer and the log that the run starts and how it ended
 //	retryStep    calls the rest once per attempt: again after a failure, while retries are left (retry.go)
 //	timeoutStep  gives the attempt a context that ends after the job's Timeout (with a Timeout only)
@@ -62,7 +63,11 @@ func (h *Host) pipeline(withTimeout bool) runFunc {
 	if h.cfg.Control != nil {
 		steps = append(steps, pauseStep)
 	}
-	steps = append(steps, marginStep, observeStep, retryStep)
+	steps = append(steps, marginStep)
+	if h.cfg.Tracer != nil {
+		steps = append(steps, traceStep)
+	}
+	steps = append(steps, observeStep, retryStep)
 	if withTimeout {
 		steps = append(steps, timeoutStep)
 	}
@@ -147,17 +152,22 @@ func timeoutStep(next runFunc) runFunc {
 	}
 }
 
-// observeStep stamps the run's start and tells the Observer (if any) and
-// the log that the run starts, with its lateness (from its tick plus its
+// observeStep stamps the run's start (unless traceStep did) and tells the
+// Observer (if any; with its context if a ContextObserver) and the log
+// that the run starts, with its lateness (from its tick plus its
 // jitter delay); once the rest, every attempt, returns, how it ended. A failed run is logged at Error level; the rest at Info,
 // and their attributes are not built when Info is off.
 func observeStep(next runFunc) runFunc {
 	return func(r *tickRun) {
 		h, j, tick := r.t.h, r.job, r.tick.Time
-		r.started, r.startedMono = h.clock.now()
+		if r.started.IsZero() {
+			r.started, r.startedMono = h.clock.now()
+		}
 		// From the start its jitter delay set; a run now's, from its request.
 		lateness := r.started.Sub(tick.Add(r.delay))
-		if h.cfg.Observer != nil {
+		if h.ctxObs != nil {
+			h.ctxObs.RunStartedContext(r.ctx, j.Name, tick, lateness)
+		} else if h.cfg.Observer != nil {
 			h.cfg.Observer.RunStarted(j.Name, tick, lateness)
 		}
 		logInfo := h.log.Enabled(context.Background(), slog.LevelInfo)

@@ -72,6 +72,7 @@ type tickRun struct {
 	result      ledger.Result   // countStep
 	ran         bool            // countStep: the job function was called and returned; notRun: stopped, with an entry to write
 	finish      func()          // set for a run that writes its record its own way (a run-now run): write calls it
+	traceID     string          // traceStep: the run's sampled trace (TraceIDFromContext)
 }
 
 func (t *termRun) newRun(j *jobState, tick time.Time, catchUp, claimed bool, tn turn) *tickRun {
@@ -93,6 +94,8 @@ func (r *tickRun) Value(key any) any {
 		return &r.tick
 	case attemptKey{}:
 		return int(r.attempt.Load())
+	case traceIDKey{}:
+		return r.traceID
 	case manualKey{}:
 		if r.manual != nil {
 			return r.manual

@@ -17,7 +17,11 @@ import (
 // start, the step that records the request as started (startStep), is
 // the last write before the job is called.
 func (h *Host) manualPipeline(withTimeout bool, start step) runFunc {
-	steps := []step{marginStep, start, observeStep, retryStep}
+	steps := []step{marginStep, start}
+	if h.cfg.Tracer != nil {
+		steps = append(steps, traceStep)
+	}
+	steps = append(steps, observeStep, retryStep)
 	if withTimeout {
 		steps = append(steps, timeoutStep)
 	}

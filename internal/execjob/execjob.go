@@ -30,9 +30,12 @@ import (
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/internal/lines"
 	"github.com/batonhq/baton/schedulerhost"
+	"github.com/batonhq/baton/tracing"
 )
 
 // Environment variables set for every command, on top of the parent's.
+// A traced run (docs/tracing.md) also gets its span as W3C Trace Context:
+// TRACEPARENT, and TRACESTATE when not empty (tracing.Env).
 const (
 	EnvJob      = "BATON_JOB"      // the job's name
 	EnvToken    = "BATON_TOKEN"    // the term's fencing token, decimal
@@ -144,6 +147,7 @@ func (c *Command) Run(ctx context.Context) error {
 		env = append(env, EnvRequestID+"="+m.RequestID, EnvRequestedBy+"="+m.By)
 	}
 	env = append(env, EnvRunKind+"="+kind)
+	env = append(env, tracing.Env(ctx)...) // TRACEPARENT, TRACESTATE: the run's span, if traced
 
 	stdout := lineLogger(log, "stdout")
 	stderr := lineLogger(log, "stderr")

@@ -40,6 +40,7 @@ import (
 	"github.com/batonhq/baton/audit"
 	"github.com/batonhq/baton/election"
 	"github.com/batonhq/baton/schedulerhost"
+	"github.com/batonhq/baton/tracing"
 )
 
 // Request headers set on every request. They mirror the environment of a
@@ -310,8 +311,10 @@ func dialFailed(err error) bool {
 	return errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &op) && op.Op == "dial"
 }
 
-// SetHeaders sets the Baton-* headers of the run in ctx on h.
+// SetHeaders sets the Baton-* headers of the run in ctx on h, and the
+// W3C traceparent (and tracestate) of its span when the run is traced.
 func SetHeaders(ctx context.Context, h http.Header, job, electionName, instance string) {
+	tracing.Inject(ctx, h)
 	token, _ := election.TokenFromContext(ctx)
 	tick, _ := schedulerhost.TickFromContext(ctx)
 	h.Set(HeaderJob, job)
