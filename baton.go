@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/batonhq/baton/control"
 	"github.com/batonhq/baton/driver"
@@ -21,6 +22,7 @@ import (
 	"github.com/batonhq/baton/ledger"
 	"github.com/batonhq/baton/metrics"
 	"github.com/batonhq/baton/schedulerhost"
+	"github.com/batonhq/baton/tracing"
 )
 
 // Job is one scheduled job: its name, cron schedule, the function it
@@ -146,7 +148,15 @@ type Advanced struct {
 	// NoAccounting: the leader writes no tick accounts
 	// (schedulerhost.Config.NoAccounting); the audit then shows what the
 	// ledger's newest entries hold, and the older ticks as missed.
+	// Nor are the ticks that did not run traced (docs/tracing.md).
 	NoAccounting bool
+	// TracerProvider, if not nil, traces every run and every tick that
+	// did not run (package tracing, docs/tracing.md). Nil means no
+	// tracing for New; Main, and the baton command, then take one from
+	// the OTEL_* variables (tracing.FromEnv). Run flushes its spans
+	// (ForceFlush, if it has one) when it returns, for at most
+	// tracing.FlushTimeout; shutting it down is the caller's.
+	TracerProvider trace.TracerProvider
 }
 
 // check returns one error per bad setting of a, each naming the field and
@@ -196,6 +206,9 @@ func New(cfg Config) (*Baton, error) {
 		Ledger: adv.Ledger, Control: adv.Control, Instance: cfg.Instance, Observer: m, Logger: cfg.Logger,
 		NoAccounting: adv.NoAccounting,
 	}
+	if adv.TracerProvider != nil {
+		hcfg.Tracer = tracing.NewTracer(adv.TracerProvider, cfg.Election)
+	}
 	if l, ok := cfg.Backend.(driver.Ledgerer); ok && hcfg.Ledger == nil {
 		hcfg.Ledger = l.Ledger()
 	}
@@ -239,7 +252,7 @@ func New(cfg Config) (*Baton, error) {
 		return nil, err
 	}
 	b := &Baton{elector: el, host: host, api: api,
-		run: runner{publish: hcfg.Control != nil, watchApp: adv.App != nil, reloadSignals: adv.ReloadSignals, log: cfg.Logger,
+		run: runner{flush: adv.TracerProvider, publish: hcfg.Control != nil, watchApp: adv.App != nil, reloadSignals: adv.ReloadSignals, log: cfg.Logger,
 			absence: newAbsencePoll(cfg, host, el, m, api), audit: newAuditPoll(cfg, hcfg.Control != nil, host, m, api)}}
 	if hcfg.Control != nil {
 		b.jobs = control.NewJobs(hcfg.Control)

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/batonhq/baton/tracing"
 )
 
 // errExitNow is runMain's error after a second signal.
@@ -26,6 +28,8 @@ var errExitNow = errors.New("baton: second signal: exiting now, without waiting 
 // a job started itself is the job's to stop (exec.CommandContext on the
 // job's context does on a drain's timeout, not on this exit).
 // It serves no HTTP; for /healthz and /metrics use New, Handler and Run.
+// With no Advanced.TracerProvider, it traces as the OTEL_* variables say
+// (tracing.FromEnv, docs/tracing.md); a bad one is an error, as New's.
 func Main(cfg Config) {
 	log := cfg.Logger
 	if log == nil {
@@ -49,8 +53,18 @@ func Main(cfg Config) {
 // after errExitNow).
 func runMain(ctx context.Context, cfg Config, sigs ...os.Signal) (stopped <-chan struct{}, err error) {
 	done := make(chan struct{})
+	shutdown := tracing.Shutdown(func(context.Context) error { return nil })
+	if cfg.Advanced.TracerProvider == nil {
+		tp, sd, err := tracing.FromEnv(ctx)
+		if err != nil {
+			close(done)
+			return done, err
+		}
+		cfg.Advanced.TracerProvider, shutdown = tp, sd
+	}
 	b, err := New(cfg)
 	if err != nil {
+		_ = shutdown(context.Background())
 		close(done)
 		return done, err
 	}
@@ -63,6 +77,9 @@ func runMain(ctx context.Context, cfg Config, sigs ...os.Signal) (stopped <-chan
 	go func() {
 		defer close(done)
 		err := b.Run(ctx)
+		sctx, cancel := context.WithTimeout(context.Background(), tracing.FlushTimeout)
+		_ = shutdown(sctx) // Run flushed the spans already
+		cancel()
 		if c, ok := cfg.Backend.(io.Closer); ok {
 			if cerr := c.Close(); cerr != nil && err == nil {
 				err = fmt.Errorf("baton: closing the backend: %w", cerr)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/httpapi"
+	"github.com/batonhq/baton/tracing"
 )
 
 // The runner: one owner for everything an instance runs while Run lasts,
@@ -71,6 +72,21 @@ type runner struct {
 	log           *slog.Logger
 	absence       *absencePoll // nil: no job has a Deadline and the backend cannot say who leads (absence.go)
 	audit         *auditPoll   // nil: no control store, or Advanced.AuditPollInterval negative (auditpoll.go)
+	flush         any          // Advanced.TracerProvider: its spans are flushed when Run returns
+}
+
+// flushSpans flushes the spans of p, if it can (the SDK's provider can),
+// for at most tracing.FlushTimeout.
+func flushSpans(p any, log *slog.Logger) {
+	f, ok := p.(interface{ ForceFlush(context.Context) error })
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), tracing.FlushTimeout)
+	defer cancel()
+	if err := f.ForceFlush(ctx); err != nil {
+		log.Warn("tracing: spans not flushed", "err", err)
+	}
 }
 
 // runGroup is Run and RunServing (ln nil for Run): the runner.
@@ -81,6 +97,7 @@ func (b *Baton) runGroup(ctx context.Context, ln net.Listener) error {
 		}
 		return ErrRunTwice
 	}
+	defer flushSpans(b.run.flush, b.run.log)
 	gctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	interrupt := func(err error) {

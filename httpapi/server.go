@@ -38,7 +38,7 @@ func (s *server) routes() {
 	s.mux.HandleFunc("GET /audit", s.handleAudit)
 	s.mux.HandleFunc("GET /{$}", s.handlePage)
 	reg := s.api.cfg.Registry
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, EnableOpenMetrics: true}))
 	s.mux.HandleFunc("POST /step-down", s.admin(s.handleStepDown))
 	s.mux.HandleFunc("POST /standby", s.admin(s.handleStandby))
 	s.mux.HandleFunc("POST /eligible", s.admin(s.handleEligible))

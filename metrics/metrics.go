@@ -8,6 +8,7 @@
 package metrics
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -52,6 +53,7 @@ var (
 	_ schedulerhost.RetryObserver = (*Metrics)(nil)
 
 	_ schedulerhost.ControlObserver = (*Metrics)(nil)
+	_ schedulerhost.ContextObserver = (*Metrics)(nil)
 )
 
 // New creates the metrics, labelled with the election's name, and
@@ -136,6 +138,20 @@ func (m *Metrics) TermEnded(token uint64, held time.Duration, lost bool) {
 func (m *Metrics) RunStarted(job string, tick time.Time, lateness time.Duration) {
 	m.running.WithLabelValues(job).Inc()
 	m.lateness.WithLabelValues(job).Observe(max(lateness, 0).Seconds())
+}
+
+// RunStartedContext implements schedulerhost.ContextObserver: RunStarted,
+// with the run's trace, when it is traced and sampled
+// (schedulerhost.TraceIDFromContext), as the exemplar trace_id of the
+// lateness observation (shown in the OpenMetrics format only).
+func (m *Metrics) RunStartedContext(ctx context.Context, job string, tick time.Time, lateness time.Duration) {
+	id := schedulerhost.TraceIDFromContext(ctx)
+	if id == "" {
+		m.RunStarted(job, tick, lateness)
+		return
+	}
+	m.running.WithLabelValues(job).Inc()
+	m.lateness.WithLabelValues(job).(prometheus.ExemplarObserver).ObserveWithExemplar(max(lateness, 0).Seconds(), prometheus.Labels{"trace_id": id})
 }
 
 // RunFinished implements schedulerhost.Observer.

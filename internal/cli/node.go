@@ -22,6 +22,7 @@ import (
 	"github.com/batonhq/baton/httpapi/appcheck"
 	"github.com/batonhq/baton/internal/jobsfile"
 	"github.com/batonhq/baton/schedulerhost"
+	"github.com/batonhq/baton/tracing"
 )
 
 // errStdinClosed is the cause of a shutdown started by --stop-on-stdin-eof.
@@ -102,9 +103,10 @@ func (p *Program) nodeSettings(sub string, args []string, stderr io.Writer) (*no
 // Node runs one instance: `demo node` or `baton run`. Its flags come from
 // the config file's backend and node sections, then from BATON_*
 // variables, then from the command line, each over the one before. It
-// goes in phases: the settings (nodeSettings, nodeStart), the backend
-// (openNode), the HTTP listener (listenNode), the instance's Config
-// (nodeConfig), then baton.New and RunServing until ctx ends.
+// goes in phases: the settings (nodeSettings, nodeStart), the tracing
+// (tracing.FromEnv: the OTEL_* variables), the backend (openNode), the
+// HTTP listener (listenNode), the instance's Config (nodeConfig), then
+// baton.New and RunServing until ctx ends.
 func (p *Program) Node(ctx context.Context, sub string, args []string, stdout, stderr io.Writer) error {
 	opts, f, src, err := p.nodeSettings(sub, args, stderr)
 	if err != nil {
@@ -114,6 +116,15 @@ func (p *Program) Node(ctx context.Context, sub string, args []string, stdout, s
 	if err != nil {
 		return err
 	}
+	tp, shutdownTracing, err := tracing.FromEnv(ctx) // off unless the OTEL_* variables ask (docs/tracing.md)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", p.Name, sub, err)
+	}
+	defer func() { // after the instance stopped: flush what is left, shut the exporter down
+		sctx, cancel := context.WithTimeout(context.Background(), tracing.FlushTimeout)
+		defer cancel()
+		_ = shutdownTracing(sctx)
+	}()
 	o, err := p.openNode(ctx, sub, opts, f, src, st.base)
 	if err != nil {
 		return err
@@ -128,6 +139,7 @@ func (p *Program) Node(ctx context.Context, sub string, args []string, stdout, s
 		return err
 	}
 	cfg.Advanced.Address = strings.TrimPrefix(httpURL, "none")
+	cfg.Advanced.TracerProvider = tp
 	b, err := baton.New(cfg)
 	if err != nil {
 		if ln != nil {
