@@ -57,6 +57,11 @@
 // one ledger History read per job (merging what an earlier term ran but
 // never wrote).
 //
+// With a Tracer (Config.Tracer; package tracing implements it on
+// OpenTelemetry), each run is a span that covers its attempts, carried by
+// the job's context, and each tick the accounting records as not run is
+// told to it. This package links no tracing SDK: nil costs nothing.
+//
 // More in this file, after the package clause (read the source):
 // Clock steps; Time zones and DST; Retries; Jitter.
 package schedulerhost
