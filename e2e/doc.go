@@ -40,6 +40,10 @@
 // shows it landing. TestFenceSidecarNode does the same behind `baton
 // run` sidecars, with a Node.js app writing a file through
 // receivers/node/baton-fence.js.
+// TestTracing exports two sidecars' spans to a real OpenTelemetry
+// Collector (internal/oteltest) across a SIGKILL failover and checks the
+// collector's file against the ledger, GET /audit, and the traceparent an
+// HTTP job's service and a command job received.
 //
 // The suite is the slow tier: it runs only with BATON_E2E=1, so that
 // `go test ./...` from the repository root stays fast and skips it with a
