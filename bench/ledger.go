@@ -34,6 +34,7 @@ type ledRow struct {
 	d           dist
 	missing     int
 	extra       int           // runs beyond one per tick in the window (must be 0)
+	runs        int64         // runs of the whole trial: warm-up, window and the runs after it
 	counted     bool          // the proxy counted the requests (writes, requests)
 	writes      float64       // backend write requests per instant (at the proxy)
 	claimWrites float64       // Ledger.Claim calls per instant (one batch each)
@@ -60,6 +61,11 @@ const (
 // measures the lateness of the runs of the window's ticks, the runs
 // missing or extra, the backend requests per instant and the peak RSS.
 func ledgerTrial(e *env, backend string, jobs int, warm, window time.Duration, acct accounting) ledRow {
+	return tracedTrial(e, backend, jobs, warm, window, acct, nil)
+}
+
+// tracedTrial is ledgerTrial with tr as the Host's Tracer (nil: none).
+func tracedTrial(e *env, backend string, jobs int, warm, window time.Duration, acct accounting, tr schedulerhost.Tracer) ledRow {
 	row := ledRow{backend: backend, jobs: jobs, window: window}
 	p, err := newCountProxy(e.targetOf(backend), protoOf(backend))
 	if err != nil {
@@ -77,29 +83,13 @@ func ledgerTrial(e *env, backend string, jobs int, warm, window time.Duration, a
 	row.batch = c.ledger.MaxBatch()
 	cl := &countingLedger{Ledger: c.ledger}
 
-	var sm *sampler
-	var mu sync.Mutex
-	seen := make(map[int]map[int64]int, jobs) // job index -> tick -> runs
+	rec := &trialRuns{seen: make(map[int]map[int64]int, jobs)}
 	js := make([]schedulerhost.Job, jobs)
 	for i := range js {
 		js[i] = schedulerhost.Job{Name: fmt.Sprintf("job-%05d", i), Schedule: "* * * * * *", Overlap: schedulerhost.OverlapAllow,
-			Misfire: schedulerhost.MisfireSkip,
-			Run: func(ctx context.Context) error {
-				now := time.Now()
-				t, _ := schedulerhost.TickFromContext(ctx)
-				sm.record(t.Time, now)
-				if !t.Time.Before(sm.from) && t.Time.Before(sm.to) {
-					mu.Lock()
-					if seen[i] == nil {
-						seen[i] = map[int64]int{}
-					}
-					seen[i][t.Time.Unix()]++
-					mu.Unlock()
-				}
-				return nil
-			}}
+			Misfire: schedulerhost.MisfireSkip, Run: rec.run(i)}
 	}
-	hcfg := schedulerhost.Config{Jobs: js, Logger: quiet, Ledger: cl, Instance: "bench", ShutdownTimeout: 30 * time.Second}
+	hcfg := schedulerhost.Config{Jobs: js, Logger: quiet, Ledger: cl, Instance: "bench", ShutdownTimeout: 30 * time.Second, Tracer: tr}
 	if acct != noControl {
 		if hcfg.Accounts, hcfg.Control, err = accountStores(c.backend); err != nil {
 			row.err = err
@@ -119,7 +109,8 @@ func ledgerTrial(e *env, backend string, jobs int, warm, window time.Duration, a
 	}
 	runtime.GC()
 	debug.FreeOSMemory()
-	sm = newSampler(time.Now(), warm, window, jobs)
+	sm := newSampler(time.Now(), warm, window, jobs)
+	rec.sm = sm
 	stopAt := sm.to.Add(2 * time.Second) // the window's last runs finish and are recorded
 	ctx, cancel := context.WithDeadline(context.Background(), stopAt)
 	defer cancel()
@@ -170,18 +161,54 @@ func ledgerTrial(e *env, backend string, jobs int, warm, window time.Duration, a
 	}
 	got := sm.samples()
 	row.d = dist{s: append([]time.Duration(nil), got...)}
+	row.runs = rec.all.Load()
 	want := jobs * int(window/time.Second)
-	mu.Lock()
-	n := 0
-	for _, ticks := range seen {
-		for _, k := range ticks {
-			n++
-			row.extra += k - 1
-		}
-	}
-	mu.Unlock()
+	n, extra := rec.tally()
+	row.extra = extra
 	row.missing = want - n
 	return row
+}
+
+// trialRuns records a ledger trial's runs: every run, and the runs of
+// each job's ticks in the sampler's window.
+type trialRuns struct {
+	sm   *sampler // set before the Host leads
+	all  atomic.Int64
+	mu   sync.Mutex
+	seen map[int]map[int64]int // job index -> tick -> runs
+}
+
+// run is job i's function: it records the run's lateness and its tick.
+func (r *trialRuns) run(i int) func(context.Context) error {
+	return func(ctx context.Context) error {
+		now := time.Now()
+		r.all.Add(1)
+		t, _ := schedulerhost.TickFromContext(ctx)
+		r.sm.record(t.Time, now)
+		if !t.Time.Before(r.sm.from) && t.Time.Before(r.sm.to) {
+			r.mu.Lock()
+			if r.seen[i] == nil {
+				r.seen[i] = map[int64]int{}
+			}
+			r.seen[i][t.Time.Unix()]++
+			r.mu.Unlock()
+		}
+		return nil
+	}
+}
+
+// tally returns how many ticks of the window ran, and the runs beyond
+// one per tick.
+func (r *trialRuns) tally() (ticks, extra int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, byTick := range r.seen {
+		for _, k := range byTick {
+			ticks++
+			extra += k - 1
+		}
+	}
+	return ticks, extra
 }
 
 // countingLedger counts the Host's Claim and Finish calls, and times the

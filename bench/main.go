@@ -64,7 +64,7 @@ func run() error {
 	flag.StringVar(&o.out, "out", "", "write the markdown report to this file (e.g. ../docs/benchmarks.md)")
 	flag.IntVar(&o.trials, "trials", 50, "trials per figure")
 	flag.BoolVar(&o.quick, "quick", false, "few trials and short windows, for development (not for publishing)")
-	flag.StringVar(&only, "only", "", "comma-separated sections to run: lateness,handover,crash,idle,scale,ledger,accounting (default all)")
+	flag.StringVar(&only, "only", "", "comma-separated sections to run: lateness,handover,crash,idle,scale,ledger,accounting,tracing (default all)")
 	var ledgerJobsFlag, ledgerBackendsFlag, cpuProfile string
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (this process: the hosts and clients, not the servers) to this file")
 	flag.StringVar(&ledgerJobsFlag, "ledger-jobs", "", "comma-separated job counts for the ledger section (default 1,100,1000,10000)")
@@ -127,13 +127,16 @@ func run() error {
 
 	began := time.Now()
 	ctx := context.Background()
-	needNet := want("handover") || want("crash") || want("idle") || want("scale") || want("ledger") || want("accounting")
+	// The tracing section needs etcd alone: with it alone, no other
+	// server runs beside its trials.
+	needAll := want("handover") || want("crash") || want("idle") || want("scale") || want("ledger") || want("accounting")
+	needNet := needAll || want("tracing")
 	r := &results{opts: o, began: began, machine: describeMachine(), load: [2]string{loadAvg()}}
 	var e *env
 	if needNet {
 		var err error
 		logf("starting servers")
-		e, err = startEnv(ctx, true, true)
+		e, err = startEnv(ctx, needAll, needAll)
 		if err != nil {
 			return err
 		}
@@ -244,6 +247,10 @@ func run() error {
 
 	if want("accounting") {
 		r.acc = accountingSection(e, o)
+	}
+
+	if want("tracing") {
+		r.trace = traceLateness(e, o)
 	}
 
 	r.took = time.Since(began)

@@ -54,6 +54,7 @@ type results struct {
 	ledgerBase   []latRow // no-ledger Host and floor rows of the ledger section
 	catchUp      []catchRow
 	acc          *accResults   // the accounting section
+	trace        *traceResults // the tracing section
 	etcdBaseline time.Duration // etcd CPU per minute with no candidates
 	redisVersion string        // of the bench's redis-server, e.g. "7.0.15"
 }
@@ -317,6 +318,7 @@ func (r *results) markdown() string {
 	}
 	r.ledgerMarkdown(w)
 	r.accountingMarkdown(w)
+	r.tracingMarkdown(w)
 	w("\n## What the figures say\n\n%s", r.findings())
 	w("\n## Method and honest limits\n\n%s", r.methodNotes())
 	return b.String()
