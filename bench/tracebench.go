@@ -179,16 +179,19 @@ func traceSummary(rows []traceRow) string {
 	a, on, b := rows[0].row.d, rows[1].row.d, rows[2].row.d
 	abs := func(d time.Duration) time.Duration { return max(d, -d) }
 	mean := func(x, y time.Duration) time.Duration { return (x + y) / 2 }
-	within := func(v, x, y time.Duration) string {
-		if v >= min(x, y) && v <= max(x, y) {
-			return "within"
+	where := func(v, x, y time.Duration) string {
+		switch {
+		case v < min(x, y):
+			return "below both off rows'"
+		case v > max(x, y):
+			return "above both off rows'"
 		}
-		return "outside"
+		return "between the off rows'"
 	}
-	s := fmt.Sprintf("Off-to-off difference: %s at p50, %s at p99. On minus the mean of the two off rows: %s at p50, %s at p99 (on's p50 is %s the two off p50s, its p99 %s the two off p99s).",
+	s := fmt.Sprintf("Off-to-off difference: %s at p50, %s at p99. On minus the mean of the two off rows: %s at p50, %s at p99 (on's p50 is %s, its p99 %s).",
 		fmtDur(abs(b.p50()-a.p50())), fmtDur(abs(b.p99()-a.p99())),
 		signed(on.p50()-mean(a.p50(), b.p50())), signed(on.p99()-mean(a.p99(), b.p99())),
-		within(on.p50(), a.p50(), b.p50()), within(on.p99(), a.p99(), b.p99()))
+		where(on.p50(), a.p50(), b.p50()), where(on.p99(), a.p99(), b.p99()))
 	if r := rows[1]; r.row.runs > 0 {
 		s += fmt.Sprintf(" With tracing on, the collector wrote %d spans of %d runs", r.spans, r.row.runs)
 		if lost := r.row.runs - int64(r.spans); lost > 0 {

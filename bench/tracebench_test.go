@@ -83,7 +83,7 @@ func TestTraceSummary(t *testing.T) {
 	for _, want := range []string{
 		"Off-to-off difference: 2.00 ms at p50, 2.00 ms at p99.",
 		"On minus the mean of the two off rows: +4.00 ms at p50, +9.00 ms at p99",
-		"on's p50 is outside the two off p50s, its p99 outside the two off p99s",
+		"on's p50 is above both off rows', its p99 above both off rows')",
 		"the collector wrote 90 spans of 100 runs: 10 were not exported.",
 	} {
 		if !strings.Contains(got, want) {
@@ -91,8 +91,12 @@ func TestTraceSummary(t *testing.T) {
 		}
 	}
 	rows[1].row.d = ms(11, 21)
-	if got := traceSummary(rows); !strings.Contains(got, "on's p50 is within the two off p50s, its p99 within the two off p99s") {
+	if got := traceSummary(rows); !strings.Contains(got, "on's p50 is between the off rows', its p99 between the off rows')") {
 		t.Errorf("on between the two off rows:\n%s", got)
+	}
+	rows[1].row.d = ms(5, 10)
+	if got := traceSummary(rows); !strings.Contains(got, "-6.00 ms at p50, -11.0 ms at p99 (on's p50 is below both off rows', its p99 below both off rows')") {
+		t.Errorf("on below the two off rows:\n%s", got)
 	}
 	if got := traceSummary(rows[:2]); got != "" {
 		t.Errorf("two rows: %q, want none", got)
