@@ -78,11 +78,13 @@ type Report struct {
 
 // Compute classifies each due tick of in's window. A tick is due under
 // the Account's spec in force at it, from its first spec's At on. Each
-// tick takes the class of the range that holds it; else, at or before
+// tick takes the class of the range that holds it, unless its ledger
+// entry ranks above it (a run, a lost tick: withOutcomes); else, at or before
 // FoldedThrough, it is Folded; else its ledger entry's (Classify); else
 // pending within Lag of Now; else missed: no-leader if no term of Terms
 // was live at it, unaccounted if one was or none are known.
 func Compute(in Input) (Report, error) {
+	in.Account = withOutcomes(in.Account, in.History, in.Schedules)
 	a := in.Account
 	rep := Report{Job: a.Job, From: in.From, To: in.To, Classes: map[Class]int64{}, FoldedThrough: a.FoldedThrough}
 	for i, s := range a.Specs {
