@@ -108,7 +108,11 @@ func (a *Account) SetSpec(s Spec) bool {
 // Add records r (Count ticks from First through Last, each next's
 // successor of the one before) and returns whether the Account changed.
 // Ticks already recorded, or folded, are not recorded again: a tick is
-// in one range only, and r's other ticks are recorded around them. A
+// in one range only, and r's other ticks are recorded around them;
+// unless r ranks above their record (rank: a run or a lost tick over a
+// catch-up's cover over a skip, a refusal or a miss) and is one tick, or
+// outcomes (runs, lost ticks) of several joined as a term wrote them:
+// then r takes their place. A
 // range joins its neighbours when they have the same class, reason, term,
 // By and NobodyFrom and follow one another on the schedule, whatever
 // order their ticks came in.
@@ -120,7 +124,7 @@ func (a *Account) Add(r Range, next Next) bool {
 	if !r.First.After(a.FoldedThrough) && !a.FoldedThrough.IsZero() {
 		r = clipFront(r, a.FoldedThrough, next)
 	}
-	changed := r.Count == 1 && a.override(r, next, outranks)
+	changed := (r.Count == 1 || rank(r.Class) == rank(Ran)) && a.override(r, next, outranks)
 	for r.Count > 0 {
 		i := len(a.Ranges) // insert before i: the first range starting after r.First
 		for i > 0 && a.Ranges[i-1].First.After(r.First) {
@@ -264,42 +268,48 @@ func rank(c Class) int {
 	return 1
 }
 
-// outranks says whether r, a one-tick record, takes the place of old's
-// record of its tick: r ranks above it.
+// outranks says whether r takes the place of old's record of the ticks
+// they share: r ranks above it.
 func outranks(r, old Range) bool { return rank(r.Class) > rank(old.Class) }
 
-// override takes out the tick of the one-tick record r from the range
-// that holds it, if beats(r, that range), so that Add records r in its
-// place; it reports whether it took one out.
+// override takes out of each range that shares ticks with r, if beats(r,
+// that range), the ticks from r.First through r.Last, so that Add records
+// r in their place; it reports whether it took any out.
 func (a *Account) override(r Range, next Next, beats func(r, old Range) bool) bool {
-	t := r.First
-	i := 0
-	for i < len(a.Ranges) && a.Ranges[i].Last.Before(t) {
-		i++
-	}
-	if i == len(a.Ranges) || a.Ranges[i].First.After(t) || !beats(r, a.Ranges[i]) {
-		return false
-	}
-	old := a.Ranges[i]
-	before, after := old, old
-	before.Count, after.Count = 0, 0
-	for c, k := old.First, int64(0); k < old.Count && !c.IsZero(); c, k = next(c), k+1 {
-		switch {
-		case c.Before(t):
-			before.Last, before.Count = c, before.Count+1
-		case c.After(t):
-			if after.Count == 0 {
-				after.First = c
+	changed := false
+	for i := 0; i < len(a.Ranges); i++ {
+		old := a.Ranges[i]
+		if old.Last.Before(r.First) {
+			continue
+		}
+		if old.First.After(r.Last) {
+			break
+		}
+		if !beats(r, old) {
+			continue
+		}
+		before, after := old, old
+		before.Count, after.Count = 0, 0
+		for c, k := old.First, int64(0); k < old.Count && !c.IsZero(); c, k = next(c), k+1 {
+			switch {
+			case c.Before(r.First):
+				before.Last, before.Count = c, before.Count+1
+			case c.After(r.Last):
+				if after.Count == 0 {
+					after.First = c
+				}
+				after.Last, after.Count = c, after.Count+1
 			}
-			after.Last, after.Count = c, after.Count+1
 		}
-	}
-	var keep []Range
-	for _, p := range []Range{before, after} {
-		if p.Count > 0 {
-			keep = append(keep, p)
+		var keep []Range
+		for _, p := range []Range{before, after} {
+			if p.Count > 0 {
+				keep = append(keep, p)
+			}
 		}
+		a.Ranges = slices.Replace(a.Ranges, i, i+1, keep...)
+		i += len(keep) - 1
+		changed = true
 	}
-	a.Ranges = append(a.Ranges[:i], append(keep, a.Ranges[i+1:]...)...)
-	return true
+	return changed
 }

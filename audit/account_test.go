@@ -142,9 +142,11 @@ func TestAddClipsOverlaps(t *testing.T) {
 		add  Range
 		want string
 	}{
-		{"front", []Range{miss(0, 20)}, span(next, Ran, ReasonOK, sec(10), sec(40)), "missed/no-leader 0-20 (5) ran/ok 25-40 (4)"},
-		{"back", []Range{miss(20, 40)}, span(next, Ran, ReasonOK, sec(0), sec(30)), "ran/ok 0-15 (4) missed/no-leader 20-40 (5)"},
-		{"inside", []Range{miss(0, 40)}, span(next, Ran, ReasonOK, sec(10), sec(30)), "missed/no-leader 0-40 (9)"},
+		// Runs are outcomes: they take the place of misses they overlap.
+		{"front", []Range{miss(0, 20)}, span(next, Ran, ReasonOK, sec(10), sec(40)), "missed/no-leader 0-5 (2) ran/ok 10-40 (7)"},
+		{"back", []Range{miss(20, 40)}, span(next, Ran, ReasonOK, sec(0), sec(30)), "ran/ok 0-30 (7) missed/no-leader 35-40 (2)"},
+		{"inside", []Range{miss(0, 40)}, span(next, Ran, ReasonOK, sec(10), sec(30)), "missed/no-leader 0-5 (2) ran/ok 10-30 (5) missed/no-leader 35-40 (2)"},
+		{"a cover does not", []Range{miss(0, 20)}, span(next, Covered, ReasonCatchUp, sec(10), sec(40)), "missed/no-leader 0-20 (5) covered/catch-up 25-40 (4)"},
 		{"around", []Range{ok(20, 1), ok(25, 1)}, miss(0, 50), "missed/no-leader 0-15 (4) ran/ok 20-25 (2) missed/no-leader 30-50 (5)"},
 		{"across three", []Range{ok(10, 1), ok(25, 1), ok(30, 1), ok(45, 1)}, miss(5, 60),
 			"missed/no-leader 5-5 (1) ran/ok 10-10 (1) missed/no-leader 15-20 (2) ran/ok 25-30 (2) missed/no-leader 35-40 (2) ran/ok 45-45 (1) missed/no-leader 50-60 (3)"},

@@ -28,11 +28,6 @@ import (
 // term's token: the List of the job's key (Load) reads both.
 const lateSegment = "late/"
 
-// maxLateTicks bounds the ticks of one late range that AddLate records
-// one by one (over ticks recorded as missed); the rest are added as Add
-// does.
-const maxLateTicks = 1000
-
 // LateKey is the key of the late note of job by the term with token.
 func LateKey(job string, token uint64) string {
 	return lateJobPrefix(job) + strconv.FormatUint(token, 10)
@@ -93,31 +88,16 @@ func decodeLate(e control.Entry) (Late, error) {
 	return Late{Key: e.Key, Version: e.Version, Token: tok, Account: a}, nil
 }
 
-// AddLate records r, from a late note, as Add does, except that each of
-// its ticks (the first maxLateTicks) also takes the place of a record of
-// that tick as missed: the term that wrote the note led at the tick,
-// and knew what became of it; a later term only found it unclaimed.
+// AddLate records r, from a late note, as Add does, except that it also
+// takes the place of the records of its ticks as missed: the term that
+// wrote the note led at those ticks, and knew what became of them; a
+// later term only found them unclaimed.
 func (a *Account) AddLate(r Range, next Next) bool {
 	if r.Count <= 0 || r.Last.Before(r.First) {
 		return false
 	}
-	changed := false
-	c := r.First
-	for k := int64(0); k < r.Count && k < maxLateTicks && !c.IsZero() && !c.After(r.Last); k++ {
-		one := r
-		one.First, one.Last, one.Count = c, c, 1
-		if a.override(one, next, overMissed) {
-			changed = true
-		}
-		changed = a.Add(one, next) || changed
-		c = next(c)
-	}
-	if r.Count > maxLateTicks && !c.IsZero() && !c.After(r.Last) {
-		rest := r
-		rest.First, rest.Count = c, r.Count-maxLateTicks
-		changed = a.Add(rest, next) || changed
-	}
-	return changed
+	changed := a.override(r, next, overMissed)
+	return a.Add(r, next) || changed
 }
 
 // overMissed says whether r, a late record, takes the place of old's

@@ -41,3 +41,22 @@ func TestComputeLedgerRunOutranksAStaleSkip(t *testing.T) {
 		t.Errorf("Compute changed the caller's account: %s, was %s", after, before)
 	}
 }
+
+// The kube fault scenario: term 2, already over, wrote its overlap skip
+// of tick 34 before term 3 fenced the store; term 3's catch-up ran tick
+// 34 and its runs of 34..38 reached the account joined as one range.
+// The runs take the skip's place: before, only a one-tick record did,
+// and the skip hid the run.
+func TestAddJoinedRunsOutrankAStaleSkip(t *testing.T) {
+	next := every(time.Second)
+	var a Account
+	a.Add(Range{Class: Covered, Reason: ReasonCatchUp, First: sec(33), Last: sec(33), Count: 1, Token: 3, By: sec(34)}, next)
+	a.Add(Range{Class: Skipped, Reason: ReasonOverlap, First: sec(34), Last: sec(34), Count: 1, Token: 2}, next)
+	if !a.Add(Range{Class: Ran, Reason: ReasonOK, First: sec(34), Last: sec(38), Count: 5, Token: 3}, next) {
+		t.Fatal("the runs changed nothing")
+	}
+	checkRanges(t, &a, next)
+	if got, want := describe(&a), "covered/catch-up 33-33 (1) ran/ok 34-38 (5)"; got != want {
+		t.Errorf("ranges %s, want %s", got, want)
+	}
+}
