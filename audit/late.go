@@ -13,11 +13,11 @@ import (
 //
 // A term writes its records fenced by its token. Once a write finds the
 // term over (a later term raised the fence), or its last writes fail,
-// the records the ledger does not back (its overlap skips, its refused
-// claims, the ticks it let go by the misfire policy or covered by a
-// catch-up) would be lost with it: the next term merges the ledger's
-// history, which holds runs only, and would report those ticks as missed
-// while nobody led. So the term leaves them in a late note: one entry
+// its records would be lost with it: the next term merges the newest
+// entries of the ledger's history, which holds runs only, and would
+// report the other ticks (its overlap skips, its refused claims, the
+// ticks it let go by the misfire policy or covered by a catch-up) as
+// missed. So the term leaves them in a late note: one entry
 // per job and term, unfenced (a term that is over can still write it),
 // which no Account write touches. Every reader applies the notes to the
 // Account it read (AddLate): a note's tick takes the place of a record

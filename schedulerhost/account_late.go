@@ -9,7 +9,7 @@ import (
 
 // A term's records that never reached its Accounts (audit/late.go): once
 // a write finds the term over, or its last writes fail, what it recorded
-// that the ledger does not back becomes an orphan, and the writer leaves
+// and did not write becomes an orphan, and the writer leaves
 // the orphans in a late note per job, unfenced, after its last write. A
 // note it cannot write either (the store unreachable) stays with the
 // Host, which writes it at its next term's start; it is lost only with
@@ -27,12 +27,11 @@ type orphan struct {
 // the next term merges.
 func unbacked(r audit.Range) bool { return r.Class != audit.Ran && r.Class != audit.Lost }
 
-// orphan keeps r, a record of job, for the term's late note, if the
-// ledger does not back it (a.mu held).
+// orphan keeps r, a record of job, for the term's late note (a.mu
+// held). Runs and lost ticks too: the ledger holds their entries only if
+// their claims landed (a claim whose outcome is unknown may not have),
+// and the next term merges only the newest entries of each job.
 func (a *accountant) orphan(job string, next audit.Next, r audit.Range) {
-	if !unbacked(r) {
-		return
-	}
 	if a.orphans == nil {
 		a.orphans = map[string]*orphan{}
 	}
@@ -44,8 +43,7 @@ func (a *accountant) orphan(job string, next audit.Next, r audit.Range) {
 	o.acct.Add(r, o.next)
 }
 
-// orphanDelta keeps d's records that the ledger does not back (a.mu
-// held).
+// orphanDelta keeps d's records (a.mu held).
 func (a *accountant) orphanDelta(job string, d *delta) {
 	for _, r := range d.acct.Ranges {
 		a.orphan(job, d.next, r)

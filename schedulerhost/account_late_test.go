@@ -79,8 +79,12 @@ func TestAccount_LateNote(t *testing.T) {
 					time.Sleep(2500 * time.Millisecond)
 					return nil
 				}}
+				// Two more such jobs: a write that finds the term over
+				// must not drop the other jobs' records taken with it.
+				slow2, slow3 := slow, slow
+				slow2.Name, slow3.Name = "slow2", "slow3"
 				obs := &writeFailures{}
-				cfg := schedulerhost.Config{Control: unwritable{m.Control(), tc.err}, Jobs: []schedulerhost.Job{slow}, Observer: obs}
+				cfg := schedulerhost.Config{Control: unwritable{m.Control(), tc.err}, Jobs: []schedulerhost.Job{slow, slow2, slow3}, Observer: obs}
 				a := startNode(t, m, "a", cfg)
 				time.Sleep(8*time.Second + 200*time.Millisecond)
 				to := time.Now() // ticks 1 to 8: runs at 1, 4, 7; the rest skipped
@@ -88,13 +92,15 @@ func TestAccount_LateNote(t *testing.T) {
 				if st, _ := stored(t, m.Control(), "slow"); len(st.Ranges) != 0 {
 					t.Fatalf("an Account write landed: %+v", st.Ranges)
 				}
-				rep := reportOf(t, a.host, "slow", t0, to)
-				checkSums(t, rep, 8)
-				if got := countOf(rep, audit.Skipped, audit.ReasonOverlap); got != 5 {
-					t.Errorf("skipped/overlap %d, want 5 (2, 3, 5, 6, 8): %+v %+v", got, rep.Counts, rep.NotOK)
-				}
-				if got := rep.Classes[audit.Missed]; got != 0 {
-					t.Errorf("%d ticks missed: %+v", got, rep.NotOK)
+				for _, job := range []string{"slow", "slow2", "slow3"} {
+					rep := reportOf(t, a.host, job, t0, to)
+					checkSums(t, rep, 8)
+					if got := countOf(rep, audit.Skipped, audit.ReasonOverlap); got != 5 {
+						t.Errorf("%s: skipped/overlap %d, want 5 (2, 3, 5, 6, 8): %+v %+v", job, got, rep.Counts, rep.NotOK)
+					}
+					if got := rep.Classes[audit.Missed]; got != 0 {
+						t.Errorf("%s: %d ticks missed: %+v", job, got, rep.NotOK)
+					}
 				}
 				if got := obs.count("account"); (got > 0) != tc.counted {
 					t.Errorf("account write failures counted: %d, want counted: %v", got, tc.counted)
@@ -114,4 +120,26 @@ func TestAccount_LateNote(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestAccount_LateNoteKeepsRuns: a term none of whose Account writes
+// lands for 30 s of an every-second job ran 30 ticks, more than the
+// ledger's history a reader or the next term merges (its newest 20):
+// its late note holds the runs too, so that none reads as unaccounted.
+func TestAccount_LateNoteKeepsRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemory()
+		t0 := time.Now()
+		time.Sleep(300 * time.Millisecond)
+		cfg := schedulerhost.Config{Control: unwritable{m.Control(), ledger.ErrStaleTerm}, Jobs: []schedulerhost.Job{okJob("t", "@every 1s")}}
+		a := startNode(t, m, "a", cfg)
+		time.Sleep(30*time.Second + 200*time.Millisecond)
+		to := time.Now()
+		a.stop(t)
+		rep := reportOf(t, a.host, "t", t0, to)
+		checkSums(t, rep, 30)
+		if rep.Classes[audit.Ran] != 30 {
+			t.Errorf("ran %d of 30: %+v", rep.Classes[audit.Ran], rep.NotOK)
+		}
+	})
 }

@@ -97,8 +97,9 @@ func (a *accountant) failed(msg string, err error) {
 func (a *accountant) flush(ctx context.Context) {
 	a.resettle(ctx)
 	for job, d := range a.take() {
-		if a.isStale() {
-			return
+		if a.isStale() { // a write found the term over: the rest go to late notes
+			a.putBack(job, d)
+			continue
 		}
 		a.write(ctx, job, d)
 	}
