@@ -57,7 +57,8 @@ type accountant struct {
 	mu      sync.Mutex
 	pending map[string]*delta  // by job: recorded, not written
 	stale   bool               // a write found the term stale: nothing more is written
-	orphans map[string]*orphan // by job: what the ledger does not back, not written: for a late note
+	orphans map[string]*orphan // by job: recorded, not written: for a late note
+	closed  bool               // the late notes are written: a record now is lost (lateRecord)
 
 	soon chan struct{} // a record the ledger does not back: write it now, not at the next interval
 	stop chan struct{} // closed by finish: write once more and return
@@ -109,6 +110,11 @@ func (a *accountant) add(j *jobState, r audit.Range) {
 	}
 	next := a.t.nextOf(j)
 	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		a.lateRecord(j.Name, r)
+		return
+	}
 	if a.stale {
 		a.orphan(j.Name, next, r)
 		a.mu.Unlock()

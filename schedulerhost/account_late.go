@@ -59,7 +59,7 @@ func (a *accountant) leaveLate(ctx context.Context) {
 	}
 	a.pending = map[string]*delta{}
 	orphans := a.orphans
-	a.orphans = nil
+	a.orphans, a.closed = nil, true
 	a.mu.Unlock()
 	t := a.t
 	for job, o := range orphans {
@@ -72,6 +72,16 @@ func (a *accountant) leaveLate(ctx context.Context) {
 		}
 		t.h.log.Warn("accounting: the term's records could not be written to its account: left in a late note", "job", job, "token", t.token, "ticks", n)
 	}
+}
+
+// lateRecord says that r, a record of job made after the term's late
+// notes were written (a run abandoned by the drain that returned since),
+// is lost: logged at Warn and counted as a late note not written.
+func (a *accountant) lateRecord(job string, r audit.Range) {
+	t := a.t
+	t.h.accountWriteFailed("late-note")
+	t.h.log.Warn("accounting: a record after the term's last write is not kept", "job", job, "token", t.token,
+		"class", r.Class, "reason", r.Reason, "first", r.First, "ticks", r.Count)
 }
 
 // ticksOf counts the ticks of a's ranges.

@@ -143,3 +143,30 @@ func TestAccount_LateNoteKeepsRuns(t *testing.T) {
 		}
 	})
 }
+
+// TestAccount_RecordAfterTheLastWriteIsLoud: a run the drain abandoned
+// ends after its term's last write and late notes: its record is not
+// kept, and says so (counted as a late note not written), rather than
+// sit unwritten in a finished term.
+func TestAccount_RecordAfterTheLastWriteIsLoud(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemory()
+		time.Sleep(300 * time.Millisecond)
+		stubborn := schedulerhost.Job{Name: "stubborn", Schedule: "@every 1s", Overlap: schedulerhost.OverlapSkip,
+			Run: func(ctx context.Context) error { time.Sleep(20 * time.Second); return nil }}
+		obs := &writeFailures{}
+		a := startNode(t, m, "a", schedulerhost.Config{Control: m.Control(), Jobs: []schedulerhost.Job{stubborn}, Observer: obs,
+			ShutdownTimeout: time.Second, KillGrace: time.Second})
+		time.Sleep(2 * time.Second)
+		a.cancel()
+		<-a.done // Lead returned: the run of +1 s is abandoned
+		if got := obs.count("late-note"); got != 0 {
+			t.Fatalf("late-note failures counted before the abandoned run ended: %d", got)
+		}
+		time.Sleep(20 * time.Second)
+		synctest.Wait()
+		if got := obs.count("late-note"); got != 1 {
+			t.Errorf("late-note failures after the abandoned run ended: %d, want 1", got)
+		}
+	})
+}
