@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -229,16 +230,15 @@ func TestHost_RetryStopsOnLoss(t *testing.T) {
 	m := memory.New(election.Timing{TTL: 5 * time.Second})
 	o := &retryObserver{}
 	var a attempts
+	// The loss comes once the Host logged that the attempt failed and it
+	// waits to retry (before, 50 ms after the job function's return: a
+	// loaded machine could judge the attempt after the loss).
 	failed := make(chan struct{}, 1)
-	h, err := schedulerhost.New(schedulerhost.Config{Logger: quiet, Ledger: m.Ledger(), Instance: "a", Observer: o,
+	h, err := schedulerhost.New(schedulerhost.Config{Logger: slog.New(backoffWatch{failed}), Ledger: m.Ledger(), Instance: "a", Observer: o,
 		Jobs: []schedulerhost.Job{{
 			Name: "flaky", Schedule: "@every 1s", Retries: 5, RetryBackoff: 10 * time.Second,
 			Run: func(ctx context.Context) error {
 				a.add(ctx)
-				select {
-				case failed <- struct{}{}:
-				default:
-				}
 				return errors.New("flaked")
 			},
 		}}})
@@ -258,8 +258,7 @@ func TestHost_RetryStopsOnLoss(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no attempt within 10s")
 	}
-	time.Sleep(50 * time.Millisecond) // in the backoff
-	lost := time.Now()
+	lost := time.Now() // in the backoff
 	if !m.Revoke() {
 		t.Fatal("no lease to revoke")
 	}
@@ -310,3 +309,22 @@ func TestAttemptFromContext(t *testing.T) {
 		t.Errorf("AttemptFromContext(ContextWithAttempt 2) = %d", n)
 	}
 }
+
+// backoffWatch is a log handler that signals the first "attempt failed:
+// retrying" it sees, and drops every record.
+type backoffWatch struct{ ch chan struct{} }
+
+func (w backoffWatch) Enabled(context.Context, slog.Level) bool { return true }
+
+func (w backoffWatch) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "attempt failed: retrying" {
+		select {
+		case w.ch <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+func (w backoffWatch) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w backoffWatch) WithGroup(string) slog.Handler      { return w }

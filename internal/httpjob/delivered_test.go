@@ -165,21 +165,17 @@ func cutRun(t *testing.T, url string) ledger.Run {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The term is revoked once the Host logs that the attempt failed
+	// and it waits to retry: the attempt's outcome is settled by then.
+	// (Revoked when the job function returned its error, the revoke could
+	// land before the Host judged the attempt, which then read as
+	// cancelled by the loss.)
 	failed := make(chan time.Time, 1)
-	quiet := slog.New(slog.DiscardHandler)
+	quiet := slog.New(retryWatch{failed})
 	h, err := schedulerhost.New(schedulerhost.Config{Logger: quiet, Ledger: m.Ledger(), Instance: "a",
 		Jobs: []schedulerhost.Job{{
 			Name: "report", Schedule: "@every 1s", Retries: 2, RetryBackoff: 10 * time.Second, Timeout: 5 * time.Second,
-			Run: func(ctx context.Context) error {
-				err := j.Run(ctx)
-				if tk, _ := schedulerhost.TickFromContext(ctx); err != nil {
-					select {
-					case failed <- tk.Time:
-					default:
-					}
-				}
-				return err
-			},
+			Run: j.Run,
 		}}})
 	if err != nil {
 		t.Fatal(err)
@@ -223,3 +219,29 @@ func cutRun(t *testing.T, url string) ledger.Run {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// retryWatch is a log handler that sends the tick of the first "attempt
+// failed: retrying" it sees, and drops every record.
+type retryWatch struct{ ch chan time.Time }
+
+func (w retryWatch) Enabled(context.Context, slog.Level) bool { return true }
+
+func (w retryWatch) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "attempt failed: retrying" {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "tick" && a.Value.Kind() == slog.KindTime {
+			select {
+			case w.ch <- a.Value.Time():
+			default:
+			}
+			return false
+		}
+		return true
+	})
+	return nil
+}
+
+func (w retryWatch) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w retryWatch) WithGroup(string) slog.Handler      { return w }
